@@ -1,0 +1,160 @@
+"""The launch step, backend-neutral: what a training job is, when it has succeeded, and how it fails.
+
+A backend ("start a replica, watch it, stop it") takes a :class:`TrainingJob` and returns a
+:class:`LaunchResult` or raises a :class:`LaunchError`. Backends:
+
+- :mod:`tfk8s.launcher.local`      each replica a process on 127.0.0.1 (tests, ``make run``)
+- :mod:`tfk8s.launcher.kubernetes` one batch/v1 Job + one headless Service per replica
+
+Semantics follow the Kubeflow Training Operator's TFJob: the success policy (``""``: the chief, or worker 0
+without a chief; ``"AllWorkers"``: every chief/worker), ps and evaluator never count towards success and are
+stopped once the job has succeeded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tfk8s.cluster import Replica, ReplicaCounts, ReplicaType, coordinator
+
+SUCCESS_POLICY_DEFAULT = ""
+SUCCESS_POLICY_ALL_WORKERS = "AllWorkers"
+SUCCESS_POLICIES = (SUCCESS_POLICY_DEFAULT, SUCCESS_POLICY_ALL_WORKERS)
+
+DEFAULT_PORT = 2222
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# Longest job name such that "<job>-evaluator-<index>" still fits a 63-character DNS-1035 label
+# with up to 3 index digits.
+MAX_JOB_NAME_LEN = 63 - len("-evaluator-") - 3
+
+
+class LaunchError(RuntimeError):
+    """The training job failed; the message names the replica, the reason and what to do."""
+
+
+class ReplicaFailedError(LaunchError):
+    """A replica ended unsuccessfully.
+
+    Attributes:
+        replica: the failed replica.
+        exit_code: its exit code (None when it never started or has none, e.g. an image pull error).
+        reason: a short machine-readable reason (``Error``, ``OOMKilled``, ``ImagePullBackOff``,
+            ``Unschedulable``, ``Signal``...).
+        last_lines: the tail of its log.
+    """
+
+    def __init__(self, replica: Replica, reason: str, exit_code: int | None = None,
+                 last_lines: Sequence[str] = (), detail: str = ""):
+        self.replica, self.reason, self.exit_code = replica, reason, exit_code
+        self.last_lines, self.detail = list(last_lines), detail
+        code = f" with exit code {exit_code}" if exit_code is not None else ""
+        msg = f"replica {replica.label} failed{code}: {reason}"
+        if detail:
+            msg += f" ({detail})"
+        if self.last_lines:
+            msg += f"\nlast {len(self.last_lines)} log lines of {replica.label}:\n" + "\n".join(
+                f"  {line}" for line in self.last_lines)
+        super().__init__(msg)
+
+
+class JobTimeoutError(LaunchError):
+    """The training job did not finish within its deadline."""
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """A distributed training job, independent of where its replicas run.
+
+    Attributes:
+        name: the job name, a DNS-1035 label of at most :data:`MAX_JOB_NAME_LEN` characters
+            (use :func:`job_name` to derive one).
+        counts: replica counts per type.
+        command: the program every replica runs (argv); each replica finds its role in TF_CONFIG.
+        env: extra environment variables for every replica.
+        success_policy: ``""`` (chief, or worker 0) or ``"AllWorkers"``.
+        port: the TensorFlow server port of each replica (Kubernetes: the Service port; local: ignored,
+            each replica gets a free port).
+        timeout_s: job-level deadline in seconds (None: no deadline).
+        grace_period_s: after success, how long lagging workers may take to finish before being stopped.
+
+    Raises:
+        ValueError: on an invalid name, an empty command or an unknown success policy.
+    """
+
+    name: str
+    counts: ReplicaCounts
+    command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    success_policy: str = SUCCESS_POLICY_DEFAULT
+    port: int = DEFAULT_PORT
+    timeout_s: float | None = None
+    grace_period_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not _DNS1035.match(self.name) or len(self.name) > MAX_JOB_NAME_LEN:
+            raise ValueError(
+                f"job name {self.name!r} must be a DNS-1035 label (lower-case letters, digits, '-', starting "
+                f"with a letter) of at most {MAX_JOB_NAME_LEN} characters: derive it with tfk8s.launcher.job_name()"
+            )
+        if not self.command:
+            raise ValueError("command must name the program every replica runs, e.g. python -m trainer.task")
+        if self.success_policy not in SUCCESS_POLICIES:
+            raise ValueError(f"success_policy must be one of {SUCCESS_POLICIES}, got {self.success_policy!r}")
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "env", dict(self.env))
+
+
+@dataclass
+class LaunchResult:
+    """What a finished training job reports.
+
+    Attributes:
+        job_name: the job's name.
+        exit_codes: exit code of every replica that exited by itself, keyed by its label (``worker-1``);
+            replicas stopped by the launcher (ps, evaluator) are absent.
+        stopped: labels of the replicas the launcher stopped after success.
+        wall_time_s: seconds from the first replica's start to success.
+        restarts: how many replicas were recreated (Kubernetes backend only).
+    """
+
+    job_name: str
+    exit_codes: dict[str, int]
+    stopped: list[str]
+    wall_time_s: float
+    restarts: int = 0
+
+
+def job_name(run_id: str, prefix: str = "tfk8s") -> str:
+    """A deterministic, valid job name for a pipeline run: ``<prefix>-<run id>``, sanitised.
+
+    The same ``run_id`` always gives the same name, so a restarted launcher re-attaches to its replicas.
+    Characters outside ``[a-z0-9-]`` become ``-``; a name longer than :data:`MAX_JOB_NAME_LEN` is cut and
+    ends with 8 hex characters of the SHA-256 of the full name, so distinct long ids stay distinct.
+
+    Raises:
+        ValueError: if ``prefix`` does not start with a letter.
+    """
+    if not prefix or not prefix[0].isalpha():
+        raise ValueError(f"job name prefix {prefix!r} must start with a letter, e.g. 'tfk8s'")
+    raw = f"{prefix}-{run_id}".lower() if run_id else prefix.lower()
+    name = re.sub(r"[^a-z0-9-]+", "-", raw)
+    name = re.sub(r"-{2,}", "-", name).strip("-")
+    if len(name) > MAX_JOB_NAME_LEN:
+        digest = hashlib.sha256(raw.encode()).hexdigest()[:8]
+        name = name[: MAX_JOB_NAME_LEN - 9].rstrip("-") + "-" + digest
+    return name
+
+
+def is_success(policy: str, counts: ReplicaCounts, succeeded: set[Replica]) -> bool:
+    """Whether the job has succeeded under ``policy`` given the replicas that exited 0.
+
+    ``""``: the chief succeeded (worker 0 when there is no chief). ``"AllWorkers"``: every chief and worker
+    succeeded. ps and evaluator never count (Training Operator semantics).
+    """
+    if policy == SUCCESS_POLICY_ALL_WORKERS:
+        trainers = {r for r in counts.replicas() if r.replica_type in (ReplicaType.CHIEF, ReplicaType.WORKER)}
+        return trainers <= succeeded
+    return coordinator(counts) in succeeded
