@@ -1,0 +1,154 @@
+"""launch_training: run the distributed TensorFlow training job, one replica per chief/worker/ps/evaluator,
+wait for it, stream the replicas' logs, fail clearly, and clean up every replica.
+
+``--backend local`` runs the replicas as processes on 127.0.0.1; ``--backend kubernetes`` creates one Job and
+one headless Service per replica (``--dry-run`` prints them as YAML instead).
+"""
+
+
+import argparse
+import json
+
+from kfp import dsl
+from kfp.dsl import Dataset, Input, Metrics, Model, Output
+
+from components import DEFAULT_IMAGE
+
+KUBERNETES_PARAMS = (
+    "namespace", "image", "pvc_name", "cpu", "memory", "gpus", "node_selector", "tolerations", "service_account",
+    "replica_overrides", "cluster_domain", "schedule_timeout_s", "max_restarts", "ttl_seconds_after_finished",
+    "kueue_queue", "scheduler_name",
+)
+
+
+def run(*, data_dir: str, volume_root: str, run_id: str, chief: int, workers: int, ps: int, evaluator: int,
+        epochs: int, batch_size: int, learning_rate: float, max_train_examples: int = 0, backend: str,
+        job_name_prefix: str = "tfk8s", success_policy: str = "", timeout_s: int = 0,
+        kubernetes_params: dict | None = None, dry_run: bool = False):
+    """Build the training job from the step's parameters and run it (or, with ``dry_run``, return the
+    Kubernetes objects it would create).
+
+    Returns:
+        A :class:`tfk8s.training.TrainingOutcome`, or with ``dry_run`` the list of manifests.
+
+    Raises:
+        tfk8s.launcher.LaunchError: the training failed (the message names the replica and reason).
+        ValueError: invalid parameters (replica counts, backend, names).
+    """
+    from tfk8s.cluster import ReplicaCounts
+    from tfk8s.launcher import job_name
+    from tfk8s.layout import RunLayout
+    from tfk8s.training import build_job, run_job, trainer_args
+
+    layout = RunLayout(volume_root, run_id)
+    counts = ReplicaCounts(chief=chief, worker=workers, ps=ps, evaluator=evaluator)
+    args = trainer_args(data_dir, layout.train_dir, epochs, batch_size, learning_rate, max_train_examples)
+    job = build_job(name=job_name(run_id, job_name_prefix), counts=counts, args=args, backend=backend,
+                    success_policy=success_policy, timeout_s=timeout_s)
+    kube = {**(kubernetes_params or {}), "volume_mount_path": volume_root}
+    if dry_run:
+        from tfk8s.kube.settings import KubernetesSettings
+        from tfk8s.launcher.kubernetes import render_manifests
+
+        return render_manifests(job, KubernetesSettings.from_params(**kube))
+    return run_job(job, backend, layout.train_dir, kubernetes_params=kube)
+
+
+@dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
+def launch_training(
+    dataset: Input[Dataset],
+    model: Output[Model],
+    metrics: Output[Metrics],
+    volume_root: str = "/mnt/tfk8s",
+    run_id: str = "local",
+    chief: int = 0,
+    workers: int = 2,
+    ps: int = 0,
+    evaluator: int = 0,
+    epochs: int = 3,
+    batch_size: int = 128,
+    learning_rate: float = 0.001,
+    max_train_examples: int = 0,
+    backend: str = "kubernetes",
+    job_name_prefix: str = "tfk8s",
+    success_policy: str = "",
+    timeout_s: int = 0,
+    namespace: str = "",
+    image: str = "ghcr.io/tfk8s/tfk8s:0.1.0",
+    pvc_name: str = "",
+    cpu: str = "1",
+    memory: str = "2Gi",
+    gpus: int = 0,
+    node_selector: str = "",
+    tolerations: str = "",
+    service_account: str = "",
+    replica_overrides: str = "",
+    cluster_domain: str = "",
+    schedule_timeout_s: int = 600,
+    max_restarts: int = 3,
+    ttl_seconds_after_finished: int = 3600,
+    kueue_queue: str = "",
+    scheduler_name: str = "",
+):
+    """Train on the prepared data set with one replica per chief/worker/ps/evaluator; outputs the chief's
+    SavedModel (Model artifact: path + training summary) and training Metrics."""
+    from components.launch_training import KUBERNETES_PARAMS, run
+
+    params = locals()
+    outcome = run(
+        data_dir=dataset.metadata["path"], volume_root=volume_root, run_id=run_id, chief=chief, workers=workers,
+        ps=ps, evaluator=evaluator, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+        max_train_examples=max_train_examples, backend=backend, job_name_prefix=job_name_prefix,
+        success_policy=success_policy, timeout_s=timeout_s,
+        kubernetes_params={k: params[k] for k in KUBERNETES_PARAMS},
+    )
+    s = outcome.summary
+    model.metadata.update({"path": outcome.saved_model_dir, "job_name": outcome.launch.job_name,
+                           "restarts": outcome.launch.restarts, **{f"train_{k}": v for k, v in s.items()}})
+    with open(model.path, "w") as f:
+        f.write(outcome.saved_model_dir)
+    for key in ("final_accuracy", "final_loss", "examples_per_sec", "wall_time_s"):
+        if key in s:
+            metrics.log_metric(f"train_{key}", float(s[key]))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m components.launch_training", description=__doc__)
+    p.add_argument("--data-dir", required=True, help="folder written by prepare_dataset (metadata.json)")
+    p.add_argument("--volume-root", default="/mnt/tfk8s", help="root of the shared volume")
+    p.add_argument("--run-id", default="local", help="the pipeline run's id (names the job and its folder)")
+    p.add_argument("--chief", type=int, default=0)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--ps", type=int, default=0)
+    p.add_argument("--evaluator", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=128, help="global batch size")
+    p.add_argument("--learning-rate", type=float, default=0.001)
+    p.add_argument("--max-train-examples", type=int, default=0, help="cap on training examples (0: all)")
+    p.add_argument("--backend", choices=("local", "kubernetes"), default="kubernetes")
+    p.add_argument("--job-name-prefix", default="tfk8s")
+    p.add_argument("--success-policy", choices=("", "AllWorkers"), default="")
+    p.add_argument("--timeout-s", type=int, default=0, help="job-level deadline in seconds (0: none)")
+    p.add_argument("--dry-run", action="store_true", help="print the Kubernetes objects as YAML and exit")
+    from tfk8s.kube.cli import add_kubernetes_arguments
+
+    add_kubernetes_arguments(p)
+    a = p.parse_args(argv)
+    result = run(
+        data_dir=a.data_dir, volume_root=a.volume_root, run_id=a.run_id, chief=a.chief, workers=a.workers,
+        ps=a.ps, evaluator=a.evaluator, epochs=a.epochs, batch_size=a.batch_size, learning_rate=a.learning_rate,
+        max_train_examples=a.max_train_examples, backend="kubernetes" if a.dry_run else a.backend,
+        job_name_prefix=a.job_name_prefix, success_policy=a.success_policy, timeout_s=a.timeout_s,
+        kubernetes_params={k: getattr(a, k) for k in KUBERNETES_PARAMS}, dry_run=a.dry_run,
+    )
+    if a.dry_run:
+        import yaml
+
+        print(yaml.safe_dump_all(result, sort_keys=False), end="")
+    else:
+        print(json.dumps({"job_name": result.launch.job_name, "saved_model": result.saved_model_dir,
+                          "summary": result.summary}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""The tfk8s training pipeline: prepare dataset -> launch training -> export model -> evaluate.
+
+    python pipelines/train.py --compile [--output compiled/train.yaml]   # pipeline IR YAML for KFP
+    python pipelines/train.py --local [--param key=value ...]             # run every step on this machine
+
+In a cluster, every step mounts the same PVC at ``/mnt/tfk8s`` (the ``volume_root``), and the launcher mounts
+it into each training replica: data shards, checkpoints, TensorBoard logs and exports live under that one root
+(see :mod:`tfk8s.layout`). ``--local`` runs the same pipeline through ``kfp.local`` with a local folder
+standing for the volume and the replicas as local processes.
+"""
+
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+if __package__ in (None, ""):  # run as a script: make the repo importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kfp import compiler, dsl, kubernetes
+from kfp.dsl import ClassificationMetrics, Dataset, Metrics, Model
+
+from components import DEFAULT_IMAGE
+from components.evaluate_model import evaluate_model
+from components.export_model import export_model
+from components.launch_training import launch_training
+from components.prepare_dataset import prepare_dataset
+
+PIPELINE_NAME = "tfk8s-train"
+VOLUME_MOUNT_PATH = "/mnt/tfk8s"
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_OUTPUT = REPO / "compiled" / "train.yaml"
+
+
+class Outputs(NamedTuple):
+    dataset: Dataset
+    model: Model
+    exported_model: Model
+    metrics: Metrics
+    confusion_matrix: ClassificationMetrics
+
+
+@dsl.pipeline(name=PIPELINE_NAME, description="Distributed TensorFlow training on Kubernetes, from data set to "
+              "a versioned, evaluated SavedModel.")
+def train_pipeline(
+    dataset_name: str = "mnist",
+    tfds_data_dir: str = "",
+    num_shards: int = 0,
+    max_examples: int = 0,
+    chief: int = 0,
+    workers: int = 2,
+    ps: int = 0,
+    evaluator: int = 0,
+    epochs: int = 3,
+    batch_size: int = 128,
+    learning_rate: float = 0.001,
+    success_policy: str = "",
+    timeout_s: int = 0,
+    model_name: str = "mnist-cnn",
+    min_accuracy: float = 0.98,
+    backend: str = "kubernetes",
+    volume_root: str = VOLUME_MOUNT_PATH,
+    pvc_name: str = "tfk8s-data",
+    namespace: str = "",
+    image: str = DEFAULT_IMAGE,
+    cpu: str = "1",
+    memory: str = "2Gi",
+    gpus: int = 0,
+    service_account: str = "",
+    max_restarts: int = 3,
+    schedule_timeout_s: int = 600,
+) -> Outputs:
+    run_id = dsl.PIPELINE_JOB_ID_PLACEHOLDER
+
+    prepare = prepare_dataset(
+        dataset_name=dataset_name, tfds_data_dir=tfds_data_dir, volume_root=volume_root, run_id=run_id,
+        num_shards=num_shards, num_workers=workers, chief=chief, max_examples=max_examples,
+    ).set_display_name("prepare dataset")
+
+    launch = launch_training(
+        dataset=prepare.outputs["dataset"], volume_root=volume_root, run_id=run_id, chief=chief, workers=workers,
+        ps=ps, evaluator=evaluator, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+        backend=backend, success_policy=success_policy, timeout_s=timeout_s, namespace=namespace, image=image,
+        pvc_name=pvc_name, cpu=cpu, memory=memory, gpus=gpus, service_account=service_account,
+        max_restarts=max_restarts, schedule_timeout_s=schedule_timeout_s,
+    ).set_display_name("launch training")
+    # The launcher's own pod, for the replicas' ownerReferences (deleting the run deletes every replica).
+    kubernetes.use_field_path_as_env(launch, env_name="TFK8S_LAUNCHER_POD_NAME", field_path="metadata.name")
+    kubernetes.use_field_path_as_env(launch, env_name="TFK8S_LAUNCHER_POD_UID", field_path="metadata.uid")
+
+    export = export_model(
+        model=launch.outputs["model"], volume_root=volume_root, model_name=model_name,
+    ).set_display_name("export model")
+
+    evaluate = evaluate_model(
+        exported_model=export.outputs["exported_model"], dataset=prepare.outputs["dataset"],
+        min_accuracy=min_accuracy,
+    ).set_display_name("evaluate")
+
+    for task in (prepare, launch, export, evaluate):
+        kubernetes.mount_pvc(task, pvc_name=pvc_name, mount_path=VOLUME_MOUNT_PATH)
+
+    return Outputs(
+        dataset=prepare.outputs["dataset"], model=launch.outputs["model"],
+        exported_model=export.outputs["exported_model"], metrics=evaluate.outputs["metrics"],
+        confusion_matrix=evaluate.outputs["classification"],
+    )
+
+
+def compile_pipeline(output: str | os.PathLike = DEFAULT_OUTPUT) -> Path:
+    """Compile :func:`train_pipeline` to KFP pipeline IR YAML at ``output``; returns the path."""
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    compiler.Compiler().compile(train_pipeline, str(out))
+    return out
+
+
+def run_local(volume: str | os.PathLike, params: dict) -> dict:
+    """Run the whole pipeline on this machine with ``kfp.local`` (SubprocessRunner, this interpreter).
+
+    Args:
+        volume: the local folder standing for the PVC (the pipeline root lives under it too).
+        params: pipeline parameters overriding the defaults (``backend`` is forced to ``local``).
+
+    Returns:
+        ``{"accuracy", "loss", "export_path", "version", "blessed", "volume", "pipeline_root", "wall_time_s"}``.
+    """
+    from kfp import local
+
+    from tfk8s.dataset import default_tfds_data_dir
+
+    volume = Path(volume).resolve()
+    pipeline_root = volume / "pipeline-root"
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(pipeline_root),
+               raise_on_error=True)
+    args = {"tfds_data_dir": default_tfds_data_dir() or "", **params, "backend": "local",
+            "volume_root": str(volume)}
+    t0 = time.monotonic()
+    task = train_pipeline(**args)
+    out = task.outputs
+    metrics, exported = out["metrics"].metadata, out["exported_model"].metadata
+    return {"accuracy": metrics["accuracy"], "loss": metrics["loss"], "export_path": exported["path"],
+            "version": exported["version"], "volume": str(volume), "pipeline_root": str(pipeline_root),
+            "wall_time_s": time.monotonic() - t0}
+
+
+def _parse_params(items: list[str]) -> dict:
+    """``key=value`` pairs -> typed pipeline arguments (types from the pipeline's signature)."""
+    import inspect
+
+    sig = inspect.signature(train_pipeline.pipeline_func)
+    params = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--param {item!r}: expected key=value, e.g. --param epochs=2")
+        if key not in sig.parameters:
+            raise SystemExit(f"--param {key!r}: unknown pipeline parameter; known: {', '.join(sig.parameters)}")
+        kind = type(sig.parameters[key].default)
+        try:
+            params[key] = kind(value) if kind is not bool else value.lower() in ("1", "true", "yes")
+        except ValueError:
+            raise SystemExit(f"--param {key}={value!r}: expected a {kind.__name__}") from None
+    return params
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python pipelines/train.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--compile", action="store_true", help="compile the pipeline to IR YAML")
+    mode.add_argument("--local", action="store_true", help="run the whole pipeline on this machine")
+    p.add_argument("--output", default=str(DEFAULT_OUTPUT), help="--compile: where to write (default: %(default)s)")
+    p.add_argument("--volume", default=str(REPO / "volume"),
+                   help="--local: folder standing for the shared volume (default: %(default)s)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="pipeline parameter, repeatable (e.g. --param epochs=2)")
+    a = p.parse_args(argv)
+    if a.compile:
+        print(f"compiled {PIPELINE_NAME} to {compile_pipeline(a.output)}")
+        return
+    r = run_local(a.volume, _parse_params(a.param))
+    print(f"\ntfk8s: pipeline finished in {r['wall_time_s']:.0f}s")
+    print(f"  test accuracy : {r['accuracy']:.4f}   (loss {r['loss']:.4f})")
+    print(f"  exported model: {r['export_path']}  (version {r['version']})")
+    print(f"  volume        : {r['volume']}  (data, checkpoints, TensorBoard logs, exports)")
+    print(f"  artifacts     : {r['pipeline_root']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Versioned, atomic SavedModel exports in TF Serving's layout: ``<export base>/<version>/``.
+
+TF Serving (and TFX's Pusher) expect each model version in a folder named by an integer under a base path
+and serve the highest. Here:
+
+- the version is one more than the highest existing integer folder (1 for an empty base);
+- the model is copied into a hidden staging folder (``.staging-*``, which TF Serving ignores since its name
+  is not an integer), checked (it loads and has a serving signature), then renamed into place: a crash
+  mid-export never leaves a half-written version a server could load;
+- an existing version is never overwritten: if another export took the number first, the next is used.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+SERVING_SIGNATURE = "serving_default"
+
+
+class ExportError(RuntimeError):
+    """The model could not be exported; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """Where a model was exported: ``path`` is ``<base>/<version>``."""
+
+    path: str
+    version: int
+    signature: dict
+
+
+def existing_versions(export_base: str | os.PathLike) -> list[int]:
+    """Integer version folders under ``export_base``, ascending (missing base: ``[]``)."""
+    base = Path(export_base)
+    if not base.is_dir():
+        return []
+    return sorted(int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def next_version(export_base: str | os.PathLike) -> int:
+    """One more than the highest existing version, or 1."""
+    versions = existing_versions(export_base)
+    return versions[-1] + 1 if versions else 1
+
+
+def serving_signature(saved_model_dir: str | os.PathLike) -> dict:
+    """Load a SavedModel and describe its ``serving_default`` signature.
+
+    Returns:
+        ``{"inputs": {name: {"dtype": str, "shape": [..]}}, "outputs": {...}}`` (unknown dims are None).
+
+    Raises:
+        ExportError: the folder holds no loadable SavedModel, or it has no ``serving_default`` signature.
+    """
+    import tensorflow as tf
+
+    try:
+        loaded = tf.saved_model.load(str(saved_model_dir))
+    except (OSError, ValueError, tf.errors.OpError) as e:
+        raise ExportError(f"{saved_model_dir} does not hold a loadable SavedModel: {e}") from e
+    if SERVING_SIGNATURE not in loaded.signatures:
+        raise ExportError(
+            f"{saved_model_dir} has no '{SERVING_SIGNATURE}' signature (it has {list(loaded.signatures)}): "
+            "save the model with model.save() or pass signatures= to tf.saved_model.save"
+        )
+    fn = loaded.signatures[SERVING_SIGNATURE]
+
+    def describe(specs) -> dict:
+        return {name: {"dtype": spec.dtype.name, "shape": spec.shape.as_list()} for name, spec in specs.items()}
+
+    return {"inputs": describe(fn.structured_input_signature[1]), "outputs": describe(fn.structured_outputs)}
+
+
+def export_saved_model(saved_model_dir: str | os.PathLike, export_base: str | os.PathLike) -> ExportResult:
+    """Copy a SavedModel to the next version under ``export_base``, atomically, after checking it loads.
+
+    Args:
+        saved_model_dir: the trained SavedModel (the chief's ``<train dir>/saved_model``).
+        export_base: the model's base path; created if missing.
+
+    Returns:
+        The new version's path, number and serving signature.
+
+    Raises:
+        ExportError: ``saved_model_dir`` is missing or not a valid SavedModel with a serving signature;
+            nothing is written under ``export_base`` then.
+    """
+    src = Path(saved_model_dir)
+    if not (src / "saved_model.pb").is_file():
+        raise ExportError(f"no SavedModel at {src} (no saved_model.pb): did training finish on the chief?")
+    base = Path(export_base)
+    base.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=base))
+    try:
+        model_copy = staging / "model"
+        shutil.copytree(src, model_copy)
+        signature = serving_signature(model_copy)
+        while True:
+            version = next_version(base)
+            try:
+                # rename(2) is atomic, and fails on a non-empty target: an existing version is never replaced.
+                os.rename(model_copy, base / str(version))
+            except OSError as e:
+                if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    continue  # someone exported this version first: take the next
+                raise
+            break
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return ExportResult(str(base / str(version)), version, signature)

@@ -1,0 +1,75 @@
+"""Where everything lives on the shared volume: one root, laid out per run, exports shared across runs.
+
+::
+
+    <root>/
+      runs/<run id>/data/          sharded TFRecords + metadata.json      (prepare_dataset)
+      runs/<run id>/train/         BackupAndRestore checkpoints, TensorBoard logs, the chief's SavedModel,
+                                   training_summary.json, replica logs  (launch_training)
+      models/<model name>/<version>/   versioned SavedModels, TF Serving layout (export_model)
+
+``<root>`` is the PVC's mount path in a cluster (``/mnt/tfk8s``) and a local folder with ``--local``.
+The launcher mounts the same PVC at the same path into every replica, so these paths mean the same
+thing in every pod.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_ROOT = "/mnt/tfk8s"
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _check_segment(what: str, value: str) -> str:
+    if not value or not _SAFE.match(value) or value in (".", ".."):
+        raise ValueError(
+            f"{what} {value!r} must be a single path segment of letters, digits, '.', '_' or '-' "
+            f"(it names a folder on the volume)"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Paths of one pipeline run on the volume.
+
+    Raises:
+        ValueError: if ``root`` is empty, or ``run_id``/``model_name`` would escape their folder.
+    """
+
+    root: str
+    run_id: str
+    model_name: str = "model"
+
+    def __post_init__(self) -> None:
+        if not self.root:
+            raise ValueError("volume root is empty: pass the PVC mount path, e.g. /mnt/tfk8s")
+        _check_segment("run id", self.run_id)
+        _check_segment("model name", self.model_name)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.root) / "runs" / self.run_id
+
+    @property
+    def data_dir(self) -> Path:
+        """Sharded TFRecords and metadata.json."""
+        return self.run_dir / "data"
+
+    @property
+    def train_dir(self) -> Path:
+        """The trainer's ``--model-dir``: checkpoints, logs, saved_model, training_summary.json."""
+        return self.run_dir / "train"
+
+    @property
+    def replica_log_dir(self) -> Path:
+        """One ``<type>-<index>.log`` per replica (local backend; Kubernetes streams them instead)."""
+        return self.train_dir / "replica-logs"
+
+    @property
+    def export_base(self) -> Path:
+        """``<root>/models/<model name>``: the base path a TF Serving model config points at."""
+        return Path(self.root) / "models" / self.model_name

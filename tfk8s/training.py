@@ -1,0 +1,93 @@
+"""The launch step: turn the pipeline's parameters into a :class:`~tfk8s.launcher.TrainingJob`, run it on a
+backend, and collect what the chief wrote (SavedModel, training_summary.json).
+
+Backends: ``local`` (:mod:`tfk8s.launcher.local`) and ``kubernetes`` (:mod:`tfk8s.launcher.kubernetes`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfk8s.cluster import ReplicaCounts
+from tfk8s.launcher import LaunchError, LaunchResult, TrainingJob
+
+BACKENDS = ("local", "kubernetes")
+TRAINER_MODULE = "trainer.task"
+# Keras 3's fit() breaks under multi-worker strategies (keras-team/keras#20585): every replica uses tf-keras.
+TRAINER_ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    """A finished launch: the backend's result, the chief's SavedModel and its training summary."""
+
+    launch: LaunchResult
+    saved_model_dir: str
+    summary: dict
+
+
+def trainer_args(data_dir: str | os.PathLike, train_dir: str | os.PathLike, epochs: int, batch_size: int,
+                 learning_rate: float, max_train_examples: int = 0) -> list[str]:
+    """The trainer's command-line flags (``python -m trainer.task --help``); batch_size is the global batch."""
+    args = ["--data-dir", str(data_dir), "--model-dir", str(train_dir), "--epochs", str(epochs),
+            "--batch-size", str(batch_size), "--learning-rate", repr(float(learning_rate))]
+    if max_train_examples:
+        args += ["--max-train-examples", str(max_train_examples)]
+    return args
+
+
+def build_job(*, name: str, counts: ReplicaCounts, args: list[str], backend: str, success_policy: str = "",
+              timeout_s: float | None = None, env: Mapping[str, str] | None = None) -> TrainingJob:
+    """The training job every backend runs: each replica runs ``python -m trainer.task <args>``.
+
+    The local backend runs the launcher's own interpreter; in a cluster the image's ``python``.
+
+    Raises:
+        ValueError: unknown backend (the message lists the known ones) or invalid job fields.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    python = sys.executable if backend == "local" else "python"
+    return TrainingJob(name=name, counts=counts, command=(python, "-m", TRAINER_MODULE, *args),
+                       env={**TRAINER_ENV, **(env or {})}, success_policy=success_policy,
+                       timeout_s=timeout_s or None)
+
+
+def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
+            kubernetes_params: Mapping | None = None, log_sink: Callable[[str], None] | None = None
+            ) -> TrainingOutcome:
+    """Run ``job`` on ``backend`` and read the chief's outputs from ``train_dir``.
+
+    Args:
+        kubernetes_params: keyword arguments of ``KubernetesSettings.from_params`` (kubernetes backend only).
+
+    Raises:
+        LaunchError (and subclasses): a replica failed, the job timed out, or the chief succeeded without
+            writing its SavedModel / training_summary.json.
+    """
+    sink = log_sink or (lambda line: print(line, flush=True))
+    if backend == "local":
+        from tfk8s.launcher.local import run_local
+
+        result = run_local(job, log_sink=sink, log_dir=Path(train_dir) / "replica-logs")
+    elif backend == "kubernetes":
+        from tfk8s.kube.settings import KubernetesSettings
+        from tfk8s.launcher.kubernetes import run_kubernetes
+
+        settings = KubernetesSettings.from_params(**dict(kubernetes_params or {}))
+        result = run_kubernetes(job, settings, log_sink=sink)
+    else:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    saved_model = Path(train_dir) / "saved_model"
+    summary_file = Path(train_dir) / "training_summary.json"
+    if not (saved_model / "saved_model.pb").is_file() or not summary_file.is_file():
+        raise LaunchError(
+            f"{job.name} succeeded but the chief wrote no SavedModel/summary under {train_dir}: in a cluster, "
+            "check that the PVC is mounted at the same path in the replicas and the launcher"
+        )
+    return TrainingOutcome(result, str(saved_model), json.loads(summary_file.read_text()))
