@@ -1,0 +1,137 @@
+"""Input pipeline: the shards written by ``tfk8s.dataset.prepare_dataset`` -> batches of (images, labels).
+
+Used by the trainer (train split: shuffled, repeated) and the evaluator (test split: in order, once).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import tensorflow as tf
+
+from tfk8s.cluster import parse_tf_config
+from tfk8s.dataset import DatasetMetadata, load_metadata
+
+AutoShardPolicy = tf.data.experimental.AutoShardPolicy
+SHUFFLE_BUFFER = 10_000  # examples (~8 MB of serialised MNIST records); >= one shard's worth for MNIST/4
+_FEATURES = {
+    "image": tf.io.FixedLenFeature([], tf.string),
+    "label": tf.io.FixedLenFeature([], tf.int64),
+}
+
+
+def num_workers_from_tf_config(value: str | None = None) -> int:
+    """Number of training processes (chief + workers) in TF_CONFIG; 1 without TF_CONFIG.
+
+    Args:
+        value: a TF_CONFIG value; None reads ``$TF_CONFIG``.
+
+    Raises:
+        tfk8s.cluster.ClusterConfigError: if TF_CONFIG is not valid.
+    """
+    spec, _ = parse_tf_config(os.environ.get("TF_CONFIG") if value is None else value)
+    return max(1, len(spec.get("chief", [])) + len(spec.get("worker", [])))
+
+
+def choose_shard_policy(num_files: int, num_workers: int) -> AutoShardPolicy:
+    """The auto-shard policy for ``num_files`` input files read by ``num_workers`` workers.
+
+    ``FILE`` when ``num_files >= num_workers`` (each worker reads only its own files: no wasted reads),
+    else ``DATA`` (every worker reads every file and keeps every ``num_workers``-th element). With fewer
+    files than workers ``FILE`` raises an error (a worker would get no file), and ``AUTO`` tries ``FILE``
+    first; hence the explicit choice (``tf.data.experimental.AutoShardPolicy``).
+
+    Raises:
+        ValueError: if either count is < 1.
+    """
+    if num_files < 1 or num_workers < 1:
+        raise ValueError(f"num_files and num_workers must be >= 1, got {num_files} and {num_workers}")
+    return AutoShardPolicy.FILE if num_files >= num_workers else AutoShardPolicy.DATA
+
+
+def _take_counts(num_files: int, max_examples: int) -> list[int]:
+    """Records to read from each round-robin shard so that together they are the first ``max_examples``.
+
+    Source example ``j`` is record ``j // n`` of shard ``j % n``, so shard ``i`` holds
+    ``ceil((max_examples - i) / n)`` of the first ``max_examples`` examples.
+    """
+    return [max(0, math.ceil((max_examples - i) / num_files)) for i in range(num_files)]
+
+
+def make_dataset(
+    data_dir: str,
+    split: str,
+    *,
+    batch_size: int,
+    shuffle: bool,
+    repeat: bool,
+    shard_policy: AutoShardPolicy | None = None,
+    num_workers: int | None = None,
+    max_examples: int | None = None,
+    seed: int | None = None,
+    metadata: DatasetMetadata | None = None,
+) -> tf.data.Dataset:
+    """Batches of ``split`` from a prepared data directory.
+
+    Args:
+        data_dir: directory holding ``metadata.json`` and the shards (see ``tfk8s.dataset``).
+        split: a split listed in the metadata, e.g. ``"train"`` or ``"test"``.
+        batch_size: examples per batch. Under a multi-worker strategy this is the GLOBAL batch: Keras'
+            ``fit`` splits each batch across the replicas in sync.
+        shuffle: shuffle the file order and the examples (buffer of :data:`SHUFFLE_BUFFER`), reshuffled every
+            epoch. False: files in shard order, interleaved deterministically.
+        repeat: repeat forever (then give ``steps_per_epoch`` to ``fit``).
+        shard_policy: auto-shard policy set in the dataset's options; None: :func:`choose_shard_policy` of the
+            number of files and ``num_workers``. Only takes effect when a ``tf.distribute`` strategy
+            distributes the dataset.
+        num_workers: training processes; None: from ``$TF_CONFIG`` (1 without it).
+        max_examples: use only the first ``max_examples`` examples of the split (the same set whichever
+            shard policy is used: a per-file cap, not a ``take`` after sharding); None: all.
+        seed: shuffle seed (None: random).
+        metadata: already loaded metadata of ``data_dir`` (saves re-reading it).
+
+    Returns:
+        A dataset of ``(images, labels)``: images ``uint8 [B, H, W, C]`` (``H, W, C`` from the metadata),
+        labels ``int64 [B]``; the last batch may be smaller (``B <= batch_size``) when ``repeat`` is False.
+
+    Raises:
+        FileNotFoundError / ValueError: from ``load_metadata``; KeyError: unknown split;
+        ValueError: ``batch_size < 1`` or ``max_examples < 1``.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if max_examples is not None and max_examples < 1:
+        raise ValueError(f"max_examples must be None or >= 1, got {max_examples}")
+    meta = metadata if metadata is not None else load_metadata(data_dir)
+    files = meta.files_for(split)
+    if shard_policy is None:
+        shard_policy = choose_shard_policy(len(files), num_workers or num_workers_from_tf_config())
+    height, width, channels = meta.image_shape
+
+    counts = _take_counts(len(files), max_examples) if max_examples is not None else [-1] * len(files)
+    ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
+    if shuffle:
+        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    ds = ds.interleave(
+        lambda path, n: tf.data.TFRecordDataset(path).take(n),
+        cycle_length=min(len(files), 4),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=not shuffle,
+    )
+    if shuffle:
+        ds = ds.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
+    ds = ds.batch(batch_size, drop_remainder=False)
+
+    def parse(records: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        ex = tf.io.parse_example(records, _FEATURES)
+        images = tf.reshape(tf.io.decode_raw(ex["image"], tf.uint8), [-1, height, width, channels])
+        return images, ex["label"]
+
+    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+    ds = ds.prefetch(tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = shard_policy
+    return ds.with_options(options)
