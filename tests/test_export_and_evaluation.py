@@ -1,0 +1,114 @@
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from tfk8s.evaluation import Thresholds, bless, compute_metrics
+from tfk8s.export import ExportError, existing_versions, export_saved_model, next_version
+from tfk8s.layout import RunLayout
+
+
+def test_metrics_match_a_hand_computed_example():
+    labels = np.array([0, 0, 1, 2, 2, 2])
+    probs = np.array([
+        [0.8, 0.1, 0.1],  # 0 -> 0
+        [0.2, 0.7, 0.1],  # 0 -> 1
+        [0.1, 0.8, 0.1],  # 1 -> 1
+        [0.1, 0.1, 0.8],  # 2 -> 2
+        [0.6, 0.2, 0.2],  # 2 -> 0
+        [0.0, 0.0, 1.0],  # 2 -> 2
+    ])
+    r = compute_metrics(labels, probs, ["a", "b", "c"])
+    assert r.confusion_matrix == [[1, 1, 0], [0, 1, 0], [1, 0, 2]]
+    assert r.accuracy == pytest.approx(4 / 6)
+    assert r.precision == pytest.approx([1 / 2, 1 / 2, 1.0])
+    assert r.recall == pytest.approx([1 / 2, 1.0, 2 / 3])
+    expected_loss = -np.mean(np.log([0.8, 0.2, 0.8, 0.8, 0.2, 1.0]))
+    assert r.loss == pytest.approx(expected_loss, rel=1e-6)
+
+
+def test_metrics_reject_mismatched_shapes_and_out_of_range_labels():
+    with pytest.raises(ValueError, match=r"shape \[N=2, C=3\]"):
+        compute_metrics(np.array([0, 1]), np.ones((2, 2)) / 2, ["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 2\)"):
+        compute_metrics(np.array([0, 5]), np.ones((2, 2)) / 2, ["a", "b"])
+
+
+def _result(acc: float):
+    n = 1000
+    labels = np.zeros(n, dtype=int)
+    probs = np.zeros((n, 2))
+    probs[: int(round(acc * n)), 0] = 1
+    probs[int(round(acc * n)):, 1] = 1
+    return compute_metrics(labels, probs, ["x", "y"])
+
+
+def test_gate_blesses_above_the_floor_and_within_the_allowed_drop():
+    assert bless(_result(0.985), Thresholds(min_accuracy=0.98)).blessed
+    refused = bless(_result(0.97), Thresholds(min_accuracy=0.98))
+    assert not refused.blessed and "accuracy 0.9700 < min_accuracy 0.9800" in refused.reasons[0]
+    regressed = bless(_result(0.981), Thresholds(min_accuracy=0.98, max_accuracy_drop=0.005), 0.99)
+    assert not regressed.blessed and "+0.0090 > max_accuracy_drop" in regressed.reasons[1]
+    assert bless(_result(0.988), Thresholds(min_accuracy=0.98, max_accuracy_drop=0.005), 0.99).blessed
+
+
+def test_layout_rejects_ids_that_would_escape_the_volume():
+    with pytest.raises(ValueError, match="run id '../x'"):
+        RunLayout("/mnt/tfk8s", "../x")
+    assert str(RunLayout("/v", "123", "m").export_base) == "/v/models/m"
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    class Doubler(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x")])
+        def serve(self, x):
+            return {"y": 2 * x}
+
+    path = tmp_path_factory.mktemp("m") / "saved_model"
+    m = Doubler()
+    tf.saved_model.save(m, str(path), signatures={"serving_default": m.serve})
+    return path
+
+
+def test_export_creates_increasing_versions_and_never_overwrites(saved_model, tmp_path):
+    base = tmp_path / "models" / "m"
+    first = export_saved_model(saved_model, base)
+    marker = base / "1" / "MARKER"
+    marker.write_text("v1")
+    second = export_saved_model(saved_model, base)
+    assert (first.version, second.version) == (1, 2)
+    assert second.path == str(base / "2")
+    assert marker.read_text() == "v1"  # version 1 untouched
+    assert existing_versions(base) == [1, 2] and next_version(base) == 3
+    assert first.signature["inputs"] == {"x": {"dtype": "float32", "shape": [None, 3]}}
+    assert first.signature["outputs"] == {"y": {"dtype": "float32", "shape": [None, 3]}}
+    assert sorted(p.name for p in base.iterdir()) == ["1", "2"]  # no staging left behind
+
+
+def test_concurrent_exports_get_distinct_versions(saved_model, tmp_path):
+    base = tmp_path / "m"
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(export_saved_model(saved_model, base)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r.version for r in results) == [1, 2, 3]
+
+
+def test_export_of_a_non_model_writes_nothing(tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "saved_model.pb").write_bytes(b"not a proto")
+    base = tmp_path / "models"
+    with pytest.raises(ExportError, match="does not hold a loadable SavedModel"):
+        export_saved_model(bad, base)
+    assert list(base.iterdir()) == []
+    with pytest.raises(ExportError, match="did training finish"):
+        export_saved_model(tmp_path / "missing", base)
