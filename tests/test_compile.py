@@ -1,0 +1,56 @@
+"""The compiled pipeline IR is committed, parses back into the PipelineSpec proto, and matches the source."""
+
+from pathlib import Path
+
+import yaml
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from pipelines.train import DEFAULT_OUTPUT, compile_pipeline
+
+VOLATILE = ("sdkVersion",)
+
+
+def _load(path: Path) -> dict:
+    docs = list(yaml.safe_load_all(path.read_text()))
+    spec = docs[0]
+    for key in VOLATILE:
+        spec.pop(key, None)
+    return {"spec": spec, "platform": docs[1] if len(docs) > 1 else None}
+
+
+def test_committed_ir_parses_into_the_pipeline_spec_proto():
+    spec = yaml.safe_load_all(DEFAULT_OUTPUT.read_text())
+    proto = json_format.ParseDict(next(spec), pipeline_spec_pb2.PipelineSpec())
+    assert proto.pipeline_info.name == "tfk8s-train"
+    tasks = proto.root.dag.tasks
+    assert set(tasks) == {"prepare-dataset", "launch-training", "export-model", "evaluate-model"}
+    assert list(tasks["launch-training"].dependent_tasks) == ["prepare-dataset"]
+    assert list(tasks["export-model"].dependent_tasks) == ["launch-training"]
+    assert sorted(tasks["evaluate-model"].dependent_tasks) == ["export-model", "prepare-dataset"]
+    params = proto.root.input_definitions.parameters
+    assert params["workers"].default_value.number_value == 2
+    assert params["dataset_name"].default_value.string_value == "mnist"
+
+
+def test_components_install_nothing_at_start():
+    spec = next(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))
+    for name, executor in spec["deploymentSpec"]["executors"].items():
+        command = " ".join(executor["container"]["command"])
+        assert "pip install" not in command, name
+        assert executor["container"]["image"] == "ghcr.io/tfk8s/tfk8s:0.1.0"
+
+
+def test_every_step_mounts_the_volume_and_the_launcher_knows_its_pod():
+    platform = list(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))[1]
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert len(executors) == 4
+    for name, cfg in executors.items():
+        assert cfg["pvcMount"][0]["mountPath"] == "/mnt/tfk8s", name
+    field_env = {e["name"]: e["fieldPath"] for e in executors["exec-launch-training"]["fieldPathAsEnv"]}
+    assert field_env == {"TFK8S_LAUNCHER_POD_NAME": "metadata.name", "TFK8S_LAUNCHER_POD_UID": "metadata.uid"}
+
+
+def test_committed_ir_matches_the_source(tmp_path):
+    fresh = compile_pipeline(tmp_path / "train.yaml")
+    assert _load(fresh) == _load(DEFAULT_OUTPUT), "recompile: python pipelines/train.py --compile"
