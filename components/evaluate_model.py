@@ -1,7 +1,6 @@
 """evaluate_model: the exported model on the test split -> accuracy, loss, per-class precision/recall and the
 confusion matrix, shown in the KFP UI, and the quality gate's verdict (blessing)."""
 
-
 import argparse
 import json
 
@@ -9,18 +8,6 @@ from kfp import dsl
 from kfp.dsl import ClassificationMetrics, Dataset, Input, Metrics, Model, Output
 
 from components import DEFAULT_IMAGE
-
-
-def run(*, model_dir: str, data_dir: str, min_accuracy: float, split: str = "test"):
-    """Evaluate ``model_dir`` on ``split`` of ``data_dir`` and apply the quality gate.
-
-    Returns:
-        ``(tfk8s.evaluation.EvalResult, tfk8s.evaluation.Blessing)``.
-    """
-    from tfk8s.evaluation import Thresholds, bless, evaluate_saved_model
-
-    result = evaluate_saved_model(model_dir, data_dir, split)
-    return result, bless(result, Thresholds(min_accuracy=min_accuracy))
 
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
@@ -32,10 +19,13 @@ def evaluate_model(
     min_accuracy: float = 0.98,
 ) -> bool:
     """Evaluate the exported model on the test split; returns whether it is blessed."""
-    from components.evaluate_model import run
+    from tfk8s.steps import evaluate_model_step
 
-    result, blessing = run(model_dir=exported_model.metadata["path"], data_dir=dataset.metadata["path"],
-                           min_accuracy=min_accuracy)
+    result, blessing = evaluate_model_step(
+        model_dir=exported_model.metadata["path"],
+        data_dir=dataset.metadata["path"],
+        min_accuracy=min_accuracy,
+    )
     metrics.log_metric("accuracy", result.accuracy)
     metrics.log_metric("loss", result.loss)
     metrics.log_metric("examples", result.num_examples)
@@ -51,8 +41,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--split", default="test")
     p.add_argument("--min-accuracy", type=float, default=0.98)
     a = p.parse_args(argv)
-    result, blessing = run(model_dir=a.model_dir, data_dir=a.data_dir, min_accuracy=a.min_accuracy, split=a.split)
-    print(json.dumps({**result.to_dict(), "blessed": blessing.blessed, "reasons": blessing.reasons}, indent=2))
+    from tfk8s.steps import evaluate_model_step
+
+    result, blessing = evaluate_model_step(
+        model_dir=a.model_dir, data_dir=a.data_dir, min_accuracy=a.min_accuracy, split=a.split
+    )
+    print(
+        json.dumps({**result.to_dict(), "blessed": blessing.blessed, "reasons": blessing.reasons}, indent=2)
+    )
 
 
 if __name__ == "__main__":

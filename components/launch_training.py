@@ -5,7 +5,6 @@ wait for it, stream the replicas' logs, fail clearly, and clean up every replica
 one headless Service per replica (``--dry-run`` prints them as YAML instead).
 """
 
-
 import argparse
 import json
 
@@ -13,45 +12,6 @@ from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
 from components import DEFAULT_IMAGE
-
-KUBERNETES_PARAMS = (
-    "namespace", "image", "pvc_name", "cpu", "memory", "gpus", "node_selector", "tolerations", "service_account",
-    "replica_overrides", "cluster_domain", "schedule_timeout_s", "max_restarts", "ttl_seconds_after_finished",
-    "kueue_queue", "scheduler_name",
-)
-
-
-def run(*, data_dir: str, volume_root: str, run_id: str, chief: int, workers: int, ps: int, evaluator: int,
-        epochs: int, batch_size: int, learning_rate: float, max_train_examples: int = 0, backend: str,
-        job_name_prefix: str = "tfk8s", success_policy: str = "", timeout_s: int = 0,
-        kubernetes_params: dict | None = None, dry_run: bool = False):
-    """Build the training job from the step's parameters and run it (or, with ``dry_run``, return the
-    Kubernetes objects it would create).
-
-    Returns:
-        A :class:`tfk8s.training.TrainingOutcome`, or with ``dry_run`` the list of manifests.
-
-    Raises:
-        tfk8s.launcher.LaunchError: the training failed (the message names the replica and reason).
-        ValueError: invalid parameters (replica counts, backend, names).
-    """
-    from tfk8s.cluster import ReplicaCounts
-    from tfk8s.launcher import job_name
-    from tfk8s.layout import RunLayout
-    from tfk8s.training import build_job, run_job, trainer_args
-
-    layout = RunLayout(volume_root, run_id)
-    counts = ReplicaCounts(chief=chief, worker=workers, ps=ps, evaluator=evaluator)
-    args = trainer_args(data_dir, layout.train_dir, epochs, batch_size, learning_rate, max_train_examples)
-    job = build_job(name=job_name(run_id, job_name_prefix), counts=counts, args=args, backend=backend,
-                    success_policy=success_policy, timeout_s=timeout_s)
-    kube = {**(kubernetes_params or {}), "volume_mount_path": volume_root}
-    if dry_run:
-        from tfk8s.kube.settings import KubernetesSettings
-        from tfk8s.launcher.kubernetes import render_manifests
-
-        return render_manifests(job, KubernetesSettings.from_params(**kube))
-    return run_job(job, backend, layout.train_dir, kubernetes_params=kube)
 
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
@@ -92,19 +52,36 @@ def launch_training(
 ):
     """Train on the prepared data set with one replica per chief/worker/ps/evaluator; outputs the chief's
     SavedModel (Model artifact: path + training summary) and training Metrics."""
-    from components.launch_training import KUBERNETES_PARAMS, run
+    from tfk8s.steps import KUBERNETES_PARAMS, launch_training_step
 
     params = locals()
-    outcome = run(
-        data_dir=dataset.metadata["path"], volume_root=volume_root, run_id=run_id, chief=chief, workers=workers,
-        ps=ps, evaluator=evaluator, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-        max_train_examples=max_train_examples, backend=backend, job_name_prefix=job_name_prefix,
-        success_policy=success_policy, timeout_s=timeout_s,
+    outcome = launch_training_step(
+        data_dir=dataset.metadata["path"],
+        volume_root=volume_root,
+        run_id=run_id,
+        chief=chief,
+        workers=workers,
+        ps=ps,
+        evaluator=evaluator,
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        max_train_examples=max_train_examples,
+        backend=backend,
+        job_name_prefix=job_name_prefix,
+        success_policy=success_policy,
+        timeout_s=timeout_s,
         kubernetes_params={k: params[k] for k in KUBERNETES_PARAMS},
     )
     s = outcome.summary
-    model.metadata.update({"path": outcome.saved_model_dir, "job_name": outcome.launch.job_name,
-                           "restarts": outcome.launch.restarts, **{f"train_{k}": v for k, v in s.items()}})
+    model.metadata.update(
+        {
+            "path": outcome.saved_model_dir,
+            "job_name": outcome.launch.job_name,
+            "restarts": outcome.launch.restarts,
+            **{f"train_{k}": v for k, v in s.items()},
+        }
+    )
     with open(model.path, "w") as f:
         f.write(outcome.saved_model_dir)
     for key in ("final_accuracy", "final_loss", "examples_per_sec", "wall_time_s"):
@@ -132,22 +109,44 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the Kubernetes objects as YAML and exit")
     from tfk8s.kube.cli import add_kubernetes_arguments
 
+    from tfk8s.steps import KUBERNETES_PARAMS, launch_training_step
+
     add_kubernetes_arguments(p)
     a = p.parse_args(argv)
-    result = run(
-        data_dir=a.data_dir, volume_root=a.volume_root, run_id=a.run_id, chief=a.chief, workers=a.workers,
-        ps=a.ps, evaluator=a.evaluator, epochs=a.epochs, batch_size=a.batch_size, learning_rate=a.learning_rate,
-        max_train_examples=a.max_train_examples, backend="kubernetes" if a.dry_run else a.backend,
-        job_name_prefix=a.job_name_prefix, success_policy=a.success_policy, timeout_s=a.timeout_s,
-        kubernetes_params={k: getattr(a, k) for k in KUBERNETES_PARAMS}, dry_run=a.dry_run,
+    result = launch_training_step(
+        data_dir=a.data_dir,
+        volume_root=a.volume_root,
+        run_id=a.run_id,
+        chief=a.chief,
+        workers=a.workers,
+        ps=a.ps,
+        evaluator=a.evaluator,
+        epochs=a.epochs,
+        batch_size=a.batch_size,
+        learning_rate=a.learning_rate,
+        max_train_examples=a.max_train_examples,
+        backend="kubernetes" if a.dry_run else a.backend,
+        job_name_prefix=a.job_name_prefix,
+        success_policy=a.success_policy,
+        timeout_s=a.timeout_s,
+        kubernetes_params={k: getattr(a, k) for k in KUBERNETES_PARAMS},
+        dry_run=a.dry_run,
     )
     if a.dry_run:
         import yaml
 
         print(yaml.safe_dump_all(result, sort_keys=False), end="")
     else:
-        print(json.dumps({"job_name": result.launch.job_name, "saved_model": result.saved_model_dir,
-                          "summary": result.summary}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "job_name": result.launch.job_name,
+                    "saved_model": result.saved_model_dir,
+                    "summary": result.summary,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 Every worker then reads its own shards (tf.data FILE auto-sharding): no data is copied by hand.
 """
 
-
 import argparse
 import json
 
@@ -11,34 +10,6 @@ from kfp import dsl
 from kfp.dsl import Dataset
 
 from components import DEFAULT_IMAGE
-
-
-def run(*, dataset_name: str, tfds_data_dir: str, volume_root: str, run_id: str, num_shards: int,
-        num_workers: int, max_examples: int, chief: int = 0) -> dict:
-    """Prepare the data set under ``<volume_root>/runs/<run_id>/data``.
-
-    Args:
-        num_shards: shards per split; 0 chooses 4 per worker (at least as many files as workers is what
-            tf.data's FILE auto-shard policy needs).
-        num_workers, chief: worker and chief replicas; together they read the shards.
-        max_examples: cap per split (0: all), for smoke runs.
-
-    Returns:
-        The metadata as a dict, plus ``path`` (the data folder).
-    """
-    from tfk8s.dataset import default_tfds_data_dir, prepare_dataset
-    from tfk8s.layout import RunLayout
-
-    readers = num_workers + chief
-    if readers < 1:
-        raise ValueError(f"num_workers + chief must be >= 1, got {readers}")
-    shards = num_shards or 4 * readers
-    if shards < readers:
-        raise ValueError(f"num_shards={shards} < {readers} chief/worker replicas: each needs its own shard file")
-    out = RunLayout(volume_root, run_id).data_dir
-    md = prepare_dataset(dataset_name, out, tfds_data_dir=tfds_data_dir or default_tfds_data_dir(),
-                         num_shards=shards, max_examples=max_examples or None)
-    return {**json.loads(md.to_json()), "path": str(out)}
 
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
@@ -57,24 +28,38 @@ def prepare_dataset(
     metadata (splits, examples, shard files) and the data folder's ``path``."""
     import json
 
-    from components.prepare_dataset import run
+    from tfk8s.steps import prepare_dataset_step
 
-    md = run(dataset_name=dataset_name, tfds_data_dir=tfds_data_dir, volume_root=volume_root, run_id=run_id,
-             num_shards=num_shards, num_workers=num_workers, max_examples=max_examples, chief=chief)
+    md = prepare_dataset_step(
+        dataset_name=dataset_name,
+        tfds_data_dir=tfds_data_dir,
+        volume_root=volume_root,
+        run_id=run_id,
+        num_shards=num_shards,
+        num_workers=num_workers,
+        max_examples=max_examples,
+        chief=chief,
+    )
     with open(dataset.path, "w") as f:
         json.dump(md, f, indent=2)
-    dataset.metadata.update({
-        "path": md["path"], "dataset": md["dataset"], "version": md["version"],
-        "num_classes": md["num_classes"],
-        "splits": {s: v["num_examples"] for s, v in md["splits"].items()},
-        "shards": {s: len(v["files"]) for s, v in md["splits"].items()},
-    })
+    dataset.metadata.update(
+        {
+            "path": md["path"],
+            "dataset": md["dataset"],
+            "version": md["version"],
+            "num_classes": md["num_classes"],
+            "splits": {s: v["num_examples"] for s, v in md["splits"].items()},
+            "shards": {s: len(v["files"]) for s, v in md["splits"].items()},
+        }
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m components.prepare_dataset", description=__doc__)
     p.add_argument("--dataset-name", default="mnist", help="TFDS data set name")
-    p.add_argument("--tfds-data-dir", default="", help="TFDS data_dir holding the data (default: TFDS_DATA_DIR)")
+    p.add_argument(
+        "--tfds-data-dir", default="", help="TFDS data_dir holding the data (default: TFDS_DATA_DIR)"
+    )
     p.add_argument("--volume-root", default="/mnt/tfk8s", help="root of the shared volume")
     p.add_argument("--run-id", default="local", help="the pipeline run's id (names the run's folder)")
     p.add_argument("--num-shards", type=int, default=0, help="shards per split (0: 4 per worker)")
@@ -82,9 +67,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chief", type=int, default=0, help="chief replicas (0 or 1) reading the shards")
     p.add_argument("--max-examples", type=int, default=0, help="cap per split (0: all)")
     a = p.parse_args(argv)
-    md = run(dataset_name=a.dataset_name, tfds_data_dir=a.tfds_data_dir, volume_root=a.volume_root,
-             run_id=a.run_id, num_shards=a.num_shards, num_workers=a.num_workers, max_examples=a.max_examples,
-             chief=a.chief)
+    from tfk8s.steps import prepare_dataset_step
+
+    md = prepare_dataset_step(
+        dataset_name=a.dataset_name,
+        tfds_data_dir=a.tfds_data_dir,
+        volume_root=a.volume_root,
+        run_id=a.run_id,
+        num_shards=a.num_shards,
+        num_workers=a.num_workers,
+        max_examples=a.max_examples,
+        chief=a.chief,
+    )
     print(json.dumps(md, indent=2))
 
 

@@ -143,7 +143,7 @@ def run_local(volume: str | os.PathLike, params: dict) -> dict:
     out = task.outputs
     metrics, exported = out["metrics"].metadata, out["exported_model"].metadata
     return {"accuracy": metrics["accuracy"], "loss": metrics["loss"], "export_path": exported["path"],
-            "version": exported["version"], "volume": str(volume), "pipeline_root": str(pipeline_root),
+            "version": int(exported["version"]), "volume": str(volume), "pipeline_root": str(pipeline_root),
             "wall_time_s": time.monotonic() - t0}
 
 

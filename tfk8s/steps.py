@@ -1,0 +1,161 @@
+"""The four pipeline steps as plain functions: what each KFP component and its CLI call.
+
+They import neither KFP nor a Kubernetes client at module load, so a component body (which runs under KFP's
+lightweight runtime, where ``kfp.dsl.component`` does not exist) and a test can both import them.
+Each step only wires parameters to the modules that do the work and reads/writes paths from
+:class:`tfk8s.layout.RunLayout`.
+"""
+
+from __future__ import annotations
+
+import json
+
+KUBERNETES_PARAMS = (
+    "namespace",
+    "image",
+    "pvc_name",
+    "cpu",
+    "memory",
+    "gpus",
+    "node_selector",
+    "tolerations",
+    "service_account",
+    "replica_overrides",
+    "cluster_domain",
+    "schedule_timeout_s",
+    "max_restarts",
+    "ttl_seconds_after_finished",
+    "kueue_queue",
+    "scheduler_name",
+)
+"""Parameters of the launch step passed through to ``tfk8s.kube.settings.KubernetesSettings.from_params``."""
+
+
+def prepare_dataset_step(
+    *,
+    dataset_name: str,
+    tfds_data_dir: str,
+    volume_root: str,
+    run_id: str,
+    num_shards: int,
+    num_workers: int,
+    max_examples: int,
+    chief: int = 0,
+) -> dict:
+    """Prepare the data set under ``<volume_root>/runs/<run_id>/data``.
+
+    Args:
+        num_shards: shards per split; 0 chooses 4 per chief/worker replica (tf.data's FILE auto-shard policy
+            needs at least as many files as readers).
+        num_workers, chief: worker and chief replicas; together they read the shards.
+        max_examples: cap per split (0: all), for smoke runs.
+
+    Returns:
+        The metadata as a dict (see :class:`tfk8s.dataset.DatasetMetadata`), plus ``path`` (the data folder).
+
+    Raises:
+        ValueError: fewer shards than readers, or no reader at all.
+        tfk8s.dataset.DatasetUnavailableError: the data set is not there and cannot be downloaded.
+    """
+    from tfk8s.dataset import default_tfds_data_dir, prepare_dataset
+    from tfk8s.layout import RunLayout
+
+    readers = num_workers + chief
+    if readers < 1:
+        raise ValueError(f"num_workers + chief must be >= 1, got {readers}")
+    shards = num_shards or 4 * readers
+    if shards < readers:
+        raise ValueError(
+            f"num_shards={shards} < {readers} chief/worker replicas: each needs its own shard file"
+        )
+    out = RunLayout(volume_root, run_id).data_dir
+    md = prepare_dataset(
+        dataset_name,
+        out,
+        tfds_data_dir=tfds_data_dir or default_tfds_data_dir(),
+        num_shards=shards,
+        max_examples=max_examples or None,
+    )
+    return {**json.loads(md.to_json()), "path": str(out)}
+
+
+def launch_training_step(
+    *,
+    data_dir: str,
+    volume_root: str,
+    run_id: str,
+    chief: int,
+    workers: int,
+    ps: int,
+    evaluator: int,
+    epochs: int,
+    batch_size: int,
+    learning_rate: float,
+    max_train_examples: int = 0,
+    backend: str,
+    job_name_prefix: str = "tfk8s",
+    success_policy: str = "",
+    timeout_s: int = 0,
+    kubernetes_params: dict | None = None,
+    dry_run: bool = False,
+):
+    """Build the training job from the step's parameters and run it (or, with ``dry_run``, return the
+    Kubernetes objects it would create).
+
+    Returns:
+        A :class:`tfk8s.training.TrainingOutcome`, or with ``dry_run`` the list of manifests (dicts).
+
+    Raises:
+        tfk8s.launcher.LaunchError: the training failed (the message names the replica and reason).
+        ValueError: invalid parameters (replica counts, backend, names).
+    """
+    from tfk8s.cluster import ReplicaCounts
+    from tfk8s.launcher import job_name
+    from tfk8s.layout import RunLayout
+    from tfk8s.training import build_job, run_job, trainer_args
+
+    layout = RunLayout(volume_root, run_id)
+    counts = ReplicaCounts(chief=chief, worker=workers, ps=ps, evaluator=evaluator)
+    args = trainer_args(data_dir, layout.train_dir, epochs, batch_size, learning_rate, max_train_examples)
+    job = build_job(
+        name=job_name(run_id, job_name_prefix),
+        counts=counts,
+        args=args,
+        backend=backend,
+        success_policy=success_policy,
+        timeout_s=timeout_s,
+    )
+    kube = {**(kubernetes_params or {}), "volume_mount_path": volume_root}
+    if dry_run:
+        from tfk8s.kube.settings import KubernetesSettings
+        from tfk8s.launcher.kubernetes import render_manifests
+
+        return render_manifests(job, KubernetesSettings.from_params(**kube))
+    return run_job(job, backend, layout.train_dir, kubernetes_params=kube)
+
+
+def export_model_step(*, saved_model_dir: str, volume_root: str, model_name: str):
+    """Export ``saved_model_dir`` as the next version under ``<volume_root>/models/<model_name>``.
+
+    Returns:
+        :class:`tfk8s.export.ExportResult` (path, version, serving signature).
+
+    Raises:
+        tfk8s.export.ExportError: not a loadable SavedModel with a ``serving_default`` signature.
+    """
+    from tfk8s.export import export_saved_model
+    from tfk8s.layout import RunLayout
+
+    return export_saved_model(saved_model_dir, RunLayout(volume_root, "export", model_name).export_base)
+
+
+def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, split: str = "test"):
+    """Evaluate ``model_dir`` on ``split`` of ``data_dir`` and apply the quality gate.
+
+    Returns:
+        ``(tfk8s.evaluation.EvalResult, tfk8s.evaluation.Blessing)``.
+    """
+    from tfk8s.evaluation import Thresholds, bless, evaluate_saved_model
+
+    result = evaluate_saved_model(model_dir, data_dir, split)
+    return result, bless(result, Thresholds(min_accuracy=min_accuracy))
