@@ -9,6 +9,13 @@ from kfp.dsl import ClassificationMetrics, Dataset, Input, Metrics, Model, Outpu
 
 from components import DEFAULT_IMAGE
 
+CLI_IO = {
+    # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
+    # path; each output -> the field of the CLI's JSON result (see --results-dir) holding its path or value.
+    "inputs": {"exported_model": "--model-dir", "dataset": "--data-dir"},
+    "outputs": {"Output": "blessed"},
+}
+
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
 def evaluate_model(
@@ -40,15 +47,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data-dir", required=True, help="folder written by prepare_dataset")
     p.add_argument("--split", default="test")
     p.add_argument("--min-accuracy", type=float, default=0.98)
+    p.add_argument(
+        "--results-dir",
+        default="",
+        help="also write each field of the JSON result to DIR/<field> (Argo reads them as output parameters)",
+    )
     a = p.parse_args(argv)
+    from tfk8s.step_results import write_results
     from tfk8s.steps import evaluate_model_step
 
     result, blessing = evaluate_model_step(
         model_dir=a.model_dir, data_dir=a.data_dir, min_accuracy=a.min_accuracy, split=a.split
     )
-    print(
-        json.dumps({**result.to_dict(), "blessed": blessing.blessed, "reasons": blessing.reasons}, indent=2)
-    )
+    out = {**result.to_dict(), "blessed": blessing.blessed, "reasons": blessing.reasons}
+    print(json.dumps(out, indent=2))
+    write_results(a.results_dir, out)
 
 
 if __name__ == "__main__":

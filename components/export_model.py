@@ -9,6 +9,13 @@ from kfp.dsl import Input, Model, Output
 
 from components import DEFAULT_IMAGE
 
+CLI_IO = {
+    # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
+    # path; each output -> the field of the CLI's JSON result (see --results-dir) holding its path or value.
+    "inputs": {"model": "--saved-model-dir"},
+    "outputs": {"exported_model": "path"},
+}
+
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
 def export_model(
@@ -43,13 +50,21 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--volume-root", default="/mnt/tfk8s", help="root of the shared volume")
     p.add_argument("--model-name", default="mnist-cnn", help="names the export base <root>/models/<name>")
+    p.add_argument(
+        "--results-dir",
+        default="",
+        help="also write each field of the JSON result to DIR/<field> (Argo reads them as output parameters)",
+    )
     a = p.parse_args(argv)
+    from tfk8s.step_results import write_results
     from tfk8s.steps import export_model_step
 
     r = export_model_step(
         saved_model_dir=a.saved_model_dir, volume_root=a.volume_root, model_name=a.model_name
     )
-    print(json.dumps({"path": r.path, "version": r.version, "serving_signature": r.signature}, indent=2))
+    out = {"path": r.path, "version": r.version, "serving_signature": r.signature}
+    print(json.dumps(out, indent=2))
+    write_results(a.results_dir, out)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,15 @@ from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
 from components import DEFAULT_IMAGE
 
+CLI_IO = {
+    # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
+    # path; each output -> the field of the CLI's JSON result (see --results-dir) holding its path or value.
+    "inputs": {"dataset": "--data-dir"},
+    "outputs": {"model": "saved_model"},
+    # the ServiceAccount this step runs as in the Argo export: it creates the replicas' Jobs and Services
+    "service_account": "tfk8s-launcher",
+}
+
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
 def launch_training(
@@ -109,9 +118,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the Kubernetes objects as YAML and exit")
     from tfk8s.kube.cli import add_kubernetes_arguments
 
+    from tfk8s.step_results import write_results
     from tfk8s.steps import KUBERNETES_PARAMS, launch_training_step
 
     add_kubernetes_arguments(p)
+    p.add_argument(
+        "--results-dir",
+        default="",
+        help="also write each field of the JSON result to DIR/<field> (Argo reads them as output parameters)",
+    )
     a = p.parse_args(argv)
     result = launch_training_step(
         data_dir=a.data_dir,
@@ -137,16 +152,13 @@ def main(argv: list[str] | None = None) -> None:
 
         print(yaml.safe_dump_all(result, sort_keys=False), end="")
     else:
-        print(
-            json.dumps(
-                {
-                    "job_name": result.launch.job_name,
-                    "saved_model": result.saved_model_dir,
-                    "summary": result.summary,
-                },
-                indent=2,
-            )
-        )
+        out = {
+            "job_name": result.launch.job_name,
+            "saved_model": result.saved_model_dir,
+            "summary": result.summary,
+        }
+        print(json.dumps(out, indent=2))
+        write_results(a.results_dir, out)
 
 
 if __name__ == "__main__":

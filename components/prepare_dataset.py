@@ -11,6 +11,13 @@ from kfp.dsl import Dataset
 
 from components import DEFAULT_IMAGE
 
+CLI_IO = {
+    # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
+    # path; each output -> the field of the CLI's JSON result (see --results-dir) holding its path or value.
+    "inputs": {},
+    "outputs": {"dataset": "path"},
+}
+
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
 def prepare_dataset(
@@ -66,7 +73,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--num-workers", type=int, default=2, help="worker replicas reading the shards")
     p.add_argument("--chief", type=int, default=0, help="chief replicas (0 or 1) reading the shards")
     p.add_argument("--max-examples", type=int, default=0, help="cap per split (0: all)")
+    p.add_argument(
+        "--results-dir",
+        default="",
+        help="also write each field of the JSON result to DIR/<field> (Argo reads them as output parameters)",
+    )
     a = p.parse_args(argv)
+    from tfk8s.step_results import write_results
     from tfk8s.steps import prepare_dataset_step
 
     md = prepare_dataset_step(
@@ -80,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         chief=a.chief,
     )
     print(json.dumps(md, indent=2))
+    write_results(a.results_dir, md)
 
 
 if __name__ == "__main__":
