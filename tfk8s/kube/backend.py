@@ -1,0 +1,648 @@
+"""The Kubernetes backend: create (or re-attach to) a training job's replicas, watch them, decide, clean up.
+
+Semantics follow the Kubeflow Training Operator's TFJob controller:
+
+- **Create / re-attach.** Every replica gets a headless Service and a Job named ``<job>-<type>-<index>``
+  (:mod:`tfk8s.kube.objects`). The job name is derived from the pipeline run, so a restarted launcher finds
+  the Jobs of its predecessor by label, adopts them (their attempt numbers and the restart budget already
+  used, from the ``tfk8s.dev/restarts`` annotation) and creates only what is missing.
+- **Wait.** Two watches (pods and Jobs of the job, by label selector; :mod:`tfk8s.kube.watch`) feed one
+  queue; the main thread applies each event, then decides. Nothing polls per replica.
+- **Success** (``SuccessPolicy``): the chief succeeded (worker 0 without a chief), or with ``AllWorkers``
+  every chief/worker did; ps and evaluator never count. Then lagging workers and the evaluator get
+  ``job.grace_period_s`` seconds to finish by themselves; whatever still runs (ps, laggards) is stopped.
+- **Failure** (:mod:`tfk8s.kube.classify`): exit codes 1-127 are permanent; >= 128, OOMKilled, evictions,
+  preemptions, node loss and a pod deleted under the job are retryable: the replica is recreated (under
+  MultiWorkerMirroredStrategy the whole chief/worker set, since a collective cannot lose a member) while
+  ``max_restarts`` lasts; every recreation uses one restart. Image pull and container config errors fail at
+  once with the kubelet's message; a replica unscheduled after ``schedule_timeout_s`` fails with the
+  scheduler's message; ``job.timeout_s`` fails the job.
+- **Logs.** Every replica's log is streamed with a ``[worker-1]`` prefix (:mod:`tfk8s.kube.logs`); a failed
+  replica's last lines and the events of its pod and Job are printed, always before any pod is deleted.
+- **Cleanup.** At every end (success, failure, timeout, SIGTERM) all Jobs, Services and pods of the job are
+  deleted and the launcher checks that none remain (:class:`~tfk8s.kube.errors.CleanupError` otherwise).
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tfk8s.cluster import Replica, ReplicaType, replica_name
+from tfk8s.kube import objects
+from tfk8s.kube.api import KubeApi
+from tfk8s.kube.classify import Failure, FailureKind, Phase, PodState, classify_job, classify_pod
+from tfk8s.kube.errors import (
+    AlreadyExistsError,
+    CleanupError,
+    ContainerConfigError,
+    ImagePullError,
+    KubernetesApiError,
+    LauncherTerminatedError,
+    PermanentFailureError,
+    RestartBudgetExhaustedError,
+    ScheduleTimeoutError,
+)
+from tfk8s.kube.logs import LogSink, LogStream
+from tfk8s.kube.settings import KubernetesSettings
+from tfk8s.kube.watch import Changed, Synced, Watcher, WatchFailed, WatchItem
+from tfk8s.launcher import JobTimeoutError, LaunchResult, ReplicaFailedError, TrainingJob, is_success
+
+MAX_WAIT_S = 5.0  # the main loop re-evaluates at least this often, events or not
+CLEANUP_POLL_S = 0.5
+EVENTS_SHOWN = 10
+_ERROR_CLASSES: dict[FailureKind, type[ReplicaFailedError]] = {
+    FailureKind.PERMANENT: PermanentFailureError,
+    FailureKind.IMAGE_PULL: ImagePullError,
+    FailureKind.CONTAINER_CONFIG: ContainerConfigError,
+    FailureKind.RETRYABLE: RestartBudgetExhaustedError,
+}
+
+
+@dataclass
+class _Replica:
+    """What the launcher knows about one replica's current attempt."""
+
+    replica: Replica
+    name: str
+    attempt: int = 0
+    created_at: float = 0.0  # monotonic seconds when this attempt's Job was created or adopted
+    job: dict[str, Any] | None = None
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> latest state, this attempt only
+    gone_pods: set[str] = field(default_factory=set)  # deleted by someone else before they finished
+    job_seen: bool = False
+    job_deleted: bool = False
+    job_failed_at: float | None = None
+    reported: bool = False
+    view: PodState | None = None
+
+    def pod(self) -> dict[str, Any] | None:
+        """The attempt's newest pod (a Job with backoffLimit 0 has one, unless it was replaced)."""
+        if not self.pods:
+            return None
+        return max(self.pods.values(), key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+
+    @property
+    def pod_name(self) -> str:
+        pod = self.pod()
+        return (pod or {}).get("metadata", {}).get("name", "")
+
+    @property
+    def terminal(self) -> bool:
+        return bool(self.view and self.view.terminal)
+
+    def reset(self, attempt: int, now: float) -> None:
+        self.attempt, self.created_at = attempt, now
+        self.job, self.pods, self.gone_pods = None, {}, set()
+        self.job_seen = self.job_deleted = self.reported = False
+        self.job_failed_at, self.view = None, None
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+class KubernetesBackend:
+    """Run one training job on Kubernetes; see the module docstring. Use :meth:`run` once.
+
+    Args:
+        job: the training job (command, env, counts, port, success policy, timeout, grace period).
+        settings: where and how its replicas run.
+        api: the Kubernetes API adapter (namespace = ``settings.namespace``).
+        log_sink: receives every output line (replica logs ``[worker-1] ...``, launcher ``[launcher] ...``);
+            called from several threads, serialised here.
+        clock: monotonic seconds (tests may pass their own).
+    """
+
+    def __init__(self, job: TrainingJob, settings: KubernetesSettings, api: KubeApi, log_sink: LogSink,
+                 clock: Callable[[], float] = time.monotonic):
+        self.job, self.settings, self.api, self._clock = job, settings, api, clock
+        self._sink, self._sink_lock = log_sink, threading.Lock()
+        self.selector = objects.job_selector(job.name)
+        self.replicas = {r: _Replica(r, replica_name(job.name, r)) for r in job.counts.replicas()}
+        self._queue: queue.Queue[WatchItem] = queue.Queue()
+        self._watchers: list[Watcher] = []
+        self._logs: dict[str, LogStream] = {}
+        self.restarts = 0
+        self.exit_codes: dict[str, int] = {}
+        self._start = clock()
+        self._deadline: float | None = None
+        self._success_at: float | None = None
+        self._terminating = False
+        self._in_cleanup = False
+
+    # -- output ---------------------------------------------------------------------------------------------------
+    def emit(self, line: str) -> None:
+        with self._sink_lock:
+            self._sink(line)
+
+    def log(self, message: str) -> None:
+        self.emit(f"[launcher] {message}")
+
+    # -- entry point --------------------------------------------------------------------------------------------------
+    def run(self) -> LaunchResult:
+        """Create or re-attach, wait for the outcome, and always clean up.
+
+        Returns:
+            the :class:`LaunchResult` (``restarts``: recreations used, a whole worker set counting once).
+
+        Raises:
+            PermanentFailureError, ImagePullError, ContainerConfigError, RestartBudgetExhaustedError,
+            ScheduleTimeoutError: a replica failed (see :mod:`tfk8s.kube.errors`).
+            JobTimeoutError: ``job.timeout_s`` passed.
+            LauncherTerminatedError: the launcher got SIGTERM.
+            KubernetesApiError: an API call failed (e.g. forbidden: apply ``manifests/rbac.yaml``).
+            CleanupError: the job succeeded but some of its objects could not be deleted.
+        """
+        error: BaseException | None = None
+        with self._sigterm_raises():
+            try:
+                self._launch()
+                return self._wait()
+            except BaseException as e:
+                error = e
+                raise
+            finally:
+                self._cleanup(error)
+
+    @contextmanager
+    def _sigterm_raises(self) -> Iterator[None]:
+        """Turn SIGTERM into :class:`LauncherTerminatedError` while the launcher runs (main thread only), so
+        that the cleanup runs; a second SIGTERM during the cleanup is ignored. The previous handler is
+        restored afterwards."""
+        if threading.current_thread() is not threading.main_thread():
+            self.log("not running in the main thread: SIGTERM cannot be caught here, so the replicas are "
+                     "cleaned up on errors but not on SIGTERM (their ownerReferences still apply)")
+            yield
+            return
+
+        def handler(signum: int, frame: Any) -> None:
+            if self._terminating or self._in_cleanup:
+                self.log("SIGTERM again: the cleanup is already running")
+                return
+            self._terminating = True
+            raise LauncherTerminatedError(
+                f"the launcher got SIGTERM (the pipeline run was cancelled or its pod evicted): every replica "
+                f"of {self.job.name} is being deleted; rerun the step to train again")
+
+        previous = signal.signal(signal.SIGTERM, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    # -- create / re-attach ---------------------------------------------------------------------------------------
+    def _launch(self) -> None:
+        s, job = self.settings, self.job
+        if s.launcher_pod is None:
+            self.log("TFK8S_LAUNCHER_POD_NAME/TFK8S_LAUNCHER_POD_UID are not set: the replica objects get no "
+                     "ownerReferences, so deleting the pipeline run will not garbage-collect them (the launcher "
+                     "still deletes them itself)")
+        elif s.owner is None:
+            self.log(f"the launcher pod is in namespace {s.launcher_pod.namespace}, the replicas in "
+                     f"{s.namespace}: no ownerReferences (an owner must be in the same namespace)")
+        existing = self.api.list_jobs(self.selector).get("items") or []
+        adopted: dict[Replica, int] = {}
+        for obj in existing:
+            parsed = objects.replica_from_labels((obj.get("metadata") or {}).get("labels"))
+            if parsed and parsed[0] in self.replicas:
+                adopted[parsed[0]] = parsed[1]
+                annotations = (obj.get("metadata") or {}).get("annotations") or {}
+                try:
+                    self.restarts = max(self.restarts, int(annotations.get(objects.ANNOTATION_RESTARTS, "0")))
+                except ValueError:
+                    pass
+        if job.timeout_s:
+            started = [t for t in (_parse_time((o.get("metadata") or {}).get("creationTimestamp"))
+                                   for o in existing) if t]
+            elapsed = max(0.0, (datetime.now(UTC) - min(started)).total_seconds()) if started else 0.0
+            self._deadline = self._start + job.timeout_s - elapsed
+        spec = objects.training_cluster_spec(job, s)
+        if adopted:
+            self.log(f"re-attaching to {len(adopted)} existing Jobs of {job.name} in namespace {s.namespace} "
+                     f"(restarts used so far: {self.restarts} of {s.max_restarts})")
+        else:
+            self.log(f"launching {job.name} in namespace {s.namespace}: {job.counts.total} replicas, "
+                     f"cluster spec {spec}")
+        self.log(f"find its objects with: kubectl get jobs,pods,services -n {s.namespace} -l {self.selector}")
+        for r in self.replicas:
+            try:
+                self.api.create_service(objects.service_manifest(job, r, s))
+            except AlreadyExistsError:
+                pass  # created by a previous launcher of this run
+        next_attempt = max(adopted.values(), default=-1) + 1
+        now = self._clock()
+        for r, rep in self.replicas.items():
+            if r in adopted:
+                rep.reset(adopted[r], now)
+            else:
+                rep.reset(next_attempt if adopted else 0, now)
+                self._create_job(rep)
+        for kind, lister, watcher in (("pods", self.api.list_pods, self.api.watch_pods),
+                                      ("jobs", self.api.list_jobs, self.api.watch_jobs)):
+            w = Watcher(kind, lambda lister=lister: lister(self.selector),
+                        lambda rv, t, watcher=watcher: watcher(self.selector, rv, t), self._queue,
+                        timeout_s=s.watch_timeout_s)
+            self._watchers.append(w)
+            w.start()
+
+    def _create_job(self, rep: _Replica) -> None:
+        """Create the Job of ``rep``'s current attempt, retrying while its deleted predecessor still exists."""
+        if self._deadline is not None:
+            active = max(1, math.ceil(self._deadline - self._clock()))
+        else:
+            active = objects.default_active_deadline_s(self.job, self.settings)
+        body = objects.job_manifest(self.job, rep.replica, self.settings, attempt=rep.attempt,
+                                    restarts=self.restarts, active_deadline_s=active)
+        give_up = self._clock() + self.settings.create_retry_s
+        while True:
+            try:
+                self.api.create_job(body)
+                break
+            except AlreadyExistsError:
+                if self._clock() >= give_up:
+                    raise KubernetesApiError(
+                        f"Job {rep.name} still exists {self.settings.create_retry_s:.0f}s after it was deleted; "
+                        f"delete it (kubectl delete job -n {self.settings.namespace} {rep.name}) and rerun",
+                        409) from None
+                time.sleep(CLEANUP_POLL_S)  # the old Job is terminating; nothing to watch for its name
+        rep.created_at = self._clock()
+
+    # -- wait -----------------------------------------------------------------------------------------------------
+    def _wait(self) -> LaunchResult:
+        while True:
+            self._pump(self._next_wait_s())
+            result = self._decide()
+            if result is not None:
+                return result
+
+    def _next_wait_s(self) -> float:
+        now, s = self._clock(), self.settings
+        times = [now + MAX_WAIT_S]
+        if self._success_at is not None:
+            times.append(self._success_at + self.job.grace_period_s)
+        if self._deadline is not None:
+            times.append(self._deadline)
+        for rep in self.replicas.values():
+            if not (rep.view and rep.view.scheduled):
+                times.append(rep.created_at + s.schedule_timeout_s)
+            if rep.job_failed_at is not None:
+                times.append(rep.job_failed_at + s.log_wait_s)
+        return max(0.0, min(times) - now)
+
+    def _pump(self, timeout_s: float) -> None:
+        """Apply the next watch item (waiting up to ``timeout_s`` seconds), then every item already queued."""
+        try:
+            item = self._queue.get(timeout=timeout_s) if timeout_s > 0 else self._queue.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            self._apply(item)
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+
+    def _apply(self, item: WatchItem) -> None:
+        if isinstance(item, WatchFailed):
+            raise item.error
+        if isinstance(item, Synced):
+            names = {(o.get("metadata") or {}).get("name") for o in item.items}
+            for rep in self.replicas.values():
+                if item.kind == "pods":
+                    for name in [n for n in rep.pods if n not in names]:
+                        self._pod_deleted(rep, rep.pods[name])
+                elif rep.job_seen and rep.name not in names and not rep.terminal:
+                    rep.job_deleted = True
+            for obj in item.items:
+                self._upsert(item.kind, obj)
+        elif isinstance(item, Changed):
+            if item.type == "DELETED":
+                rep = self._owner(item.obj)
+                if rep is None:
+                    return
+                if item.kind == "pods":
+                    self._pod_deleted(rep, item.obj)
+                elif not rep.terminal:
+                    rep.job_deleted = True
+            else:
+                self._upsert(item.kind, item.obj)
+
+    def _owner(self, obj: dict[str, Any]) -> _Replica | None:
+        """The replica whose *current* attempt ``obj`` belongs to (None: another job's, or an old attempt's)."""
+        parsed = objects.replica_from_labels((obj.get("metadata") or {}).get("labels"))
+        if parsed is None or parsed[0] not in self.replicas:
+            return None
+        rep = self.replicas[parsed[0]]
+        return rep if parsed[1] == rep.attempt else None
+
+    def _upsert(self, kind: str, obj: dict[str, Any]) -> None:
+        rep = self._owner(obj)
+        if rep is None:
+            return
+        if kind == "pods":
+            rep.pods[obj["metadata"]["name"]] = obj
+        else:
+            rep.job, rep.job_seen = obj, True
+
+    def _pod_deleted(self, rep: _Replica, pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        last = rep.pods.get(name, pod)
+        rep.pods[name] = last
+        if not classify_pod(last).terminal:
+            rep.gone_pods.add(name)
+
+    def _decide(self) -> LaunchResult | None:
+        """Look at every replica and act: success, restart, or raise the failure."""
+        now = self._clock()
+        for rep in self.replicas.values():
+            pod = rep.pod()
+            rep.view = classify_pod(pod) if pod else None
+            if rep.view and rep.view.started and rep.pod_name not in self._logs:
+                self._follow_log(rep)
+            if rep.view and rep.view.terminal and not rep.reported:
+                rep.reported = True
+                code = rep.view.exit_code
+                if code is not None:
+                    self.exit_codes[rep.replica.label] = code
+                if rep.view.phase is Phase.SUCCEEDED:
+                    self.log(f"{rep.replica.label} succeeded")
+                elif self._success_at is not None:
+                    self.log(f"{rep.replica.label} failed after the job succeeded ({rep.view.failure}); ignored")
+        if self._success_at is None:
+            succeeded = {r for r, rep in self.replicas.items() if rep.view and rep.view.phase is Phase.SUCCEEDED}
+            if is_success(self.job.success_policy, self.job.counts, succeeded):
+                self._success_at = now
+                self.log(f"{self.job.name} succeeded in {now - self._start:.1f}s")
+        if self._success_at is not None:
+            lagging = [rep for r, rep in self.replicas.items() if r.replica_type is not ReplicaType.PS
+                       and not rep.terminal]
+            if not lagging or now - self._success_at >= self.job.grace_period_s:
+                return self._result()
+            return None
+        if self._deadline is not None and now >= self._deadline:
+            raise self._timeout_error("")
+        for rep in self.replicas.values():
+            failure = self._failure(rep, now)
+            if failure is None:
+                continue
+            if failure.kind is FailureKind.TIMEOUT:
+                raise self._timeout_error(f"the Job {rep.name} hit its activeDeadlineSeconds")
+            if failure.retryable and self.restarts < self.settings.max_restarts:
+                self._restart(rep, failure)
+                return None
+            raise self._replica_error(rep, failure)
+        for rep in self.replicas.values():
+            if not (rep.view and rep.view.scheduled) and now - rep.created_at >= self.settings.schedule_timeout_s:
+                raise self._schedule_error(rep)
+        return None
+
+    def _failure(self, rep: _Replica, now: float) -> Failure | None:
+        view = rep.view
+        js = classify_job(rep.job) if rep.job else None
+        if js and js.failed_reason == "DeadlineExceeded":  # the Job controller killed the pod: a timeout
+            return Failure(FailureKind.TIMEOUT, js.failed_reason, js.failed_message)
+        if view and view.failure:
+            return view.failure
+        if view and view.terminal:
+            return None
+        if rep.gone_pods:
+            return Failure(FailureKind.RETRYABLE, "PodDeleted",
+                           f"pod {min(rep.gone_pods)} was deleted before it finished (preemption, node loss "
+                           f"or a manual delete)")
+        if rep.job_deleted:
+            return Failure(FailureKind.PERMANENT, "JobDeleted",
+                           f"Job {rep.name} was deleted by someone else while the replica ran")
+        if js and js.failed_reason:
+            # The pod's own status says more, and its watch event may still be on its way: give it a moment.
+            rep.job_failed_at = rep.job_failed_at if rep.job_failed_at is not None else now
+            if not rep.pods or now - rep.job_failed_at >= self.settings.log_wait_s:
+                return Failure(FailureKind.RETRYABLE, js.failed_reason, js.failed_message)
+        return None
+
+    def _result(self) -> LaunchResult:
+        stopped = [rep.replica.label for rep in self.replicas.values() if not rep.terminal]
+        if stopped:
+            self.log(f"stopping the remaining replicas: {', '.join(stopped)}")
+        assert self._success_at is not None
+        return LaunchResult(self.job.name, dict(self.exit_codes), stopped, self._success_at - self._start,
+                            self.restarts)
+
+    # -- restart ---------------------------------------------------------------------------------------------------
+    def _restart_group(self, rep: _Replica) -> list[_Replica]:
+        """The replicas to recreate with ``rep``: under MultiWorkerMirroredStrategy every chief and worker (a
+        collective cannot lose a member), else ``rep`` alone (ParameterServerStrategy tolerates it)."""
+        trainers = (ReplicaType.CHIEF, ReplicaType.WORKER)
+        if self.job.counts.strategy() == "multi_worker_mirrored" and rep.replica.replica_type in trainers:
+            return [x for r, x in self.replicas.items() if r.replica_type in trainers]
+        return [rep]
+
+    def _restart(self, rep: _Replica, failure: Failure) -> None:
+        group = self._restart_group(rep)
+        self.restarts += 1
+        code = f" with exit code {failure.exit_code}" if failure.exit_code is not None else ""
+        self.log(f"{rep.replica.label} failed{code}: {failure.reason}"
+                 f"{f' ({failure.message})' if failure.message else ''}; retryable: recreating "
+                 f"{', '.join(x.replica.label for x in group)} (restart {self.restarts} of "
+                 f"{self.settings.max_restarts})")
+        self._drain_log(rep)
+        self._print_events(rep)
+        for x in group:
+            for pod in x.pods:
+                if pod in self._logs:
+                    self._logs[pod].drain(self.settings.log_wait_s if x is rep else 0)
+            self.api.delete_job(x.name)
+            for pod in list(x.pods):
+                self.api.delete_pod(pod, self.settings.stop_grace_period_s)
+            self.exit_codes.pop(x.replica.label, None)
+            x.reset(x.attempt + 1, self._clock())
+            self._create_job(x)
+
+    # -- failure reports -------------------------------------------------------------------------------------------
+    def _follow_log(self, rep: _Replica) -> None:
+        pod = rep.pod_name
+        stream = LogStream(rep.replica.label, pod, lambda: self.api.open_log(pod, objects.CONTAINER_NAME),
+                           self.emit, self.settings.log_tail_lines)
+        self._logs[pod] = stream
+        stream.start()
+
+    def _drain_log(self, rep: _Replica) -> list[str]:
+        """The failed replica's last log lines, captured before its pod is deleted."""
+        pod = rep.pod_name
+        if not pod:
+            return []
+        lines: list[str] = []
+        stream = self._logs.get(pod)
+        if stream is None and rep.view and rep.view.started:
+            self._follow_log(rep)
+            stream = self._logs[pod]
+        if stream is not None:
+            stream.drain(self.settings.log_wait_s)
+            lines = list(stream.tail)
+        if not lines and rep.view and rep.view.started:
+            try:
+                lines = self.api.read_log_tail(pod, objects.CONTAINER_NAME, self.settings.log_tail_lines)
+            except KubernetesApiError as e:
+                self.log(f"cannot read the log of {rep.replica.label}: {e}")
+        if not lines:  # terminationMessagePolicy FallbackToLogsOnError keeps the log's tail here
+            for cs in ((rep.pod() or {}).get("status") or {}).get("containerStatuses") or []:
+                message = ((cs.get("state") or {}).get("terminated") or {}).get("message") or ""
+                lines = message.splitlines()
+        return lines[-self.settings.log_tail_lines:]
+
+    def _print_events(self, rep: _Replica) -> list[dict[str, Any]]:
+        """Print (and return) the latest events of the replica's pod and Job."""
+        found: list[dict[str, Any]] = []
+        for name in [n for n in (rep.pod_name, rep.name) if n]:
+            try:
+                found += self.api.list_events(name)
+            except KubernetesApiError as e:
+                self.log(f"cannot list the events of {name}: {e}")
+        found.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        for e in found[-EVENTS_SHOWN:]:
+            obj = e.get("involvedObject") or {}
+            self.log(f"event {e.get('type', '')} {e.get('reason', '')} {obj.get('kind', '')}/{obj.get('name', '')}:"
+                     f" {e.get('message', '')}")
+        return found
+
+    def _replica_error(self, rep: _Replica, failure: Failure) -> ReplicaFailedError:
+        lines = self._drain_log(rep)
+        self._print_events(rep)
+        cls = _ERROR_CLASSES[failure.kind]
+        label = rep.replica.label
+        rtype = rep.replica.replica_type.value
+        if failure.kind is FailureKind.IMAGE_PULL:
+            advice = ("check the image name and tag, that the nodes can reach the registry, and the "
+                      "imagePullSecrets of the service account")
+        elif failure.kind is FailureKind.CONTAINER_CONFIG:
+            advice = "fix the pod's configuration (a missing Secret or ConfigMap, an invalid command or env)"
+        elif failure.reason == "JobDeleted":
+            advice = "rerun the step"
+        elif failure.kind is FailureKind.PERMANENT and failure.reason in ("StartError", "ContainerCannotRun"):
+            advice = "check the command and that the image contains it"
+        elif failure.kind is FailureKind.PERMANENT:
+            advice = (f"the training program of {label} exited with an error (exit codes 1-127 are not retried): "
+                      f"see its last log lines")
+        elif failure.reason == "OOMKilled":
+            limit = self.settings.replica(rtype).memory_limit or self.settings.replica(rtype).memory
+            advice = (f"{label} ran out of its memory limit {limit} after {self.restarts} restarts: raise memory "
+                      f"(replica_overrides {{\"{rtype}\": {{\"memory\": \"...\"}}}}) or lower the batch size")
+        else:
+            advice = (f"retryable, but the restart budget is used up ({self.restarts} of max_restarts="
+                      f"{self.settings.max_restarts}): check the nodes' health, or raise max_restarts")
+        detail = f"{failure.message}; {advice}" if failure.message else advice
+        return cls(rep.replica, failure.reason, failure.exit_code, lines, detail)
+
+    def _schedule_error(self, rep: _Replica) -> ScheduleTimeoutError:
+        events = self._print_events(rep)
+        warnings = [e for e in events if e.get("type") == "Warning"]
+        view = rep.view
+        if rep.job and classify_job(rep.job).suspended:
+            queue_name = self.settings.kueue_queue or "?"
+            reason, message = "Suspended", f"the Job is suspended: queue {queue_name} has not admitted it"
+        elif view and view.waiting_message:
+            reason, message = view.waiting_reason, view.waiting_message
+        elif warnings:
+            reason, message = warnings[-1].get("reason") or "Unschedulable", warnings[-1].get("message") or ""
+        elif rep.pod() is None:
+            reason, message = "NoPod", "the Job controller created no pod"
+        else:
+            reason, message = "Unschedulable", "the pod was not bound to a node"
+        t = self.settings.schedule_timeout_s
+        return ScheduleTimeoutError(
+            rep.replica, reason, None, (),
+            f"{message}; not scheduled within schedule_timeout_s={t:g}s: free capacity or quota, lower the "
+            f"requests (cpu, memory, gpus), check node_selector and tolerations, or raise schedule_timeout_s")
+
+    def _timeout_error(self, why: str) -> JobTimeoutError:
+        running = [rep.replica.label for rep in self.replicas.values() if not rep.terminal]
+        limit = self.job.timeout_s or self.settings.backstop_deadline_s
+        return JobTimeoutError(
+            f"{self.job.name} did not finish within its timeout of {limit:g}s"
+            f"{f' ({why})' if why else ''}; still running: {running}. Raise timeout_s or train for less "
+            f"(fewer epochs)")
+
+    # -- cleanup ------------------------------------------------------------------------------------------------------
+    def _remaining(self) -> list[str]:
+        left: list[str] = []
+        for kind, lister in (("job", self.api.list_jobs), ("service", self.api.list_services),
+                             ("pod", self.api.list_pods)):
+            left += [f"{kind}/{o['metadata']['name']}" for o in lister(self.selector).get("items") or []]
+        return left
+
+    def _cleanup(self, error: BaseException | None) -> None:
+        """Delete every Job, Service and pod of the job and check that none remain.
+
+        On success a leftover raises :class:`CleanupError`; after a failure it is logged and added as a note
+        to the failure (which stays the error the step reports).
+        """
+        self._in_cleanup = True
+        problem = ""
+        try:
+            for stream in self._logs.values():  # finished containers: every line is in before deleting
+                if stream.pod in self._terminal_pods():
+                    stream.drain(self.settings.log_wait_s)
+            for rep in self.replicas.values():
+                self.api.delete_job(rep.name)
+            for rep in self.replicas.values():
+                self.api.delete_service(rep.name)
+            for pod in self.api.list_pods(self.selector).get("items") or []:
+                self.api.delete_pod(pod["metadata"]["name"], self.settings.stop_grace_period_s)
+            left: list[str] = []
+
+            def gone() -> bool:
+                left[:] = self._remaining()
+                return not left
+
+            if _wait_until(gone, self.settings.cleanup_timeout_s, self._clock):
+                self.log(f"deleted the Jobs, Services and pods of {self.job.name}; none remain")
+            else:
+                problem = (f"{len(left)} objects of {self.job.name} remain {self.settings.cleanup_timeout_s:g}s "
+                           f"after deleting them: {left}; delete them with kubectl delete jobs,services,pods "
+                           f"-n {self.settings.namespace} -l {self.selector}")
+        except KubernetesApiError as e:
+            problem = (f"cleanup of {self.job.name} failed: {e}; delete what is left with kubectl delete "
+                       f"jobs,services,pods -n {self.settings.namespace} -l {self.selector}")
+        finally:
+            for w in self._watchers:
+                w.stop()
+            for stream in self._logs.values():
+                stream.drain(0.5)
+                stream.stop()
+            self._in_cleanup = False
+        if problem:
+            self.log(problem)
+            if error is None:
+                raise CleanupError(problem)
+            error.add_note(problem)
+
+    def _terminal_pods(self) -> set[str]:
+        return {name for rep in self.replicas.values() for name, pod in rep.pods.items()
+                if classify_pod(pod).terminal}
+
+
+def _wait_until(predicate: Callable[[], bool], timeout_s: float, clock: Callable[[], float]) -> bool:
+    """Re-check ``predicate`` every :data:`CLEANUP_POLL_S` seconds until it holds or ``timeout_s`` passes.
+
+    Used only to confirm that deleted objects are gone (the watches are being torn down by then).
+    """
+    deadline = clock() + timeout_s
+    while not predicate():
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return False
+        time.sleep(min(CLEANUP_POLL_S, remaining))
+    return True

@@ -1,0 +1,59 @@
+"""The ways a Kubernetes training job fails, one exception class each.
+
+All are :class:`~tfk8s.launcher.LaunchError`; those about one replica are
+:class:`~tfk8s.launcher.ReplicaFailedError` and carry its ``reason`` (``Error``, ``OOMKilled``,
+``ImagePullBackOff``, ``Unschedulable``...), exit code and last log lines. Every message says what happened and
+what to do.
+"""
+
+from __future__ import annotations
+
+from tfk8s.launcher import LaunchError, ReplicaFailedError
+
+
+class PermanentFailureError(ReplicaFailedError):
+    """A replica failed in a way a restart cannot fix (exit code 1-127, a container that cannot start, its
+    Job deleted by someone else). Training Operator: exit codes 1-127 are permanent errors."""
+
+
+class ImagePullError(ReplicaFailedError):
+    """The kubelet cannot pull a replica's image (ErrImagePull, ImagePullBackOff, InvalidImageName...).
+    Failed fast with the kubelet's message instead of waiting for the schedule deadline."""
+
+
+class ContainerConfigError(ReplicaFailedError):
+    """The kubelet cannot create a replica's container (CreateContainerConfigError: a missing Secret or
+    ConfigMap, CreateContainerError...). Failed fast with the kubelet's message."""
+
+
+class RestartBudgetExhaustedError(ReplicaFailedError):
+    """A retryable failure (exit code >= 128, OOMKilled, eviction, preemption, node loss) after the restart
+    budget (``max_restarts``) was used up. ``reason`` names the last failure."""
+
+
+class ScheduleTimeoutError(ReplicaFailedError):
+    """A replica was not scheduled within ``schedule_timeout_s``; the message carries the scheduler's (or the
+    Job controller's, e.g. quota exceeded) own message. Failing instead of waiting also breaks the
+    partial-allocation deadlock of two jobs each holding part of the cluster."""
+
+
+class LauncherTerminatedError(LaunchError):
+    """The launcher got SIGTERM (the pipeline run was cancelled or its pod evicted); every replica was deleted."""
+
+
+class CleanupError(LaunchError):
+    """Objects of the training job were still present after cleanup; the message lists them and the
+    ``kubectl delete`` command that removes them."""
+
+
+class KubernetesApiError(LaunchError):
+    """A Kubernetes API call failed for a reason the launcher cannot handle (forbidden, namespace missing,
+    API server unreachable). ``status`` is the HTTP status (0 when no response came)."""
+
+    def __init__(self, message: str, status: int = 0):
+        self.status = status
+        super().__init__(message)
+
+
+class AlreadyExistsError(KubernetesApiError):
+    """Creating an object failed because one with its name exists (HTTP 409)."""

@@ -1,0 +1,201 @@
+"""Every Kubernetes object of a training job, built as plain data in one place.
+
+Per replica ``<job>-<type>-<index>`` (:func:`tfk8s.cluster.replica_name`, as the Training Operator names them):
+
+- a headless Service (``clusterIP: None``) selecting that replica's pod, so that
+  ``<name>.<namespace>.svc[.<cluster domain>]:<port>`` resolves to it;
+- a batch/v1 Job running one pod with TF_CONFIG built by :func:`tfk8s.cluster.cluster_spec` from those
+  Service addresses (the same cluster-spec code as the local backend).
+
+The Job never retries on its own (``backoffLimit: 0``, ``restartPolicy: Never``): the launcher classifies a
+failure and decides whether to recreate it (Training Operator: the TFJob controller owns restarts, not the
+Job/pod). Every object carries the labels of :func:`replica_labels`, so
+``kubectl get pods -l tfk8s.dev/job-name=<job>`` finds a job's replicas.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tfk8s.cluster import ClusterSpec, Replica, ReplicaType, cluster_spec, replica_name, tf_config_json
+from tfk8s.kube.settings import KubernetesSettings
+from tfk8s.launcher import TrainingJob
+
+LABEL_JOB_NAME = "tfk8s.dev/job-name"
+LABEL_REPLICA_TYPE = "tfk8s.dev/replica-type"
+LABEL_REPLICA_INDEX = "tfk8s.dev/replica-index"
+LABEL_ATTEMPT = "tfk8s.dev/attempt"
+ANNOTATION_RESTARTS = "tfk8s.dev/restarts"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+ISTIO_INJECT = "sidecar.istio.io/inject"
+APP_NAME = "tfk8s"
+MANAGED_BY = "tfk8s-launcher"
+CONTAINER_NAME = "tensorflow"  # the Training Operator's default TFJob container name
+PORT_NAME = "tfjob-port"  # ditto
+VOLUME_NAME = "tfk8s-data"
+
+
+def job_selector(job_name: str) -> str:
+    """Label selector of every object of the training job ``job_name`` (``kubectl get pods -l ...``)."""
+    return f"{LABEL_JOB_NAME}={job_name}"
+
+
+def replica_labels(job_name: str, replica: Replica) -> dict[str, str]:
+    """The labels of a replica's Service, Job and pod (without the attempt, which only Jobs and pods carry)."""
+    return {
+        "app.kubernetes.io/name": APP_NAME,
+        "app.kubernetes.io/instance": job_name,
+        "app.kubernetes.io/component": replica.replica_type.value,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        LABEL_JOB_NAME: job_name,
+        LABEL_REPLICA_TYPE: replica.replica_type.value,
+        LABEL_REPLICA_INDEX: str(replica.index),
+    }
+
+
+def replica_from_labels(labels: dict[str, str] | None) -> tuple[Replica, int] | None:
+    """``(replica, attempt)`` named by an object's labels; None when they are missing or malformed."""
+    labels = labels or {}
+    try:
+        replica = Replica(ReplicaType(labels[LABEL_REPLICA_TYPE]), int(labels[LABEL_REPLICA_INDEX]))
+        return replica, int(labels.get(LABEL_ATTEMPT, "0"))
+    except (KeyError, ValueError):
+        return None
+
+
+def service_host(job_name: str, replica: Replica, settings: KubernetesSettings) -> str:
+    """DNS name of a replica's headless Service: ``<name>.<namespace>.svc`` (+ ``.<cluster domain>``)."""
+    host = f"{replica_name(job_name, replica)}.{settings.namespace}.svc"
+    return f"{host}.{settings.cluster_domain}" if settings.cluster_domain else host
+
+
+def training_cluster_spec(job: TrainingJob, settings: KubernetesSettings) -> ClusterSpec:
+    """The job's TensorFlow cluster spec: every replica's ``<service host>:<port>``."""
+    return cluster_spec(job.counts, lambda r: f"{service_host(job.name, r, settings)}:{job.port}")
+
+
+def owner_references(settings: KubernetesSettings) -> list[dict[str, Any]]:
+    """Owner reference to the launcher pod (deleting the pipeline run garbage-collects every replica).
+
+    Empty when the launcher pod is unknown or in another namespace (owners must share the namespace).
+    ``blockOwnerDeletion`` stays unset: setting it would need RBAC on the launcher pod's finalizers.
+    """
+    owner = settings.owner
+    if owner is None:
+        return []
+    return [{"apiVersion": "v1", "kind": "Pod", "name": owner.name, "uid": owner.uid}]
+
+
+def _metadata(name: str, settings: KubernetesSettings, labels: dict[str, str],
+              annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": settings.namespace, "labels": labels}
+    if annotations:
+        meta["annotations"] = annotations
+    refs = owner_references(settings)
+    if refs:
+        meta["ownerReferences"] = refs
+    return meta
+
+
+def service_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSettings) -> dict[str, Any]:
+    """The headless Service of one replica.
+
+    ``publishNotReadyAddresses`` makes the DNS record exist as soon as the pod has an IP: TensorFlow
+    resolves its peers while they are still starting.
+    """
+    labels = replica_labels(job.name, replica)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(replica_name(job.name, replica), settings, labels),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {k: labels[k] for k in (LABEL_JOB_NAME, LABEL_REPLICA_TYPE, LABEL_REPLICA_INDEX)},
+            "ports": [{"name": PORT_NAME, "port": job.port, "targetPort": job.port, "protocol": "TCP"}],
+        },
+    }
+
+
+def default_active_deadline_s(job: TrainingJob, settings: KubernetesSettings) -> int:
+    """``activeDeadlineSeconds`` of a Job created now: the job timeout, else the backstop deadline."""
+    return max(1, math.ceil(job.timeout_s)) if job.timeout_s else settings.backstop_deadline_s
+
+
+def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSettings, *, attempt: int = 0,
+                 restarts: int = 0, active_deadline_s: int | None = None) -> dict[str, Any]:
+    """The batch/v1 Job of one replica.
+
+    Args:
+        attempt: how many times this replica was recreated (label ``tfk8s.dev/attempt``; a recreated
+            replica's Job keeps its name, its pods are told apart by this label).
+        restarts: restarts of the whole job used so far (annotation ``tfk8s.dev/restarts``, so that a
+            restarted launcher knows how much of the restart budget is left).
+        active_deadline_s: seconds the Job may run (default: :func:`default_active_deadline_s`); the Job
+            controller kills its pod after it, should the launcher be gone.
+    """
+    rs = settings.replica(replica.replica_type)
+    name = replica_name(job.name, replica)
+    labels = {**replica_labels(job.name, replica), LABEL_ATTEMPT: str(attempt)}
+    job_labels = {**labels, KUEUE_QUEUE_LABEL: settings.kueue_queue} if settings.kueue_queue else labels
+    env = {k: v for k, v in {**job.env, **rs.env}.items() if k != "TF_CONFIG"}
+    env_list = [{"name": k, "value": v} for k, v in env.items()]
+    env_list.append({"name": "TF_CONFIG", "value": tf_config_json(training_cluster_spec(job, settings), replica)})
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": rs.image,
+        "command": list(rs.command or job.command),
+        "env": env_list,
+        "ports": [{"name": PORT_NAME, "containerPort": job.port, "protocol": "TCP"}],
+        "resources": rs.resources(),
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                            "runAsNonRoot": True},
+        # The last log lines become the termination message when the container fails without writing one:
+        # the failure's cause survives even if the log cannot be read any more.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": settings.stop_grace_period_s,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": settings.run_as_user,
+                            "runAsGroup": settings.run_as_user, "fsGroup": settings.run_as_user,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+    }
+    if settings.pvc_name:
+        container["volumeMounts"] = [{"name": VOLUME_NAME, "mountPath": settings.volume_mount_path}]
+        pod_spec["volumes"] = [{"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": settings.pvc_name}}]
+    if rs.service_account:
+        pod_spec["serviceAccountName"] = rs.service_account
+    if rs.node_selector:
+        pod_spec["nodeSelector"] = dict(rs.node_selector)
+    if rs.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in rs.tolerations]
+    if settings.scheduler_name:
+        pod_spec["schedulerName"] = settings.scheduler_name
+    deadline = active_deadline_s if active_deadline_s is not None else default_active_deadline_s(job, settings)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(name, settings, job_labels, {ANNOTATION_RESTARTS: str(restarts)}),
+        "spec": {
+            "backoffLimit": 0,
+            "completions": 1,
+            "parallelism": 1,
+            "activeDeadlineSeconds": deadline,
+            "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,
+            "template": {
+                "metadata": {"labels": {**labels, ISTIO_INJECT: "false"}, "annotations": {ISTIO_INJECT: "false"}},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def render_manifests(job: TrainingJob, settings: KubernetesSettings) -> list[dict[str, Any]]:
+    """Every object the launcher creates for ``job``: all Services first (DNS before pods), then all Jobs."""
+    replicas = list(job.counts.replicas())
+    return [service_manifest(job, r, settings) for r in replicas] + [job_manifest(job, r, settings)
+                                                                       for r in replicas]

@@ -1,0 +1,412 @@
+"""Where and how a training job's replicas run on Kubernetes: immutable, validated settings.
+
+:class:`KubernetesSettings` holds everything the Kubernetes backend needs beyond the backend-neutral
+:class:`~tfk8s.launcher.TrainingJob` (which carries the command, env, counts, port, success policy, job timeout
+and grace period). It is built from the KFP component's / CLI's flat parameters by
+:meth:`KubernetesSettings.from_params`; each replica type gets a resolved :class:`ReplicaSettings` (the
+defaults, with that type's ``replica_overrides`` applied).
+
+Every bad value raises :class:`ValueError` naming the parameter and the fix; nothing here talks to a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from tfk8s.cluster import ReplicaType
+
+GPU_RESOURCE = "nvidia.com/gpu"
+SERVICEACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+ENV_LAUNCHER_POD_NAME = "TFK8S_LAUNCHER_POD_NAME"
+ENV_LAUNCHER_POD_UID = "TFK8S_LAUNCHER_POD_UID"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_MOUNT_PATH = "/mnt/tfk8s"
+WEEK_S = 7 * 24 * 3600
+
+# Keys a replica_overrides entry may set (the rest of the job is shared by every replica).
+OVERRIDE_KEYS = ("image", "command", "cpu", "memory", "cpu_limit", "memory_limit", "gpus", "node_selector",
+                 "tolerations", "service_account", "env")
+TOLERATION_KEYS = ("key", "operator", "value", "effect", "tolerationSeconds")
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
+_SUFFIX = {
+    "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal("1e3"),
+    "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"), "P": Decimal("1e15"), "E": Decimal("1e18"),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
+}
+
+
+def parse_quantity(value: str) -> Decimal:
+    """A Kubernetes resource quantity (``"500m"``, ``"2Gi"``, ``"1.5"``, ``"1e3"``) as a number.
+
+    Raises:
+        ValueError: when ``value`` is not a quantity.
+    """
+    m = _QUANTITY.match(str(value).strip()) if isinstance(value, str | int) and not isinstance(value, bool) else None
+    if not m:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. '500m' or '2' CPUs, '512Mi' or '4Gi')")
+    number, suffix = m.group(1), m.group(2) or ""
+    try:
+        scale = _SUFFIX[suffix] if suffix in _SUFFIX else Decimal(10) ** int(suffix[1:])
+        return Decimal(number) * scale
+    except (InvalidOperation, ValueError) as e:  # pragma: no cover - the regex admits only valid numbers
+        raise ValueError(f"{value!r} is not a Kubernetes quantity") from e
+
+
+@dataclass(frozen=True)
+class LauncherPod:
+    """The launcher's own pod (from the downward API): the owner of every replica object.
+
+    With an owner reference to this pod, deleting the pipeline run (which deletes the launcher pod) makes
+    Kubernetes' garbage collector delete every replica, even if the launcher never ran its cleanup.
+    Owner references only work within one namespace: see :meth:`KubernetesSettings.owner`.
+    """
+
+    name: str
+    uid: str
+    namespace: str
+
+    @classmethod
+    def from_env(cls, namespace: str, environ: Mapping[str, str] | None = None) -> LauncherPod | None:
+        """The pod named by ``TFK8S_LAUNCHER_POD_NAME`` / ``TFK8S_LAUNCHER_POD_UID``; None if either is unset."""
+        env = os.environ if environ is None else environ
+        name, uid = env.get(ENV_LAUNCHER_POD_NAME, ""), env.get(ENV_LAUNCHER_POD_UID, "")
+        return cls(name, uid, namespace) if name and uid else None
+
+
+def _require(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ValueError(msg)
+
+
+def _str_map(value: Any, what: str) -> dict[str, str]:
+    _require(isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()),
+             f"{what} must be a JSON object of strings to strings, e.g. {{\"key\": \"value\"}}; got {value!r}")
+    return dict(value)
+
+
+@dataclass(frozen=True)
+class ReplicaSettings:
+    """How one replica type's pods run.
+
+    Attributes:
+        image: container image of the replicas.
+        command: argv override for this type; empty: the job's command.
+        cpu: CPU request (a quantity, e.g. ``"2"``, ``"500m"``).
+        memory: memory request (e.g. ``"4Gi"``).
+        cpu_limit: CPU limit; empty: equal to ``cpu``.
+        memory_limit: memory limit; empty: equal to ``memory`` (a container over it is OOMKilled).
+        gpus: ``nvidia.com/gpu`` count (request = limit), 0 for none.
+        node_selector: node labels the pods must match.
+        tolerations: pod tolerations (Kubernetes ``Toleration`` objects).
+        service_account: the pods' service account; empty: the namespace's ``default``.
+        env: environment variables for this type, added to (and overriding) the job's env.
+
+    Raises:
+        ValueError: empty image, a bad quantity, a limit below its request, negative gpus, a bad toleration
+            or env name; the message names the field.
+    """
+
+    image: str
+    command: tuple[str, ...] = ()
+    cpu: str = "1"
+    memory: str = "2Gi"
+    cpu_limit: str = ""
+    memory_limit: str = ""
+    gpus: int = 0
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    service_account: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.image, str) and bool(self.image.strip()),
+                 "image must name the container image of the replicas, e.g. ghcr.io/tfk8s/tfk8s:0.1.0")
+        _require(isinstance(self.command, Sequence) and not isinstance(self.command, str)
+                 and all(isinstance(a, str) for a in self.command),
+                 f"command must be a list of strings (argv), got {self.command!r}")
+        for name in ("cpu", "memory"):
+            try:
+                request = parse_quantity(getattr(self, name))
+            except ValueError as e:
+                raise ValueError(f"{name}: {e}") from None
+            _require(request > 0, f"{name} must be > 0, got {getattr(self, name)!r}")
+            limit_s = getattr(self, f"{name}_limit")
+            if limit_s:
+                try:
+                    limit = parse_quantity(limit_s)
+                except ValueError as e:
+                    raise ValueError(f"{name}_limit: {e}") from None
+                _require(limit >= request, f"{name}_limit {limit_s!r} is below the request {name}="
+                                           f"{getattr(self, name)!r}: raise the limit or lower the request")
+        _require(isinstance(self.gpus, int) and not isinstance(self.gpus, bool) and self.gpus >= 0,
+                 f"gpus must be an integer >= 0, got {self.gpus!r}")
+        _str_map(self.node_selector, "node_selector")
+        _require(isinstance(self.tolerations, Sequence) and not isinstance(self.tolerations, str),
+                 f"tolerations must be a JSON list of Kubernetes tolerations, got {self.tolerations!r}")
+        for t in self.tolerations:
+            _require(isinstance(t, Mapping) and set(t) <= set(TOLERATION_KEYS),
+                     f"tolerations: each entry must be an object with keys among {TOLERATION_KEYS}, got {t!r}")
+            _require(t.get("operator", "Equal") in ("Equal", "Exists"),
+                     f"tolerations: operator must be 'Equal' or 'Exists', got {t.get('operator')!r}")
+        _require(self.service_account == "" or bool(_DNS1123_SUBDOMAIN.match(self.service_account)),
+                 f"service_account {self.service_account!r} is not a valid ServiceAccount name")
+        env = _str_map(self.env, "env")
+        bad = [k for k in env if not _ENV_NAME.match(k)]
+        _require(not bad, f"env: invalid variable names {bad}")
+        _require("TF_CONFIG" not in env, "env must not set TF_CONFIG: the launcher builds it for every replica")
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "node_selector", dict(self.node_selector))
+        object.__setattr__(self, "tolerations", tuple(dict(t) for t in self.tolerations))
+        object.__setattr__(self, "env", env)
+
+    def resources(self) -> dict[str, dict[str, str]]:
+        """The container's ``resources``: requests, and limits (= requests unless set), GPUs in both."""
+        requests = {"cpu": self.cpu, "memory": self.memory}
+        limits = {"cpu": self.cpu_limit or self.cpu, "memory": self.memory_limit or self.memory}
+        if self.gpus:
+            requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(self.gpus)
+        return {"requests": requests, "limits": limits}
+
+
+def _parse_json(value: str, param: str, kind: type, example: str) -> Any:
+    if value in ("", None):
+        return kind()
+    if not isinstance(value, str):  # already parsed (a Python caller)
+        parsed = value
+    else:
+        try:
+            parsed = json.loads(value)
+        except ValueError as e:
+            raise ValueError(f"{param} is not valid JSON ({e}); pass a JSON {kind.__name__}, e.g. {example}") from None
+    _require(isinstance(parsed, kind), f"{param} must be a JSON {'object' if kind is dict else 'list'}, "
+                                       f"e.g. {example}; got {value!r}")
+    return parsed
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    """Where and how the replicas run on Kubernetes (see :meth:`from_params` for the parameters).
+
+    Attributes:
+        namespace: namespace of every replica object.
+        replicas: the resolved settings of each replica type (defaults + that type's overrides).
+        pvc_name: PersistentVolumeClaim with the data and model (empty: none mounted).
+        volume_mount_path: where the PVC is mounted in every replica (the same path as in the pipeline).
+        cluster_domain: appended to the Services' DNS names (``<svc>.<ns>.svc.<domain>``); empty: none,
+            the names ``<svc>.<ns>.svc`` resolve through the pods' DNS search path.
+        schedule_timeout_s: seconds a replica may stay unscheduled (Pending without a node, no pod created,
+            or its Job suspended by a queue) before the job fails with the scheduler's message.
+        max_restarts: how many recreations (of one replica, or of the whole worker set under
+            MultiWorkerMirroredStrategy) retryable failures may cause before the job fails.
+        ttl_seconds_after_finished: seconds Kubernetes keeps a finished Job (a backstop; the launcher deletes
+            them itself).
+        kueue_queue: Kueue ``LocalQueue`` name put on every Job (``kueue.x-k8s.io/queue-name``); empty: none.
+        scheduler_name: the pods' ``schedulerName`` (e.g. ``volcano``); empty: the default scheduler.
+        launcher_pod: the launcher's own pod, owner of the replica objects (None: no owner references).
+        run_as_user: the non-root UID (and GID, fsGroup) of the replicas.
+        stop_grace_period_s: seconds a replica gets to exit after the launcher deletes its pod.
+        cleanup_timeout_s: seconds the launcher waits for every object to be gone after deleting them.
+        backstop_deadline_s: ``activeDeadlineSeconds`` of the Jobs when the job has no timeout, so that
+            replicas (a ps never exits) cannot outlive a launcher that died without cleaning up.
+        watch_timeout_s: server-side timeout of each watch request, after which the watch resumes.
+        log_tail_lines: log lines of a failed replica shown in the error.
+        log_wait_s: seconds to wait for a finished replica's log stream to drain.
+        create_retry_s: seconds to retry creating a Job whose deleted predecessor still exists (409).
+
+    Raises:
+        ValueError: a bad value; the message names the parameter and the fix.
+    """
+
+    namespace: str
+    replicas: Mapping[ReplicaType, ReplicaSettings]
+    pvc_name: str = ""
+    volume_mount_path: str = DEFAULT_MOUNT_PATH
+    cluster_domain: str = ""
+    schedule_timeout_s: float = 600
+    max_restarts: int = 3
+    ttl_seconds_after_finished: int = 3600
+    kueue_queue: str = ""
+    scheduler_name: str = ""
+    launcher_pod: LauncherPod | None = None
+    run_as_user: int = 1000
+    stop_grace_period_s: int = 10
+    cleanup_timeout_s: float = 120
+    backstop_deadline_s: int = WEEK_S
+    watch_timeout_s: int = 300
+    log_tail_lines: int = 30
+    log_wait_s: float = 5.0
+    create_retry_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        _require(bool(_DNS1123_LABEL.match(self.namespace)) and len(self.namespace) <= 63,
+                 f"namespace {self.namespace!r} is not a valid namespace name (lower-case letters, digits, '-')")
+        missing = [t.value for t in ReplicaType if t not in self.replicas]
+        _require(not missing, f"replicas lacks settings for {missing}: build settings with from_params()")
+        _require(self.pvc_name == "" or bool(_DNS1123_SUBDOMAIN.match(self.pvc_name)),
+                 f"pvc_name {self.pvc_name!r} is not a valid PersistentVolumeClaim name")
+        _require(self.volume_mount_path.startswith("/") and ":" not in self.volume_mount_path,
+                 f"volume_mount_path must be an absolute path, got {self.volume_mount_path!r}")
+        _require(self.cluster_domain == "" or bool(_DNS1123_SUBDOMAIN.match(self.cluster_domain)),
+                 f"cluster_domain {self.cluster_domain!r} must be a DNS domain like 'cluster.local', or empty")
+        _require(isinstance(self.schedule_timeout_s, int | float) and self.schedule_timeout_s > 0,
+                 f"schedule_timeout_s must be > 0 seconds, got {self.schedule_timeout_s!r}")
+        for name in ("max_restarts", "ttl_seconds_after_finished"):
+            v = getattr(self, name)
+            _require(isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                     f"{name} must be an integer >= 0, got {v!r}")
+        for name in ("kueue_queue", "scheduler_name"):
+            v = getattr(self, name)
+            _require(len(v) <= 63 and bool(_LABEL_VALUE.match(v)),
+                     f"{name} {v!r} must be at most 63 letters, digits, '-', '_' or '.'")
+        _require(self.run_as_user > 0, "run_as_user must be a non-root UID (> 0)")
+        _require(self.backstop_deadline_s > 0 and self.watch_timeout_s > 0 and self.cleanup_timeout_s > 0,
+                 "backstop_deadline_s, watch_timeout_s and cleanup_timeout_s must be > 0")
+        object.__setattr__(self, "replicas", {ReplicaType(k): v for k, v in self.replicas.items()})
+
+    def replica(self, replica_type: ReplicaType | str) -> ReplicaSettings:
+        """The settings of ``replica_type``."""
+        return self.replicas[ReplicaType(replica_type)]
+
+    @property
+    def owner(self) -> LauncherPod | None:
+        """The launcher pod if it can own the replica objects (same namespace), else None."""
+        if self.launcher_pod and self.launcher_pod.namespace == self.namespace:
+            return self.launcher_pod
+        return None
+
+    @classmethod
+    def from_params(
+        cls,
+        *,
+        namespace: str = "",
+        image: str,
+        pvc_name: str = "",
+        volume_mount_path: str = DEFAULT_MOUNT_PATH,
+        cpu: str = "1",
+        memory: str = "2Gi",
+        gpus: int = 0,
+        node_selector: str = "",
+        tolerations: str = "",
+        service_account: str = "",
+        replica_overrides: str = "",
+        cluster_domain: str = "",
+        schedule_timeout_s: int = 600,
+        max_restarts: int = 3,
+        ttl_seconds_after_finished: int = 3600,
+        kueue_queue: str = "",
+        scheduler_name: str = "",
+    ) -> KubernetesSettings:
+        """Settings from the launch step's parameters (the KFP component's and CLI's names).
+
+        Structured values are JSON strings; an empty string means unset.
+
+        Args:
+            namespace: empty: the launcher pod's own namespace (read from the service account's
+                ``namespace`` file), else ``default``.
+            image, cpu, memory, gpus, node_selector (JSON object), tolerations (JSON list), service_account:
+                the defaults of every replica type.
+            replica_overrides: JSON object keyed by replica type (``chief``, ``worker``, ``ps``,
+                ``evaluator``) whose values set any of :data:`OVERRIDE_KEYS` for that type, e.g.
+                ``{"ps": {"cpu": "500m", "memory": "1Gi", "gpus": 0}}``. ``env`` adds to the job's env;
+                every other key replaces the default.
+            the rest: see the class attributes.
+
+        The launcher pod (owner of the replica objects) is read from ``TFK8S_LAUNCHER_POD_NAME`` and
+        ``TFK8S_LAUNCHER_POD_UID``, its namespace from the service account file.
+
+        Raises:
+            ValueError: unparseable JSON, an unknown replica type or key in ``replica_overrides``, a bad
+                quantity, name or number; the message names the parameter and says how to fix it.
+        """
+        own_namespace = _own_namespace()
+        ns = namespace or own_namespace or DEFAULT_NAMESPACE
+        selector = _parse_json(node_selector, "node_selector", dict, '{"cloud.google.com/gke-nodepool": "gpu"}')
+        tols = _parse_json(tolerations, "tolerations", list,
+                           '[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]')
+        overrides = _parse_json(replica_overrides, "replica_overrides", dict, '{"ps": {"cpu": "500m"}}')
+        unknown = sorted(set(overrides) - {t.value for t in ReplicaType})
+        _require(not unknown, f"replica_overrides has unknown replica types {unknown}: use "
+                              f"{[t.value for t in ReplicaType]}")
+        _require(not isinstance(gpus, bool), f"gpus must be an integer >= 0, got {gpus!r}")
+        try:
+            base = ReplicaSettings(image=image, cpu=str(cpu), memory=str(memory), gpus=int(gpus),
+                                   node_selector=selector, tolerations=tuple(tols),
+                                   service_account=service_account)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{e}") from None
+        replicas: dict[ReplicaType, ReplicaSettings] = {}
+        for rtype in ReplicaType:
+            entry = overrides.get(rtype.value) or {}
+            where = f'replica_overrides["{rtype.value}"]'
+            _require(isinstance(entry, dict), f"{where} must be a JSON object, got {entry!r}")
+            bad = sorted(set(entry) - set(OVERRIDE_KEYS))
+            _require(not bad, f"{where} has unknown keys {bad}: use {list(OVERRIDE_KEYS)}")
+            changes = dict(entry)
+            if "env" in changes:
+                changes["env"] = {**base.env, **_str_map(changes["env"], f"{where}.env")}
+            if "tolerations" in changes:
+                _require(isinstance(changes["tolerations"], list), f"{where}.tolerations must be a JSON list")
+                changes["tolerations"] = tuple(changes["tolerations"])
+            if "command" in changes:
+                _require(isinstance(changes["command"], list), f"{where}.command must be a JSON list of strings")
+            for q in ("cpu", "memory", "cpu_limit", "memory_limit"):
+                if q in changes and isinstance(changes[q], int | float) and not isinstance(changes[q], bool):
+                    changes[q] = str(changes[q])
+            try:
+                replicas[rtype] = replace(base, **changes)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{where}: {e}") from None
+        try:
+            return cls(
+                namespace=ns, replicas=replicas, pvc_name=pvc_name, volume_mount_path=volume_mount_path,
+                cluster_domain=cluster_domain, schedule_timeout_s=_number(schedule_timeout_s, "schedule_timeout_s"),
+                max_restarts=_integer(max_restarts, "max_restarts"),
+                ttl_seconds_after_finished=_integer(ttl_seconds_after_finished, "ttl_seconds_after_finished"),
+                kueue_queue=kueue_queue, scheduler_name=scheduler_name,
+                launcher_pod=LauncherPod.from_env(own_namespace or ns),
+            )
+        except TypeError as e:  # pragma: no cover - the checks above convert the types
+            raise ValueError(str(e)) from None
+
+
+def _integer(value: Any, name: str) -> int:
+    try:
+        v = float(value) if isinstance(value, str) else value
+        ok = not isinstance(value, bool) and isinstance(v, int | float) and math.isfinite(v) and v == int(v)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return int(v)
+
+
+def _number(value: Any, name: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if isinstance(value, bool) or not math.isfinite(v):
+        raise ValueError(f"{name} must be a number of seconds, got {value!r}")
+    return v
+
+
+def _own_namespace(path: Path | None = None) -> str:
+    """The namespace of the pod this runs in (its service account's ``namespace`` file); "" outside a pod."""
+    try:
+        return (path or SERVICEACCOUNT_NAMESPACE_FILE).read_text().strip()
+    except OSError:
+        return ""

@@ -1,0 +1,158 @@
+"""Watch one kind of object of a training job (pods or Jobs, by label selector) from a background thread.
+
+List once, then watch from the list's ``resourceVersion``, resuming every watch from the last
+``resourceVersion`` seen (events and bookmarks); on ``410 Gone`` (the version was compacted away: an HTTP 410
+or an ``ERROR`` event with code 410) list again and resume from there. This is the client-go reflector's
+list-then-watch contract; there is no per-object polling.
+
+Events go to a queue the launcher's main loop reads: :class:`Synced` after each list (the full current set),
+:class:`Changed` for each watch event, :class:`WatchFailed` when the API keeps failing.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tfk8s.kube.api import close_stream, iter_lines
+from tfk8s.kube.errors import KubernetesApiError
+
+GONE = 410
+
+
+@dataclass(frozen=True)
+class Synced:
+    """A fresh listing: ``items`` is every object of ``kind`` that exists now."""
+
+    kind: str
+    items: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Changed:
+    """One watch event: ``type`` is ``ADDED``, ``MODIFIED`` or ``DELETED``."""
+
+    kind: str
+    type: str
+    obj: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WatchFailed:
+    """The watch gave up after repeated API errors; ``error`` says why."""
+
+    kind: str
+    error: KubernetesApiError
+
+
+WatchItem = Synced | Changed | WatchFailed
+
+
+class _Gone(Exception):
+    pass
+
+
+class Watcher:
+    """List-then-watch one kind of object in a daemon thread, feeding ``out``.
+
+    Args:
+        kind: ``"pods"`` or ``"jobs"`` (tags every item).
+        list_fn: ``list_fn() -> list response dict`` (``items`` and ``metadata.resourceVersion``).
+        watch_fn: ``watch_fn(resource_version, timeout_s) -> streamed response``.
+        out: where items go.
+        timeout_s: server-side timeout of each watch request (seconds); the watch then resumes.
+        max_errors: consecutive failed requests (other than 410) before :class:`WatchFailed`.
+        retry_s: seconds between retries after an error.
+    """
+
+    def __init__(self, kind: str, list_fn: Callable[[], dict[str, Any]],
+                 watch_fn: Callable[[str, int], Any], out: queue.Queue[WatchItem], *, timeout_s: int = 300,
+                 max_errors: int = 5, retry_s: float = 1.0):
+        self.kind, self._list, self._watch, self._out = kind, list_fn, watch_fn, out
+        self._timeout_s, self._max_errors, self._retry_s = timeout_s, max_errors, retry_s
+        self._stop = threading.Event()
+        self._resp: Any = None
+        self._lock = threading.Lock()
+        self.relists = 0
+        self._thread = threading.Thread(target=self._run, name=f"watch-{kind}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop watching: close the open stream (unblocking the thread) and wait for the thread to end."""
+        self._stop.set()
+        with self._lock:
+            if self._resp is not None:
+                close_stream(self._resp)
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        rv: str | None = None
+        errors = 0
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    listing = self._list()
+                    self.relists += 1
+                    rv = str((listing.get("metadata") or {}).get("resourceVersion") or "")
+                    self._out.put(Synced(self.kind, tuple(listing.get("items") or ())))
+                rv = self._watch_once(rv)
+                errors = 0
+            except _Gone:
+                rv = None  # compacted: list again, then watch from the new version
+            except KubernetesApiError as e:
+                if self._stop.is_set():
+                    return
+                if e.status == GONE:
+                    rv = None
+                    continue
+                errors += 1
+                if errors >= self._max_errors:
+                    self._out.put(WatchFailed(self.kind, e))
+                    return
+                self._stop.wait(self._retry_s)
+            except Exception as e:  # noqa: BLE001 - a broken stream: resume, or report if it persists
+                if self._stop.is_set():
+                    return
+                errors += 1
+                if errors >= self._max_errors:
+                    self._out.put(WatchFailed(self.kind, KubernetesApiError(
+                        f"watching {self.kind} failed {errors} times in a row: {type(e).__name__}: {e}")))
+                    return
+                self._stop.wait(self._retry_s)
+
+    def _watch_once(self, rv: str) -> str:
+        """One watch request from ``rv`` until the server ends it; returns the last resourceVersion seen."""
+        resp = self._watch(rv, self._timeout_s)
+        with self._lock:
+            self._resp = resp
+            if self._stop.is_set():
+                close_stream(resp)
+                return rv
+        try:
+            for line in iter_lines(resp):
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                etype, obj = event.get("type"), event.get("object") or {}
+                if etype == "ERROR":
+                    if obj.get("code") == GONE:
+                        raise _Gone()
+                    raise KubernetesApiError(f"watching {self.kind} failed: {obj.get('code')} "
+                                             f"{obj.get('reason')}: {obj.get('message')}", int(obj.get("code") or 0))
+                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                if etype in ("ADDED", "MODIFIED", "DELETED"):
+                    self._out.put(Changed(self.kind, etype, obj))
+                # BOOKMARK: only the resourceVersion moves on
+        finally:
+            with self._lock:
+                self._resp = None
+            close_stream(resp)
+        return rv
+
