@@ -88,6 +88,7 @@ def launch_training(
             "path": outcome.saved_model_dir,
             "job_name": outcome.launch.job_name,
             "restarts": outcome.launch.restarts,
+            "cluster_spec": outcome.launch.cluster_spec,
             **{f"train_{k}": v for k, v in s.items()},
         }
     )
@@ -117,7 +118,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--timeout-s", type=int, default=0, help="job-level deadline in seconds (0: none)")
     p.add_argument("--dry-run", action="store_true", help="print the Kubernetes objects as YAML and exit")
     from tfk8s.kube.cli import add_kubernetes_arguments
-
     from tfk8s.step_results import write_results
     from tfk8s.steps import KUBERNETES_PARAMS, launch_training_step
 

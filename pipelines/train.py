@@ -21,13 +21,14 @@ if __package__ in (None, ""):  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kfp import compiler, dsl, kubernetes
-from kfp.dsl import ClassificationMetrics, Dataset, Metrics, Model
+from kfp.dsl import ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
 from components import DEFAULT_IMAGE
 from components.evaluate_model import evaluate_model
 from components.export_model import export_model
 from components.launch_training import launch_training
 from components.prepare_dataset import prepare_dataset
+from components.push_model import push_model, reject_model
 
 PIPELINE_NAME = "tfk8s-train"
 VOLUME_MOUNT_PATH = "/mnt/tfk8s"
@@ -41,6 +42,8 @@ class Outputs(NamedTuple):
     exported_model: Model
     metrics: Metrics
     confusion_matrix: ClassificationMetrics
+    summary: Markdown
+    blessed: bool
 
 
 @dsl.pipeline(name=PIPELINE_NAME, description="Distributed TensorFlow training on Kubernetes, from data set to "
@@ -61,6 +64,8 @@ def train_pipeline(
     timeout_s: int = 0,
     model_name: str = "mnist-cnn",
     min_accuracy: float = 0.98,
+    max_accuracy_drop: float = -1.0,
+    fail_on_unblessed: bool = False,
     backend: str = "kubernetes",
     volume_root: str = VOLUME_MOUNT_PATH,
     pvc_name: str = "tfk8s-data",
@@ -97,16 +102,29 @@ def train_pipeline(
 
     evaluate = evaluate_model(
         exported_model=export.outputs["exported_model"], dataset=prepare.outputs["dataset"],
-        min_accuracy=min_accuracy,
+        model=launch.outputs["model"], min_accuracy=min_accuracy, max_accuracy_drop=max_accuracy_drop,
+        volume_root=volume_root, model_name=model_name,
     ).set_display_name("evaluate")
 
-    for task in (prepare, launch, export, evaluate):
+    # Only a blessed model becomes the served version (TFX Evaluator -> Pusher).
+    with dsl.If(evaluate.outputs["blessed"] == True, name="blessed"):
+        push = push_model(
+            exported_model=export.outputs["exported_model"], volume_root=volume_root, model_name=model_name,
+        ).set_display_name("push model")
+    with dsl.Else(name="not-blessed"), dsl.If(fail_on_unblessed == True, name="fail-on-unblessed"):
+        reject = reject_model(reasons=evaluate.outputs["reasons"]).set_display_name("reject model")
+
+    for task in (prepare, launch, export, evaluate, push, reject):
         kubernetes.mount_pvc(task, pvc_name=pvc_name, mount_path=VOLUME_MOUNT_PATH)
+        # Nothing here may come from the cache: the data, checkpoints and models live on the volume, which
+        # KFP's cache does not see; a cached launch would train nothing, a cached evaluation check nothing.
+        task.set_caching_options(False)
 
     return Outputs(
         dataset=prepare.outputs["dataset"], model=launch.outputs["model"],
         exported_model=export.outputs["exported_model"], metrics=evaluate.outputs["metrics"],
-        confusion_matrix=evaluate.outputs["classification"],
+        confusion_matrix=evaluate.outputs["classification"], summary=evaluate.outputs["summary"],
+        blessed=evaluate.outputs["blessed"],
     )
 
 
@@ -126,7 +144,8 @@ def run_local(volume: str | os.PathLike, params: dict) -> dict:
         params: pipeline parameters overriding the defaults (``backend`` is forced to ``local``).
 
     Returns:
-        ``{"accuracy", "loss", "export_path", "version", "blessed", "volume", "pipeline_root", "wall_time_s"}``.
+        ``{"accuracy", "loss", "export_path", "version", "blessed", "summary", "volume", "pipeline_root",
+        "wall_time_s"}``.
     """
     from kfp import local
 
@@ -143,8 +162,8 @@ def run_local(volume: str | os.PathLike, params: dict) -> dict:
     out = task.outputs
     metrics, exported = out["metrics"].metadata, out["exported_model"].metadata
     return {"accuracy": metrics["accuracy"], "loss": metrics["loss"], "export_path": exported["path"],
-            "version": int(exported["version"]), "volume": str(volume), "pipeline_root": str(pipeline_root),
-            "wall_time_s": time.monotonic() - t0}
+            "version": int(exported["version"]), "blessed": out["blessed"], "summary": out["summary"].path,
+            "volume": str(volume), "pipeline_root": str(pipeline_root), "wall_time_s": time.monotonic() - t0}
 
 
 def _parse_params(items: list[str]) -> dict:
@@ -182,10 +201,15 @@ def main(argv: list[str] | None = None) -> None:
     if a.compile:
         print(f"compiled {PIPELINE_NAME} to {compile_pipeline(a.output)}")
         return
-    r = run_local(a.volume, _parse_params(a.param))
+    try:
+        r = run_local(a.volume, _parse_params(a.param))
+    except RuntimeError as e:  # kfp.local: a step failed; its log (above) says why
+        raise SystemExit(f"tfk8s: {e}. The failing step's log above gives the reason.") from None
     print(f"\ntfk8s: pipeline finished in {r['wall_time_s']:.0f}s")
     print(f"  test accuracy : {r['accuracy']:.4f}   (loss {r['loss']:.4f})")
     print(f"  exported model: {r['export_path']}  (version {r['version']})")
+    verdict = "blessed, pushed to the serving base" if r["blessed"] else "NOT blessed, not pushed"
+    print(f"  quality gate  : {verdict}  (summary: {r['summary']})")
     print(f"  volume        : {r['volume']}  (data, checkpoints, TensorBoard logs, exports)")
     print(f"  artifacts     : {r['pipeline_root']}")
 

@@ -24,10 +24,20 @@ def test_committed_ir_parses_into_the_pipeline_spec_proto():
     proto = json_format.ParseDict(next(spec), pipeline_spec_pb2.PipelineSpec())
     assert proto.pipeline_info.name == "tfk8s-train"
     tasks = proto.root.dag.tasks
-    assert set(tasks) == {"prepare-dataset", "launch-training", "export-model", "evaluate-model"}
+    assert set(tasks) == {"prepare-dataset", "launch-training", "export-model", "evaluate-model",
+                          "condition-branches-1"}
     assert list(tasks["launch-training"].dependent_tasks) == ["prepare-dataset"]
     assert list(tasks["export-model"].dependent_tasks) == ["launch-training"]
-    assert sorted(tasks["evaluate-model"].dependent_tasks) == ["export-model", "prepare-dataset"]
+    assert sorted(tasks["evaluate-model"].dependent_tasks) == ["export-model", "launch-training", "prepare-dataset"]
+    # only a blessed model is pushed; an unblessed one fails the run only when fail_on_unblessed is set
+    branches = proto.components["comp-condition-branches-1"].dag.tasks
+    blessed = proto.components[branches["condition-2"].component_ref.name].dag.tasks
+    assert list(blessed) == ["push-model"]
+    assert "evaluate-model" in branches["condition-2"].trigger_policy.condition
+    not_blessed = proto.components[branches["condition-3"].component_ref.name].dag.tasks
+    (inner,) = not_blessed.values()
+    assert "fail_on_unblessed" in inner.trigger_policy.condition
+    assert list(proto.components[inner.component_ref.name].dag.tasks) == ["reject-model"]
     params = proto.root.input_definitions.parameters
     assert params["workers"].default_value.number_value == 2
     assert params["dataset_name"].default_value.string_value == "mnist"
@@ -44,11 +54,27 @@ def test_components_install_nothing_at_start():
 def test_every_step_mounts_the_volume_and_the_launcher_knows_its_pod():
     platform = list(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))[1]
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    assert len(executors) == 4
+    assert set(executors) == {f"exec-{n}" for n in ("prepare-dataset", "launch-training", "export-model",
+                                                     "evaluate-model", "push-model", "reject-model")}
     for name, cfg in executors.items():
         assert cfg["pvcMount"][0]["mountPath"] == "/mnt/tfk8s", name
     field_env = {e["name"]: e["fieldPath"] for e in executors["exec-launch-training"]["fieldPathAsEnv"]}
     assert field_env == {"TFK8S_LAUNCHER_POD_NAME": "metadata.name", "TFK8S_LAUNCHER_POD_UID": "metadata.uid"}
+
+
+def test_no_step_is_served_from_the_cache():
+    spec = next(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))
+
+    def tasks(dag):
+        for name, task in dag["tasks"].items():
+            yield name, task
+            comp = spec["components"][task["componentRef"]["name"]]
+            if "dag" in comp:
+                yield from tasks(comp["dag"])
+
+    steps = {n: t for n, t in tasks(spec["root"]["dag"]) if not n.startswith("condition")}
+    assert len(steps) == 6
+    assert all(t["cachingOptions"] == {} for t in steps.values())  # {} = enableCache false
 
 
 def test_committed_ir_matches_the_source(tmp_path):

@@ -112,3 +112,43 @@ def test_export_of_a_non_model_writes_nothing(tmp_path):
     assert list(base.iterdir()) == []
     with pytest.raises(ExportError, match="did training finish"):
         export_saved_model(tmp_path / "missing", base)
+
+
+def test_push_keeps_the_version_and_never_overwrites(saved_model, tmp_path):
+    from tfk8s.export import latest_version_dir, push_saved_model
+
+    exported = export_saved_model(saved_model, tmp_path / "models" / "m")
+    serving = tmp_path / "serving" / "m"
+    assert latest_version_dir(serving) is None
+    pushed = push_saved_model(exported.path, serving)
+    assert (pushed.path, pushed.version) == (str(serving / "1"), 1)
+    assert (serving / "1" / "saved_model.pb").is_file()
+    assert latest_version_dir(serving) == str(serving / "1")
+    with pytest.raises(ExportError, match="never overwritten"):
+        push_saved_model(exported.path, serving)
+    with pytest.raises(ExportError, match="not a version folder"):
+        push_saved_model(saved_model, serving)
+    assert sorted(p.name for p in serving.iterdir()) == ["1"]
+
+
+def test_summary_names_replicas_tf_config_metrics_and_verdict():
+    from tfk8s.report import run_summary_markdown
+
+    result = _result(0.97)
+    md = run_summary_markdown(
+        training={"job_name": "tfk8s-42", "restarts": 1.0, "cluster_spec": {"worker": ["w0:2222", "w1:2222"]},
+                  "train_epochs": 3.0, "train_examples_per_sec": 1234.5},
+        export={"path": "/v/models/m/7", "version": 7.0,
+                "serving_signature": {"inputs": {"image": {"dtype": "uint8", "shape": [None, 28.0, 28.0, 1.0]}}}},
+        result=result, blessing=bless(result, Thresholds(min_accuracy=0.98)),
+        baseline={"path": "/v/serving/m/6", "accuracy": 0.99},
+    )
+    assert "**Verdict: NOT BLESSED** — test accuracy 0.9700 on 1000 examples." in md
+    assert "| worker | 2 | `w0:2222`, `w1:2222` |" in md
+    assert '"task": {\n    "type": "worker",\n    "index": 0\n  }' in md
+    assert "| epochs | 3 |" in md and "| examples per sec | 1234.5000 |" in md
+    assert "version **7** at `/v/models/m/7`" in md and '"shape": [null, 28, 28, 1]' in md
+    assert "- accuracy 0.9700 < min_accuracy 0.9800" in md
+    assert "baseline: last blessed model `/v/serving/m/6`, accuracy 0.9900" in md
+    assert md.rstrip().endswith("not pushed: only a blessed model is served")
+    assert "| x | 1.0000 | 0.9700 |" in md  # per-class precision/recall under the label names

@@ -114,3 +114,47 @@ def export_saved_model(saved_model_dir: str | os.PathLike, export_base: str | os
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return ExportResult(str(base / str(version)), version, signature)
+
+
+def push_saved_model(version_dir: str | os.PathLike, serving_base: str | os.PathLike) -> ExportResult:
+    """Promote a blessed export to the serving base, keeping its version number (TFX Pusher's job).
+
+    ``<models>/<name>/<v>`` is copied to ``<serving base>/<v>`` through a staging folder and one atomic rename,
+    so a model server watching the serving base only ever sees complete, blessed versions.
+
+    Returns:
+        The pushed version's path, number and serving signature.
+
+    Raises:
+        ExportError: ``version_dir`` is not named by an integer version, or is not a servable SavedModel; or
+            the serving base already holds that version (it is never overwritten).
+    """
+    src = Path(version_dir)
+    if not src.name.isdigit():
+        raise ExportError(f"{src} is not a version folder (<base>/<integer>): pass the exported model's path")
+    version = int(src.name)
+    signature = serving_signature(src)
+    base = Path(serving_base)
+    base.mkdir(parents=True, exist_ok=True)
+    target = base / str(version)
+    if target.exists():
+        raise ExportError(f"{target} exists already: version {version} was pushed before; versions are never "
+                          "overwritten (export a new version)")
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=base))
+    try:
+        shutil.copytree(src, staging / "model")
+        try:
+            os.rename(staging / "model", target)
+        except OSError as e:
+            if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise ExportError(f"{target} was pushed concurrently; versions are never overwritten") from e
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return ExportResult(str(target), version, signature)
+
+
+def latest_version_dir(base: str | os.PathLike) -> str | None:
+    """``<base>/<highest version>``, or None when ``base`` holds no version (e.g. nothing pushed yet)."""
+    versions = existing_versions(base)
+    return str(Path(base) / str(versions[-1])) if versions else None

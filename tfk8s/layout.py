@@ -6,7 +6,8 @@
       runs/<run id>/data/          sharded TFRecords + metadata.json      (prepare_dataset)
       runs/<run id>/train/         BackupAndRestore checkpoints, TensorBoard logs, the chief's SavedModel,
                                    training_summary.json, replica logs  (launch_training)
-      models/<model name>/<version>/   versioned SavedModels, TF Serving layout (export_model)
+      models/<model name>/<version>/   every exported SavedModel, TF Serving layout (export_model)
+      serving/<model name>/<version>/  blessed versions only: point TF Serving here (push_model)
 
 ``<root>`` is the PVC's mount path in a cluster (``/mnt/tfk8s``) and a local folder with ``--local``.
 The launcher mounts the same PVC at the same path into every replica, so these paths mean the same
@@ -71,5 +72,10 @@ class RunLayout:
 
     @property
     def export_base(self) -> Path:
-        """``<root>/models/<model name>``: the base path a TF Serving model config points at."""
+        """``<root>/models/<model name>``: every exported version, blessed or not."""
         return Path(self.root) / "models" / self.model_name
+
+    @property
+    def serving_base(self) -> Path:
+        """``<root>/serving/<model name>``: blessed versions only; the base path for TF Serving's config."""
+        return Path(self.root) / "serving" / self.model_name

@@ -149,13 +149,41 @@ def export_model_step(*, saved_model_dir: str, volume_root: str, model_name: str
     return export_saved_model(saved_model_dir, RunLayout(volume_root, "export", model_name).export_base)
 
 
-def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, split: str = "test"):
-    """Evaluate ``model_dir`` on ``split`` of ``data_dir`` and apply the quality gate.
+def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, max_accuracy_drop: float = -1.0,
+                        serving_base: str | None = None, split: str = "test"):
+    """Evaluate ``model_dir`` on ``split`` of ``data_dir`` and apply the quality gate (TFX Evaluator).
+
+    The baseline is the last blessed model (the highest version under ``serving_base``), evaluated on the
+    same data, so the regression check compares like with like.
 
     Returns:
-        ``(tfk8s.evaluation.EvalResult, tfk8s.evaluation.Blessing)``.
+        ``(EvalResult, Blessing, baseline)`` where baseline is ``{"path", "accuracy"}`` or None.
+
+    Raises:
+        tfk8s.export.ExportError: the candidate does not load or has no serving signature.
     """
     from tfk8s.evaluation import Thresholds, bless, evaluate_saved_model
+    from tfk8s.export import latest_version_dir
 
+    thresholds = Thresholds(min_accuracy=min_accuracy, max_accuracy_drop=max_accuracy_drop)
     result = evaluate_saved_model(model_dir, data_dir, split)
-    return result, bless(result, Thresholds(min_accuracy=min_accuracy))
+    baseline = None
+    baseline_dir = latest_version_dir(serving_base) if serving_base else None
+    if baseline_dir and thresholds.max_accuracy_drop >= 0:
+        baseline = {"path": baseline_dir, "accuracy": evaluate_saved_model(baseline_dir, data_dir, split).accuracy}
+    return result, bless(result, thresholds, baseline and baseline["accuracy"]), baseline
+
+
+def push_model_step(*, model_dir: str, volume_root: str, model_name: str):
+    """Promote a blessed export to ``<volume_root>/serving/<model_name>/<version>`` (TFX Pusher).
+
+    Returns:
+        :class:`tfk8s.export.ExportResult` of the pushed version.
+
+    Raises:
+        tfk8s.export.ExportError: not a servable version folder, or that version was pushed already.
+    """
+    from tfk8s.export import push_saved_model
+    from tfk8s.layout import RunLayout
+
+    return push_saved_model(model_dir, RunLayout(volume_root, "push", model_name).serving_base)

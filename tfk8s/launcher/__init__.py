@@ -118,6 +118,7 @@ class LaunchResult:
         stopped: labels of the replicas the launcher stopped after success.
         wall_time_s: seconds from the first replica's start to success.
         restarts: how many replicas were recreated (Kubernetes backend only).
+        cluster_spec: the cluster spec the replicas ran with (``{"worker": ["host:port", ...], ...}``).
     """
 
     job_name: str
@@ -125,6 +126,7 @@ class LaunchResult:
     stopped: list[str]
     wall_time_s: float
     restarts: int = 0
+    cluster_spec: dict[str, list[str]] = field(default_factory=dict)
 
 
 def job_name(run_id: str, prefix: str = "tfk8s") -> str:

@@ -182,7 +182,9 @@ def run_local(job: TrainingJob, *, log_sink: LogSink = _print_sink, log_dir: str
                                                name=f"log-{replica.label}")
                 proc.reader.start()
                 procs.append(proc)
-            return _wait(job, procs, start, log_sink)
+            result = _wait(job, procs, start, log_sink)
+            result.cluster_spec = spec
+            return result
     except _Terminated:
         log_sink(f"launcher got SIGTERM: stopping every replica of {job.name}")
         raise KeyboardInterrupt("SIGTERM") from None

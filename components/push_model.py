@@ -1,0 +1,62 @@
+"""push_model: promote a blessed export to ``<volume root>/serving/<model name>/<version>/`` (TFX Pusher),
+atomically and without overwriting; point TF Serving's model base path there. ``reject_model`` fails the
+run with the gate's reasons when the pipeline is asked to fail on an unblessed model."""
+
+import argparse
+import json
+
+from kfp import dsl
+from kfp.dsl import Input, Model, Output
+
+from components import DEFAULT_IMAGE
+
+CLI_IO = {
+    "inputs": {"exported_model": "--model-dir"},
+    "outputs": {"pushed_model": "path"},
+}
+
+
+@dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
+def push_model(
+    exported_model: Input[Model],
+    pushed_model: Output[Model],
+    volume_root: str = "/mnt/tfk8s",
+    model_name: str = "mnist-cnn",
+):
+    """Copy the blessed version into the serving base; the Model artifact carries the served path/version."""
+    from tfk8s.steps import push_model_step
+
+    r = push_model_step(
+        model_dir=exported_model.metadata["path"], volume_root=volume_root, model_name=model_name
+    )
+    pushed_model.metadata.update(
+        {"path": r.path, "version": r.version, "serving_signature": r.signature, "model_name": model_name}
+    )
+    with open(pushed_model.path, "w") as f:
+        f.write(r.path)
+
+
+@dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
+def reject_model(reasons: str):
+    """Fail the run because the model was not blessed (only when the pipeline's fail_on_unblessed is set)."""
+    raise RuntimeError(f"model not blessed, so not pushed: {reasons}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m components.push_model", description=__doc__)
+    p.add_argument("--model-dir", required=True, help="the blessed export <root>/models/<name>/<version>")
+    p.add_argument("--volume-root", default="/mnt/tfk8s", help="root of the shared volume")
+    p.add_argument("--model-name", default="mnist-cnn")
+    p.add_argument("--results-dir", default="", help="also write each result field to DIR/<field>")
+    a = p.parse_args(argv)
+    from tfk8s.step_results import write_results
+    from tfk8s.steps import push_model_step
+
+    r = push_model_step(model_dir=a.model_dir, volume_root=a.volume_root, model_name=a.model_name)
+    out = {"path": r.path, "version": r.version, "serving_signature": r.signature}
+    print(json.dumps(out, indent=2))
+    write_results(a.results_dir, out)
+
+
+if __name__ == "__main__":
+    main()

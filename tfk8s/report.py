@@ -1,0 +1,80 @@
+"""The run's Markdown summary for the KFP UI: replicas and their TF_CONFIG layout, training, evaluation,
+export and the quality gate's verdict."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from tfk8s.evaluation import Blessing, EvalResult
+
+
+def _plain(value):
+    """KFP stores every metadata number as a float: give integral ones back as ints (``2.0`` -> ``2``)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _fmt(value) -> str:
+    value = _plain(value)
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def run_summary_markdown(*, training: Mapping, export: Mapping, result: EvalResult, blessing: Blessing,
+                         baseline: Mapping | None = None, pushed_to: str | None = None) -> str:
+    """Render the summary.
+
+    Args:
+        training: the launch step's Model metadata: ``job_name``, ``cluster_spec``, ``restarts`` and the
+            trainer's summary fields prefixed ``train_`` (epochs, global_batch_size, strategy, ...).
+        export: the export step's metadata: ``path``, ``version``, ``serving_signature``.
+        result: the candidate's evaluation.
+        blessing: the gate's verdict.
+        baseline: ``{"path", "accuracy"}`` of the last blessed model, if any.
+        pushed_to: where the blessed model will be pushed (None when it is not).
+
+    Returns:
+        GitHub-flavoured Markdown (what the KFP UI renders for a Markdown artifact).
+    """
+    training, export = _plain(training), _plain(export)
+    spec = training.get("cluster_spec") or {}
+    lines = ["# tfk8s training run", ""]
+    verdict = "BLESSED" if blessing.blessed else "NOT BLESSED"
+    lines += [f"**Verdict: {verdict}** — test accuracy {result.accuracy:.4f} on {result.num_examples} examples.",
+              ""]
+    job_line = f"Training job `{training.get('job_name', '?')}`, restarts: {training.get('restarts', 0)}."
+    lines += ["## Replicas", "", job_line, "", "| replica type | replicas | addresses |", "|---|---|---|"]
+    for rtype, addresses in spec.items():
+        lines.append(f"| {rtype} | {len(addresses)} | {', '.join(f'`{a}`' for a in addresses)} |")
+    if spec:
+        first = next(iter(spec))
+        example = {"cluster": spec, "task": {"type": first, "index": 0}, "environment": "cloud"}
+        lines += ["", f"TF_CONFIG of `{first}-0` (every replica gets its own `task`):", "", "```json",
+                  json.dumps(example, indent=2), "```"]
+    lines += ["", "## Training", "", "| | |", "|---|---|"]
+    for key in ("strategy", "num_workers", "epochs", "global_batch_size", "train_examples", "final_loss",
+                "final_accuracy", "examples_per_sec", "wall_time_s"):
+        if f"train_{key}" in training:
+            lines.append(f"| {key.replace('_', ' ')} | {_fmt(training[f'train_{key}'])} |")
+    lines += ["", "## Evaluation (test split)", "", f"accuracy **{result.accuracy:.4f}**, loss {result.loss:.4f}",
+              "", "| class | precision | recall |", "|---|---|---|"]
+    for name, p, r in zip(result.label_names, result.precision, result.recall, strict=True):
+        lines.append(f"| {name} | {p:.4f} | {r:.4f} |")
+    lines += ["", "## Export", "", f"version **{export.get('version')}** at `{export.get('path')}`"]
+    sig = export.get("serving_signature")
+    if sig:
+        inputs, outputs = json.dumps(sig.get("inputs")), json.dumps(sig.get("outputs"))
+        lines += ["", f"serving signature `serving_default`: inputs `{inputs}`, outputs `{outputs}`"]
+    lines += ["", "## Quality gate", ""]
+    if baseline:
+        lines.append(f"baseline: last blessed model `{baseline['path']}`, accuracy {baseline['accuracy']:.4f}")
+        lines.append("")
+    lines += [f"- {reason}" for reason in blessing.reasons]
+    lines.append("")
+    lines.append(f"pushed to `{pushed_to}`" if pushed_to else "not pushed: only a blessed model is served")
+    return "\n".join(lines) + "\n"
