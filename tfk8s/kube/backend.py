@@ -439,7 +439,7 @@ class KubernetesBackend:
             self.log(f"stopping the remaining replicas: {', '.join(stopped)}")
         assert self._success_at is not None
         return LaunchResult(self.job.name, dict(self.exit_codes), stopped, self._success_at - self._start,
-                            self.restarts)
+                            self.restarts, objects.training_cluster_spec(self.job, self.settings))
 
     # -- restart ---------------------------------------------------------------------------------------------------
     def _restart_group(self, rep: _Replica) -> list[_Replica]:

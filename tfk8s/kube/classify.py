@@ -158,7 +158,7 @@ def classify_pod(pod: Mapping[str, Any]) -> PodState:
     sched = _condition(pod, "PodScheduled")
     scheduled = bool((sched and sched.get("status") == "True") or (pod.get("spec") or {}).get("nodeName")
                      or phase_s in ("Running", "Succeeded", "Failed"))
-    started = bool(state.get("running") or term)
+    started = state.get("running") is not None or term is not None
     exit_code = term.get("exitCode") if term else None
     if phase_s == "Succeeded":
         return PodState(Phase.SUCCEEDED, scheduled, started, exit_code if exit_code is not None else 0)
@@ -183,7 +183,7 @@ def classify_pod(pod: Mapping[str, Any]) -> PodState:
     waiting_reason = waiting_message = ""
     if sched and sched.get("status") != "True":
         waiting_reason, waiting_message = sched.get("reason") or "Unschedulable", sched.get("message") or ""
-    phase = Phase.RUNNING if phase_s == "Running" or state.get("running") else Phase.PENDING
+    phase = Phase.RUNNING if phase_s == "Running" or state.get("running") is not None else Phase.PENDING
     return PodState(phase, scheduled, started, None, failure, waiting_reason, waiting_message)
 
 

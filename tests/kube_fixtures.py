@@ -1,0 +1,638 @@
+"""A fake Kubernetes API for the Kubernetes backend's tests: kmock's emulator, its quirks handled, plus a fake
+Job controller and kubelet driven by the test.
+
+kmock (a real aiohttp server emulating the API; the real ``kubernetes`` client talks to it) runs in its own
+thread with its own event loop, so the synchronous launcher can run in the test's main thread (where its
+SIGTERM handler works) while a *script* thread plays the cluster.
+
+kmock 0.8 quirks and how :class:`FakeApiServer` handles them (here, never in product code):
+
+- the 30.x client sends ``watch=True``, kmock recognises only ``watch=true``: such GETs become watches;
+- label selectors (and field selectors) are ignored: lists and watches filter by them here;
+- watches ignore ``timeoutSeconds`` and ``resourceVersion``, and replay every object: here a watch ends
+  after its timeout, sends only objects newer than its ``resourceVersion``, answers a compacted
+  (:meth:`FakeCluster.expire_watches`) version with an ``ERROR`` 410 event, and subscribes before taking its
+  snapshot (kmock's own watch can lose an event between the two);
+- uid, resourceVersion, creationTimestamp and namespace are left unset: they are stamped on every write,
+  and lists carry the current resourceVersion;
+- there is no delete_collection: answered with 405, so a launcher relying on it fails loudly;
+- ``pods/<name>/log`` would return the pod object: it serves the lines the test wrote, following them.
+
+The test side never uses HTTP: every request kmock records is the launcher's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp.web
+import attrs
+import kmock
+import pytest
+from kmock._internal import enums
+
+NAMESPACE = "tfk8s-test"
+PODS = kmock.resource("", "v1", "pods")
+JOBS = kmock.resource("batch", "v1", "jobs")
+SERVICES = kmock.resource("", "v1", "services")
+EVENTS = kmock.resource("", "v1", "events")
+RESOURCES = {"pods": PODS, "jobs": JOBS, "services": SERVICES, "events": EVENTS}
+KINDS = {PODS: "Pod", JOBS: "Job", SERVICES: "Service", EVENTS: "Event"}
+_SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of generateName suffixes
+_CLOSE = "CLOSE"  # a bus message that ends the open watches of a resource
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _rv(obj: dict[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+def _dig(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def selector_matches(labels: dict[str, str], selector: str) -> bool:
+    """Equality-based label selector (``a=b,c!=d,e,!f``), the subset the launcher uses and a bit more."""
+    for term in filter(None, (t.strip() for t in (selector or "").split(","))):
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k.strip()) == v.strip():
+                return False
+        elif "=" in term:
+            k, v = term.replace("==", "=").split("=", 1)
+            if labels.get(k.strip()) != v.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def field_selector_matches(obj: dict[str, Any], selector: str) -> bool:
+    """Field selector of ``path=value`` terms (e.g. ``involvedObject.name=x``)."""
+    for term in filter(None, (t.strip() for t in (selector or "").split(","))):
+        k, _, v = term.partition("=")
+        if str(_dig(obj, k.strip().lstrip("=")) or "") != v.strip().lstrip("="):
+            return False
+    return True
+
+
+@attrs.define(kw_only=True)
+class FakeApiServer(kmock.KubernetesEmulator):
+    """kmock's emulator with the quirks above handled, a fake Job controller and pod logs."""
+
+    rv: int = 0
+    compacted_rv: int = 0
+    pods_created: int = 0
+    logs: dict[str, list[str]] = attrs.field(factory=dict)
+    deny_pods: dict[str, str] = attrs.field(factory=dict)  # Job name -> FailedCreate message (quota)
+    closing: bool = False
+    on_change: Callable[[], None] = lambda: None
+    changed: asyncio.Condition = attrs.field(factory=asyncio.Condition)
+
+    # -- requests -------------------------------------------------------------------------------------------
+    async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
+        if request.method == enums.method.GET and str(request.params.get("watch", "")).lower() in ("true", "1"):
+            object.__setattr__(request, "action", enums.action.WATCH)
+        if request.resource == PODS and request.subresource == "log":
+            return await self._serve_log(request)
+        if request.method == enums.method.DELETE and request.resource is not None and request.name is None:
+            return self._status(405, "MethodNotAllowed", "delete_collection is not emulated by kmock")
+        if request.action in (enums.action.CREATE, enums.action.UPDATE) and isinstance(request.data, dict):
+            meta = request.data.setdefault("metadata", {})
+            self.rv += 1
+            meta["resourceVersion"] = str(self.rv)
+            if request.action == enums.action.CREATE:
+                meta.setdefault("namespace", request.namespace)
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta.setdefault("creationTimestamp", _now())
+        response = await super()._handle(request)
+        if (request.action == enums.action.CREATE and request.resource == JOBS and response.status < 300
+                and isinstance(request.data, dict)):
+            await self._job_controller(request.data)
+        if request.action in (enums.action.CREATE, enums.action.UPDATE, enums.action.DELETE):
+            await self.notify()
+        return response
+
+    @staticmethod
+    def _status(code: int, reason: str, message: str) -> aiohttp.web.Response:
+        return aiohttp.web.json_response({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+                                          "code": code, "reason": reason, "message": message}, status=code)
+
+    async def _serve_list(self, request: kmock.Request) -> dict[str, Any]:
+        result = await super()._serve_list(request)
+        result["items"] = [o for o in result["items"] if self._selected(request, o)]
+        result["metadata"] = {"resourceVersion": str(self.rv)}
+        return result
+
+    def _selected(self, request: kmock.Request, obj: dict[str, Any]) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return (selector_matches(labels, request.params.get("labelSelector", ""))
+                and field_selector_matches(obj, request.params.get("fieldSelector", "")))
+
+    async def _serve_watch(self, request: kmock.Request) -> AsyncIterator[Any]:
+        yield b""
+        bus = self._buses[request.resource]
+        marker = await bus.mark()  # subscribe first, so nothing falls between the snapshot and the stream
+        stream = bus.stream(since=marker).__aiter__()
+        try:
+            since = int(request.params.get("resourceVersion") or 0)
+            if since and since < self.compacted_rv:
+                yield {"type": "ERROR", "object": {
+                    "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure", "code": 410,
+                    "reason": "Expired", "message": f"too old resource version: {since} ({self.compacted_rv})"}}
+                return
+            async with self._lock:
+                snapshot = [obj.raw for (res, ns, _), obj in self._objects.items()
+                            if res == request.resource and not obj.deleted
+                            and (request.namespace is None or ns == request.namespace)]
+            for obj in snapshot:
+                if _rv(obj) > since and self._selected(request, obj):
+                    yield {"type": "ADDED", "object": obj}
+            timeout = float(request.params.get("timeoutSeconds") or 0) or None
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout if timeout else None
+            while not self.closing:
+                try:
+                    remaining = None if deadline is None else max(0.0, deadline - loop.time())
+                    event = await asyncio.wait_for(anext(stream), remaining)
+                except (TimeoutError, StopAsyncIteration):
+                    return
+                if event.get("type") == _CLOSE:
+                    return
+                obj = event.get("object") or {}
+                ns = (obj.get("metadata") or {}).get("namespace")
+                if request.namespace is not None and ns != request.namespace:
+                    continue
+                if event["type"] != "DELETED" and _rv(obj) <= since:
+                    continue
+                if self._selected(request, obj):
+                    yield event
+        finally:
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+            with contextlib.suppress(Exception):
+                await bus.unmark(marker)
+
+    async def _serve_log(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
+        name = request.name or ""
+        pod = await self.get(PODS, request.namespace, name)
+        if pod is None:
+            return self._status(404, "NotFound", f'pods "{name}" not found')
+        state = ((pod.get("status") or {}).get("containerStatuses") or [{}])[0].get("state") or {}
+        if not (state.get("running") or state.get("terminated")):
+            return self._status(400, "BadRequest",
+                                f'container "tensorflow" in pod "{name}" is waiting to start: ContainerCreating')
+        follow = str(request.params.get("follow", "")).lower() == "true"
+        lines = self.logs.get(name, [])
+        tail = request.params.get("tailLines")
+        sent = max(0, len(lines) - int(tail)) if tail else 0
+        resp = aiohttp.web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await resp.prepare(request._raw_request)
+        try:
+            while True:
+                lines = self.logs.get(name, [])
+                if sent < len(lines):
+                    await resp.write(("\n".join(lines[sent:]) + "\n").encode())
+                    sent = len(lines)
+                if not follow or self.closing or await self._pod_done(request.namespace, name):
+                    break
+                async with self.changed:
+                    await self.changed.wait_for(lambda n=sent: len(self.logs.get(name, [])) > n or self.closing
+                                                or self._done_flag(request.namespace, name))
+            await resp.write_eof()
+        except ConnectionError:
+            pass  # the launcher closed the stream
+        return resp
+
+    def _done_flag(self, namespace: str | None, name: str) -> bool:
+        key = (PODS, namespace, name)
+        if key not in self._objects or self._objects[key].deleted:
+            return True
+        return (self._objects[key].raw.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+    async def _pod_done(self, namespace: str | None, name: str) -> bool:
+        async with self._lock:
+            return self._done_flag(namespace, name)
+
+    # -- the cluster's side ---------------------------------------------------------------------------------------
+    async def notify(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
+        self.on_change()
+
+    async def get(self, resource: kmock.resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        async with self._lock:
+            key = (resource, namespace, name)
+            if key not in self._objects or self._objects[key].deleted:
+                return None
+            return copy.deepcopy(self._objects[key].raw)
+
+    async def snapshot(self) -> dict[str, list[dict[str, Any]]]:
+        """Every live object, by kind (``pods``, ``jobs``, ``services``, ``events``)."""
+        async with self._lock:
+            out: dict[str, list[dict[str, Any]]] = {k: [] for k in RESOURCES}
+            for (res, _, _), obj in self._objects.items():
+                for kind, r in RESOURCES.items():
+                    if res == r and not obj.deleted:
+                        out[kind].append(copy.deepcopy(obj.raw))
+            return out
+
+    async def put(self, resource: kmock.resource, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create an object as a controller would (stamped metadata, an ADDED event)."""
+        meta = obj.setdefault("metadata", {})
+        async with self._lock:
+            self.rv += 1
+            meta.update(resourceVersion=str(self.rv))
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", _now())
+            key = (resource, meta.get("namespace"), meta["name"])
+            if key in self._objects:
+                self._objects[key].create(obj)
+            else:
+                self._objects[key] = obj
+            raw = self._objects[key].raw
+            await self._buses[resource].put({"type": "ADDED", "object": raw})
+        await self.notify()
+        return raw
+
+    async def patch(self, resource: kmock.resource, namespace: str | None, name: str,
+                    changes: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch an object (e.g. its status, as the kubelet does), with a MODIFIED event."""
+        async with self._lock:
+            obj = self._objects[resource, namespace, name]
+            assert not obj.deleted, f"{name} is deleted"
+            self.rv += 1
+            obj.patch({**changes, "metadata": {**changes.get("metadata", {}), "resourceVersion": str(self.rv)}})
+            raw = obj.raw
+            await self._buses[resource].put({"type": "MODIFIED", "object": raw})
+        await self.notify()
+        return raw
+
+    async def remove(self, resource: kmock.resource, namespace: str | None, name: str) -> None:
+        """Delete an object (node lost, a manual delete), with a DELETED event."""
+        async with self._lock:
+            obj = self._objects[resource, namespace, name]
+            raw = obj.raw
+            obj.delete()
+            self.rv += 1
+            await self._buses[resource].put({"type": "DELETED", "object": raw})
+        await self.notify()
+
+    async def _job_controller(self, job: dict[str, Any]) -> None:
+        """What the Job controller does on creation: one pod from the template (or a FailedCreate event)."""
+        meta = job["metadata"]
+        name, ns = meta["name"], meta.get("namespace")
+        if name in self.deny_pods:
+            await self.event("Job", name, ns, "FailedCreate", self.deny_pods[name])
+            return
+        n, suffix = self.pods_created, ""
+        self.pods_created += 1
+        for _ in range(5):
+            suffix, n = _SUFFIX_CHARS[n % len(_SUFFIX_CHARS)] + suffix, n // len(_SUFFIX_CHARS)
+        template = job["spec"]["template"]
+        pod = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-{suffix}", "namespace": ns,
+                "labels": {**template["metadata"].get("labels", {}), "batch.kubernetes.io/job-name": name,
+                           "job-name": name, "batch.kubernetes.io/controller-uid": meta["uid"]},
+                "annotations": dict(template["metadata"].get("annotations", {})),
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": meta["uid"],
+                                     "controller": True, "blockOwnerDeletion": True}],
+            },
+            "spec": copy.deepcopy(template["spec"]),
+            "status": {"phase": "Pending"},
+        }
+        await self.put(PODS, pod)
+        await self.patch(JOBS, ns, name, {"status": {"active": 1, "startTime": _now()}})
+
+    async def event(self, kind: str, name: str, namespace: str | None, reason: str, message: str,
+                    etype: str = "Warning") -> None:
+        self.rv += 1
+        await self.put(EVENTS, {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{name}.{self.rv:x}", "namespace": namespace},
+            "involvedObject": {"kind": kind, "name": name, "namespace": namespace},
+            "reason": reason, "message": message, "type": etype, "lastTimestamp": _now(), "count": 1,
+        })
+
+    async def close_streams(self) -> None:
+        """End every open watch and log stream (teardown)."""
+        self.closing = True
+        for bus in list(self._buses.values()):
+            await bus.put({"type": _CLOSE})
+        await self.notify()
+
+
+class ScriptError(AssertionError):
+    """The cluster script of a test failed."""
+
+
+class FakeCluster:
+    """The test's handle on the fake API server: inspect objects, play kubelet / Job controller, launch.
+
+    Replicas are addressed by label (``"worker-1"``); a pod helper acts on the replica's newest pod (or the
+    pod of ``attempt``). Every method is safe to call from any thread but the server's.
+    """
+
+    def __init__(self, server: FakeApiServer, loop: asyncio.AbstractEventLoop, url: str,
+                 namespace: str = NAMESPACE):
+        self.server, self.loop, self.url, self.namespace = server, loop, url, namespace
+        self.output: list[str] = []
+        self._cond = threading.Condition()
+        self._version = 0
+        server.on_change = self._changed
+        self._clients: list[Any] = []
+
+    def _changed(self) -> None:
+        with self._cond:
+            self._version += 1
+            self._cond.notify_all()
+
+    def _run(self, coro: Any, timeout: float = 10.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    # -- the launcher's side --------------------------------------------------------------------------------------
+    def api_client(self) -> Any:
+        """A real ``kubernetes`` ApiClient pointed at the fake server."""
+        from kubernetes import client
+
+        cfg = client.Configuration()
+        cfg.host = self.url.rstrip("/")
+        api = client.ApiClient(cfg)
+        self._clients.append(api)
+        return api
+
+    def launch(self, job: Any, settings: Any, script: Callable[[FakeCluster], None] | None = None) -> Any:
+        """Run the launcher (in this thread) while ``script(self)`` plays the cluster in another thread.
+
+        A failing script sends SIGTERM to stop the launcher and its error is raised; otherwise the launcher's
+        result is returned or its exception raised.
+        """
+        from tfk8s.launcher.kubernetes import run_kubernetes
+
+        errors: list[BaseException] = []
+
+        def play() -> None:
+            try:
+                if script is not None:
+                    script(self)
+            except BaseException as e:  # noqa: BLE001 - reported to the test below
+                errors.append(e)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        thread = threading.Thread(target=play, name="cluster-script", daemon=True)
+        thread.start()
+        try:
+            return run_kubernetes(job, settings, api_client=self.api_client(), log_sink=self.output.append)
+        finally:
+            thread.join(10)
+            if errors:
+                raise ScriptError(f"the cluster script failed: {errors[0]!r}") from errors[0]
+
+    def requests(self) -> list[kmock.Request]:
+        """Every request the server received (all of them the launcher's)."""
+        return list(self.server._requests)
+
+    def count(self, method: str, kind: str, *, watch: bool | None = None) -> int:
+        """How many ``method`` requests on ``kind`` (``pods``, ``jobs``...) the launcher made."""
+        n = 0
+        for r in self.requests():
+            if r.resource == RESOURCES[kind] and r.method.value == method.upper() and r.subresource is None:
+                is_watch = r.action == enums.action.WATCH
+                if watch is None or watch == is_watch:
+                    n += 1
+        return n
+
+    # -- inspection ---------------------------------------------------------------------------------------------------
+    def objects(self, kind: str) -> list[dict[str, Any]]:
+        return self._run(self.server.snapshot())[kind]
+
+    def remaining(self) -> dict[str, list[str]]:
+        """Names of the Jobs, pods and Services still present (``{}`` when none)."""
+        snap = self._run(self.server.snapshot())
+        return {k: sorted(o["metadata"]["name"] for o in snap[k]) for k in ("jobs", "pods", "services") if snap[k]}
+
+    def replica_pod(self, label: str, attempt: int | None = None) -> dict[str, Any] | None:
+        rtype, index = label.rsplit("-", 1)
+        found = [p for p in self.objects("pods")
+                 if p["metadata"]["labels"].get("tfk8s.dev/replica-type") == rtype
+                 and p["metadata"]["labels"].get("tfk8s.dev/replica-index") == index
+                 and (attempt is None or p["metadata"]["labels"].get("tfk8s.dev/attempt") == str(attempt))]
+        return max(found, key=lambda p: int(p["metadata"]["labels"]["tfk8s.dev/attempt"])) if found else None
+
+    def wait_for(self, predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
+        """Wait until ``predicate()`` is truthy (re-checked on every change in the server); return it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._cond:
+                version = self._version
+            value = predicate()
+            if value:
+                return value
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}; objects: {self.remaining()}")
+            with self._cond:
+                self._cond.wait_for(lambda v=version: self._version != v, min(remaining, 1.0))
+
+    def wait_pods(self, *labels: str, attempt: int = 0) -> dict[str, dict[str, Any]]:
+        """Wait until every replica in ``labels`` has a pod of ``attempt``; return them by label."""
+        def all_there() -> dict[str, dict[str, Any]] | None:
+            pods = {label: self.replica_pod(label, attempt) for label in labels}
+            return pods if all(pods.values()) else None
+
+        return self.wait_for(all_there, f"pods of {labels} (attempt {attempt})")
+
+    def wait_deleted(self, label: str, attempt: int) -> None:
+        self.wait_for(lambda: self.replica_pod(label, attempt) is None, f"{label} attempt {attempt} deleted")
+
+    # -- kubelet and Job controller -------------------------------------------------------------------------------------
+    def _pod_name(self, label: str) -> str:
+        pod = self.replica_pod(label)
+        assert pod is not None, f"no pod for {label}"
+        return pod["metadata"]["name"]
+
+    def _patch_pod(self, label: str, status: dict[str, Any], spec: dict[str, Any] | None = None) -> str:
+        name = self._pod_name(label)
+        changes: dict[str, Any] = {"status": status}
+        if spec:
+            changes["spec"] = spec
+        self._run(self.server.patch(PODS, self.namespace, name, changes))
+        return name
+
+    def _patch_job(self, label: str, status: dict[str, Any]) -> None:
+        pod = self.replica_pod(label)
+        assert pod is not None
+        self._run(self.server.patch(JOBS, self.namespace, pod["metadata"]["labels"]["job-name"], {"status": status}))
+
+    @staticmethod
+    def _container(state: dict[str, Any], ready: bool = False) -> list[dict[str, Any]]:
+        return [{"name": "tensorflow", "ready": ready, "restartCount": 0, "image": "img", "imageID": "",
+                 "state": state}]
+
+    def run(self, *labels: str) -> None:
+        """Schedule and start the replicas' pods (all current pods if no label is given)."""
+        if not labels:
+            labels = tuple(sorted({f"{p['metadata']['labels']['tfk8s.dev/replica-type']}-"
+                                   f"{p['metadata']['labels']['tfk8s.dev/replica-index']}"
+                                   for p in self.objects("pods")}))
+        for label in labels:
+            self._patch_pod(label, {
+                "phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"},
+                                                   {"type": "Ready", "status": "True"}],
+                "containerStatuses": self._container({"running": {"startedAt": _now()}}, ready=True),
+            }, spec={"nodeName": "node-1"})
+
+    def log(self, label: str, *lines: str) -> None:
+        """The replica's program prints ``lines``."""
+        name = self._pod_name(label)
+
+        async def append() -> None:
+            self.server.logs.setdefault(name, []).extend(lines)
+            await self.server.notify()
+
+        self._run(append())
+
+    def _terminate(self, label: str, exit_code: int, reason: str, message: str = "",
+                   pod_status: dict[str, Any] | None = None) -> None:
+        term = {"exitCode": exit_code, "reason": reason, "startedAt": _now(), "finishedAt": _now()}
+        if message:
+            term["message"] = message
+        phase = "Succeeded" if exit_code == 0 and not pod_status else "Failed"
+        self._patch_pod(label, {"phase": phase, "containerStatuses": self._container({"terminated": term}),
+                                **(pod_status or {})})
+        if phase == "Succeeded":
+            self._patch_job(label, {"active": 0, "succeeded": 1, "conditions": [
+                {"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}]})
+        else:
+            self._patch_job(label, {"active": 0, "failed": 1, "conditions": [
+                {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded"},
+                {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                 "message": "Job has reached the specified backoff limit"}]})
+
+    def succeed(self, label: str) -> None:
+        self._terminate(label, 0, "Completed")
+
+    def fail(self, label: str, exit_code: int = 1, reason: str = "Error", message: str = "") -> None:
+        self._terminate(label, exit_code, reason, message)
+
+    def oom(self, label: str) -> None:
+        self._terminate(label, 137, "OOMKilled")
+
+    def evict(self, label: str) -> None:
+        self._terminate(label, 137, "Error", pod_status={
+            "reason": "Evicted", "message": "The node was low on resource: memory."})
+
+    def preempt(self, label: str) -> None:
+        self._terminate(label, 143, "Error", pod_status={"conditions": [
+            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+             "message": "Preempted in order to admit critical pod"}]})
+
+    def waiting(self, label: str, reason: str, message: str) -> None:
+        """The kubelet cannot start the container (image pull, container config)."""
+        self._patch_pod(label, {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
+                                "containerStatuses": self._container({"waiting": {"reason": reason,
+                                                                                  "message": message}})},
+                        spec={"nodeName": "node-1"})
+
+    def unschedulable(self, label: str, message: str) -> None:
+        name = self._patch_pod(label, {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]})
+        self.add_event("Pod", name, "FailedScheduling", message)
+
+    def delete_pod(self, label: str) -> None:
+        """The pod vanishes (node lost, someone deleted it)."""
+        self._run(self.server.remove(PODS, self.namespace, self._pod_name(label)))
+
+    def add_event(self, kind: str, name: str, reason: str, message: str, etype: str = "Warning") -> None:
+        self._run(self.server.event(kind, name, self.namespace, reason, message, etype))
+
+    def deny_pods(self, job_name: str, message: str) -> None:
+        """The Job controller cannot create the Job's pod (e.g. quota exceeded): a FailedCreate event."""
+        self.server.deny_pods[job_name] = message
+
+    def expire_watches(self, kind: str) -> None:
+        """Compact history (every resourceVersion so far becomes too old) and end the open watches of
+        ``kind``: a watch resumed from an old version gets ``410 Gone``."""
+        async def expire() -> None:
+            self.server.compacted_rv = self.server.rv + 1
+            self.server.rv += 1
+            await self.server._buses[RESOURCES[kind]].put({"type": _CLOSE})
+
+        self._run(expire())
+
+    def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Create an object directly (as a previous launcher would have); Jobs get their pod."""
+        resource = {"Job": JOBS, "Service": SERVICES, "Pod": PODS}[manifest["kind"]]
+        raw = self._run(self.server.put(resource, copy.deepcopy(manifest)))
+        if resource == JOBS:
+            self._run(self.server._job_controller(raw))
+        return raw
+
+    def close(self) -> None:
+        for api in self._clients:
+            api.close()
+
+
+@contextlib.contextmanager
+def running_cluster(namespace: str = NAMESPACE) -> Iterator[FakeCluster]:
+    """Start the fake API server in its own thread and event loop; stop it afterwards.
+
+    On exit, asserts that the server raised no unexpected (non-Kubernetes) errors.
+    """
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    state: dict[str, Any] = {}
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        async with FakeApiServer() as server, kmock.Server(server) as srv:
+            for resource, kind in KINDS.items():
+                server.resources[resource] = kmock.ResourceInfo(kind=kind, namespaced=True)
+            state.update(server=server, url=str(srv.url), stop=stop)
+            ready.set()
+            await stop.wait()
+            state["errors"] = [e for e in server.errors if not isinstance(e, kmock.KubernetesError)]
+            await server.close_streams()
+
+    thread = threading.Thread(target=lambda: loop.run_until_complete(serve()), name="kmock", daemon=True)
+    thread.start()
+    assert ready.wait(10), "the fake API server did not start"
+    cluster = FakeCluster(state["server"], loop, state["url"], namespace)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        loop.call_soon_threadsafe(state["stop"].set)
+        thread.join(15)
+        loop.close()
+    assert not state.get("errors"), f"the fake API server failed: {state.get('errors')}"
+
+
+@pytest.fixture
+def cluster() -> Iterator[FakeCluster]:
+    """A fresh fake cluster (API server + test-driven Job controller and kubelet) per test."""
+    with running_cluster() as c:
+        yield c
