@@ -11,8 +11,20 @@ from kfp.dsl import Input, Model, Output
 from components import DEFAULT_IMAGE
 
 CLI_IO = {
-    "inputs": {"exported_model": "--model-dir"},
-    "outputs": {"pushed_model": "path"},
+    # Outside KFP (the Argo export, any container engine), per component of this module: each input artifact ->
+    # the CLI flag taking its path; each output -> the field of the CLI's JSON result (see --results-dir).
+    "push_model": {
+        "inputs": {"exported_model": "--model-dir"},
+        "outputs": {"pushed_model": "path"},
+    },
+    # reject_model has no CLI of its own: run the component's function itself with its one argument.
+    "reject_model": {
+        "command": [
+            "python",
+            "-c",
+            "import sys; from components.push_model import reject_model as r; r.python_func(reasons=sys.argv[-1])",
+        ],
+    },
 }
 
 
