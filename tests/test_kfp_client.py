@@ -2,6 +2,7 @@
 kfp.Client sends: the method, path, query and JSON body of every request."""
 
 import json
+import re
 import socket
 import threading
 import time
@@ -352,3 +353,142 @@ def test_an_api_error_is_reported_with_status_and_message():
 def test_a_host_without_scheme_is_rejected():
     with pytest.raises(KfpClientError, match=r"needs a scheme and a host name, e\.g\. http://localhost:8080"):
         submit_run("localhost:8080", PACKAGE, {})
+
+
+# --- the CLI: python pipelines/train.py --run / --schedule (pipelines/cli_extras.py) ---------------------------
+
+
+def _cli(argv: list[str]):
+    """train.py's parser (as of its main()) with cli_extras' flags; returns (args, compile_fn, compiled)."""
+    import argparse
+    import shutil
+
+    from pipelines.cli_extras import add_arguments
+
+    p = argparse.ArgumentParser(prog="python pipelines/train.py")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--compile", action="store_true")
+    mode.add_argument("--local", action="store_true")
+    p.add_argument("--output", default="compiled/train.yaml")
+    p.add_argument("--param", action="append", default=[])
+    add_arguments(p, mode)
+    compiled: list[Path] = []
+
+    def compile_fn(output):  # stands for pipelines.train.compile_pipeline (same package, no compile time)
+        compiled.append(Path(output))
+        return Path(shutil.copy(PACKAGE, output))
+
+    return p, p.parse_args(argv) if argv else None, compile_fn, compiled
+
+
+def test_cli_run_compiles_afresh_and_submits_the_parameters(capsys):
+    from pipelines.cli_extras import handle
+
+    with FakeKfp() as kfp:
+        _, args, compile_fn, compiled = _cli(
+            [
+                "--run",
+                "--host",
+                kfp.host,
+                "--experiment",
+                "dev",
+                "--param",
+                "epochs=2",
+                "--param",
+                "workers=3",
+            ]
+        )
+        assert handle(args, compile_fn) is True
+
+    assert len(compiled) == 1 and compiled[0].name == "train.yaml" and not compiled[0].exists()  # a temp file
+    body = kfp.one("POST", "/apis/v2beta1/runs")["body"]
+    assert body["runtime_config"]["parameters"] == {"epochs": 2, "workers": 3}
+    assert kfp.one("POST", "/apis/v2beta1/experiments")["body"]["display_name"] == "dev"
+    assert f"{kfp.host}/#/runs/details/run-1" in capsys.readouterr().out
+
+
+def test_cli_schedule_creates_the_recurring_run_from_a_given_package(capsys):
+    from pipelines.cli_extras import handle
+
+    with FakeKfp() as kfp:
+        _, args, compile_fn, compiled = _cli(
+            [
+                "--schedule",
+                "0 0 2 * * *",
+                "--host",
+                kfp.host,
+                "--package",
+                str(PACKAGE),
+                "--schedule-name",
+                "nightly",
+            ]
+        )
+        assert handle(args, compile_fn) is True
+
+    assert compiled == []  # --package: nothing compiled
+    body = kfp.one("POST", "/apis/v2beta1/recurringruns")["body"]
+    assert (body["display_name"], body["trigger"]["cron_schedule"]["cron"]) == ("nightly", "0 0 2 * * *")
+    assert (body["max_concurrency"], body["no_catchup"], body["mode"]) == (1, True, "ENABLE")
+    assert "one run at a time, no backfill" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--schedule", "0 2 * * *"],
+            r"^error: cron '0 2 \* \* \*' has 5 fields; KFP cron has 6: seconds minutes",
+        ),
+        (
+            ["--run", "--param", "epoch=2"],
+            r"^error: unknown pipeline parameter epoch; the compiled pipeline declares: ",
+        ),
+        (["--run", "--param", "epochs"], r"^error: --param 'epochs': expected key=value"),
+        (["--run", "--format", "argo"], r"^error: --format argo applies to --compile only"),
+    ],
+)
+def test_cli_bad_values_are_one_line_errors_before_any_request(argv, message):
+    from pipelines.cli_extras import handle
+
+    with FakeKfp() as kfp:
+        _, args, compile_fn, _ = _cli([*argv, "--host", kfp.host])
+        with pytest.raises(SystemExit, match=message):
+            handle(args, compile_fn)
+    assert kfp.requests == []
+
+
+def test_cli_without_host_or_with_a_dead_one_says_which(monkeypatch):
+    from pipelines.cli_extras import handle
+
+    _, args, compile_fn, compiled = _cli(["--run"])
+    with pytest.raises(
+        SystemExit, match=r"^error: no KFP host: pass --host URL \(or set KF_PIPELINES_ENDPOINT\)"
+    ):
+        handle(args, compile_fn)
+    assert compiled == []
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    _, args, compile_fn, _ = _cli(["--run", "--host", dead])
+    with pytest.raises(
+        SystemExit, match=rf"^error: cannot reach the KFP API at {re.escape(dead)} \(connection refused\)"
+    ):
+        handle(args, compile_fn)
+
+
+def test_cli_help_lists_every_flag():
+    parser, _, _, _ = _cli([])
+    text = " ".join(parser.format_help().split())
+    for flag in (
+        "--run",
+        "--schedule CRON",
+        "--format {kfp,argo}",
+        "--host URL",
+        "--experiment",
+        "--run-name",
+        "--schedule-name",
+        "--upload",
+        "--package PATH",
+        "--kfp-namespace",
+    ):
+        assert flag in text, flag
+    assert "'0 0 2 * * *' is 02:00 daily" in text
+    assert "KF_PIPELINES_TOKEN" in text
