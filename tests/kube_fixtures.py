@@ -106,14 +106,20 @@ class FakeApiServer(kmock.KubernetesEmulator):
     pods_created: int = 0
     logs: dict[str, list[str]] = attrs.field(factory=dict)
     deny_pods: dict[str, str] = attrs.field(factory=dict)  # Job name -> FailedCreate message (quota)
+    forbidden: set[tuple[str, str]] = attrs.field(factory=set)  # (HTTP method, plural) answered 403
     closing: bool = False
     on_change: Callable[[], None] = lambda: None
     changed: asyncio.Condition = attrs.field(factory=asyncio.Condition)
 
     # -- requests -------------------------------------------------------------------------------------------
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
+        self.on_change()  # a request arrived (tests wait for some)
         if request.method == enums.method.GET and str(request.params.get("watch", "")).lower() in ("true", "1"):
             object.__setattr__(request, "action", enums.action.WATCH)
+        if request.resource is not None and (request.method.value, request.resource.plural) in self.forbidden:
+            return self._status(403, "Forbidden", f'{request.resource.plural} is forbidden: User '
+                                                  f'"system:serviceaccount:{request.namespace}:default" cannot '
+                                                  f'{request.method.value.lower()} resource')
         if request.resource == PODS and request.subresource == "log":
             return await self._serve_log(request)
         if request.method == enums.method.DELETE and request.resource is not None and request.name is None:
@@ -370,6 +376,11 @@ class FakeCluster:
             self._version += 1
             self._cond.notify_all()
 
+    def _print(self, line: str) -> None:
+        """The launcher's log sink: collect the line and wake up waiting scripts."""
+        self.output.append(line)
+        self._changed()
+
     def _run(self, coro: Any, timeout: float = 10.0) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
@@ -405,7 +416,7 @@ class FakeCluster:
         thread = threading.Thread(target=play, name="cluster-script", daemon=True)
         thread.start()
         try:
-            return run_kubernetes(job, settings, api_client=self.api_client(), log_sink=self.output.append)
+            return run_kubernetes(job, settings, api_client=self.api_client(), log_sink=self._print)
         finally:
             thread.join(10)
             if errors:
@@ -573,15 +584,20 @@ class FakeCluster:
         """The Job controller cannot create the Job's pod (e.g. quota exceeded): a FailedCreate event."""
         self.server.deny_pods[job_name] = message
 
-    def expire_watches(self, kind: str) -> None:
-        """Compact history (every resourceVersion so far becomes too old) and end the open watches of
-        ``kind``: a watch resumed from an old version gets ``410 Gone``."""
-        async def expire() -> None:
-            self.server.compacted_rv = self.server.rv + 1
-            self.server.rv += 1
-            await self.server._buses[RESOURCES[kind]].put({"type": _CLOSE})
+    def close_watches(self, kind: str) -> None:
+        """End the open watches of ``kind`` as a server-side timeout would."""
+        self._run(self.server._buses[RESOURCES[kind]].put({"type": _CLOSE}))
 
-        self._run(expire())
+    def expire_watches(self, kind: str) -> int:
+        """Compact history (every resourceVersion so far becomes too old) and end the open watches of
+        ``kind``: a watch resumed from an old version gets ``410 Gone``. Returns the oldest valid version."""
+        async def expire() -> int:
+            self.server.rv += 1
+            self.server.compacted_rv = self.server.rv
+            await self.server._buses[RESOURCES[kind]].put({"type": _CLOSE})
+            return self.server.compacted_rv
+
+        return self._run(expire())
 
     def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Create an object directly (as a previous launcher would have); Jobs get their pod."""
