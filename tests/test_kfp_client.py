@@ -303,7 +303,7 @@ def test_unknown_parameter_lists_the_known_ones_before_any_request():
         submit_run(kfp.host, PACKAGE, {"epoch": "2"})
     assert kfp.requests == []
     message = str(err.value)
-    assert "unknown pipeline parameter epoch" in message
+    assert "unknown pipeline parameter epoch (did you mean epochs?)" in message
     assert "epochs" in message and "workers" in message and "pvc_name" in message
 
 
@@ -441,7 +441,7 @@ def test_cli_schedule_creates_the_recurring_run_from_a_given_package(capsys):
         ),
         (
             ["--run", "--param", "epoch=2"],
-            r"^error: unknown pipeline parameter epoch; the compiled pipeline declares: ",
+            r"^error: unknown pipeline parameter epoch \(did you mean epochs\?\); the compiled pipeline declares: ",
         ),
         (["--run", "--param", "epochs"], r"^error: --param 'epochs': expected key=value"),
         (["--run", "--format", "argo"], r"^error: --format argo applies to --compile only"),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import difflib
 import hashlib
 import io
 import json
@@ -264,8 +265,10 @@ def resolve_params(package_path: str | os.PathLike, params: Mapping[str, Any] | 
     params = dict(params or {})
     unknown = sorted(set(params) - set(declared))
     if unknown:
+        close = {u: difflib.get_close_matches(u, declared, n=1) for u in unknown}
+        hints = "".join(f" (did you mean {c[0]}?)" for c in close.values() if c) if len(unknown) == 1 else ""
         raise ParameterError(
-            f"unknown pipeline parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+            f"unknown pipeline parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}{hints}; "
             f"the compiled pipeline declares: {', '.join(sorted(declared))}"
         )
     missing = sorted(
