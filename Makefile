@@ -31,6 +31,7 @@ lint: $(STAMP)
 
 compile: $(STAMP)
 	$(PY) pipelines/train.py --compile
+	$(PY) pipelines/train.py --compile --format argo
 
 bench: $(STAMP)
 	$(PY) bench/launch_overhead.py

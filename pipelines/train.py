@@ -1,7 +1,10 @@
 """The tfk8s training pipeline: prepare dataset -> launch training -> export model -> evaluate.
 
     python pipelines/train.py --compile [--output compiled/train.yaml]   # pipeline IR YAML for KFP
+    python pipelines/train.py --compile --format argo                     # compiled/train.argo.yaml
     python pipelines/train.py --local [--param key=value ...]             # run every step on this machine
+    python pipelines/train.py --run --host URL [--param key=value ...]    # one run on a KFP cluster
+    python pipelines/train.py --schedule '0 0 2 * * *' --host URL         # nightly recurring run
 
 In a cluster, every step mounts the same PVC at ``/mnt/tfk8s`` (the ``volume_root``), and the launcher mounts
 it into each training replica: data shards, checkpoints, TensorBoard logs and exports live under that one root
@@ -29,6 +32,9 @@ from components.export_model import export_model
 from components.launch_training import launch_training
 from components.prepare_dataset import prepare_dataset
 from components.push_model import push_model, reject_model
+from pipelines.cli_extras import add_arguments as add_cluster_arguments
+from pipelines.cli_extras import handle as handle_cluster
+from tfk8s.kfp_client import ParameterError, parse_param_items, resolve_params
 
 PIPELINE_NAME = "tfk8s-train"
 VOLUME_MOUNT_PATH = "/mnt/tfk8s"
@@ -166,43 +172,32 @@ def run_local(volume: str | os.PathLike, params: dict) -> dict:
             "volume": str(volume), "pipeline_root": str(pipeline_root), "wall_time_s": time.monotonic() - t0}
 
 
-def _parse_params(items: list[str]) -> dict:
-    """``key=value`` pairs -> typed pipeline arguments (types from the pipeline's signature)."""
-    import inspect
-
-    sig = inspect.signature(train_pipeline.pipeline_func)
-    params = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--param {item!r}: expected key=value, e.g. --param epochs=2")
-        if key not in sig.parameters:
-            raise SystemExit(f"--param {key!r}: unknown pipeline parameter; known: {', '.join(sig.parameters)}")
-        kind = type(sig.parameters[key].default)
-        try:
-            params[key] = kind(value) if kind is not bool else value.lower() in ("1", "true", "yes")
-        except ValueError:
-            raise SystemExit(f"--param {key}={value!r}: expected a {kind.__name__}") from None
-    return params
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python pipelines/train.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--compile", action="store_true", help="compile the pipeline to IR YAML")
     mode.add_argument("--local", action="store_true", help="run the whole pipeline on this machine")
-    p.add_argument("--output", default=str(DEFAULT_OUTPUT), help="--compile: where to write (default: %(default)s)")
+    p.add_argument("--output", default=str(DEFAULT_OUTPUT),
+                   help="--compile: where to write (default: %(default)s; with --format argo: "
+                   "compiled/train.argo.yaml)")
     p.add_argument("--volume", default=str(REPO / "volume"),
                    help="--local: folder standing for the shared volume (default: %(default)s)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="pipeline parameter, repeatable (e.g. --param epochs=2)")
+    add_cluster_arguments(p, mode)  # --run, --schedule CRON, --format, --host, --experiment, --upload, ...
     a = p.parse_args(argv)
+    if handle_cluster(a, compile_pipeline):  # --run / --schedule / --compile --format argo
+        return
     if a.compile:
         print(f"compiled {PIPELINE_NAME} to {compile_pipeline(a.output)}")
         return
     try:
-        r = run_local(a.volume, _parse_params(a.param))
+        params = resolve_params(DEFAULT_OUTPUT, parse_param_items(a.param))
+    except ParameterError as e:
+        raise SystemExit(f"tfk8s: {e}") from None
+    try:
+        r = run_local(a.volume, params)
     except RuntimeError as e:  # kfp.local: a step failed; its log (above) says why
         raise SystemExit(f"tfk8s: {e}. The failing step's log above gives the reason.") from None
     print(f"\ntfk8s: pipeline finished in {r['wall_time_s']:.0f}s")
