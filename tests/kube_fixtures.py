@@ -10,9 +10,9 @@ kmock 0.8 quirks and how :class:`FakeApiServer` handles them (here, never in pro
 - the 30.x client sends ``watch=True``, kmock recognises only ``watch=true``: such GETs become watches;
 - label selectors (and field selectors) are ignored: lists and watches filter by them here;
 - watches ignore ``timeoutSeconds`` and ``resourceVersion``, and replay every object: here a watch ends
-  after its timeout, sends only objects newer than its ``resourceVersion``, answers a compacted
-  (:meth:`FakeCluster.expire_watches`) version with an ``ERROR`` 410 event, and subscribes before taking its
-  snapshot (kmock's own watch can lose an event between the two);
+  after its timeout, replays only the changes (including deletions, kept as tombstones) newer than its
+  ``resourceVersion``, answers a compacted (:meth:`FakeCluster.expire_watches`) version with an ``ERROR`` 410
+  event, and subscribes before taking its snapshot (kmock's own watch can lose an event between the two);
 - uid, resourceVersion, creationTimestamp and namespace are left unset: they are stamped on every write,
   and lists carry the current resourceVersion;
 - there is no delete_collection: answered with 405, so a launcher relying on it fails loudly;
@@ -107,6 +107,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
     logs: dict[str, list[str]] = attrs.field(factory=dict)
     deny_pods: dict[str, str] = attrs.field(factory=dict)  # Job name -> FailedCreate message (quota)
     forbidden: set[tuple[str, str]] = attrs.field(factory=set)  # (HTTP method, plural) answered 403
+    tombstones: list[tuple[Any, dict[str, Any]]] = attrs.field(factory=list)  # (resource, last state) deleted
     closing: bool = False
     on_change: Callable[[], None] = lambda: None
     changed: asyncio.Condition = attrs.field(factory=asyncio.Condition)
@@ -132,6 +133,8 @@ class FakeApiServer(kmock.KubernetesEmulator):
                 meta.setdefault("namespace", request.namespace)
                 meta.setdefault("uid", str(uuid.uuid4()))
                 meta.setdefault("creationTimestamp", _now())
+        if request.action == enums.action.DELETE:
+            await self._stamp_deletion(request.resource, request.namespace, request.name)
         response = await super()._handle(request)
         if (request.action == enums.action.CREATE and request.resource == JOBS and response.status < 300
                 and isinstance(request.data, dict)):
@@ -139,6 +142,15 @@ class FakeApiServer(kmock.KubernetesEmulator):
         if request.action in (enums.action.CREATE, enums.action.UPDATE, enums.action.DELETE):
             await self.notify()
         return response
+
+    async def _stamp_deletion(self, resource: Any, namespace: str | None, name: str | None) -> None:
+        """A deletion gets its own resourceVersion and a tombstone, so a watch from an older version sees it."""
+        async with self._lock:
+            key = (resource, namespace, name)
+            if key in self._objects and not self._objects[key].deleted:
+                self.rv += 1
+                self._objects[key].patch({"metadata": {"resourceVersion": str(self.rv)}})
+                self.tombstones.append((resource, copy.deepcopy(self._objects[key].raw)))
 
     @staticmethod
     def _status(code: int, reason: str, message: str) -> aiohttp.web.Response:
@@ -169,12 +181,14 @@ class FakeApiServer(kmock.KubernetesEmulator):
                     "reason": "Expired", "message": f"too old resource version: {since} ({self.compacted_rv})"}}
                 return
             async with self._lock:
-                snapshot = [obj.raw for (res, ns, _), obj in self._objects.items()
-                            if res == request.resource and not obj.deleted
-                            and (request.namespace is None or ns == request.namespace)]
-            for obj in snapshot:
+                replay = [("ADDED", obj.raw) for (res, ns, _), obj in self._objects.items()
+                          if res == request.resource and not obj.deleted
+                          and (request.namespace is None or ns == request.namespace)]
+                replay += [("DELETED", obj) for res, obj in self.tombstones if res == request.resource
+                           and (request.namespace is None or obj["metadata"].get("namespace") == request.namespace)]
+            for etype, obj in sorted(replay, key=lambda e: _rv(e[1])):
                 if _rv(obj) > since and self._selected(request, obj):
-                    yield {"type": "ADDED", "object": obj}
+                    yield {"type": etype, "object": obj}
             timeout = float(request.params.get("timeoutSeconds") or 0) or None
             loop = asyncio.get_running_loop()
             deadline = loop.time() + timeout if timeout else None
@@ -190,7 +204,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
                 ns = (obj.get("metadata") or {}).get("namespace")
                 if request.namespace is not None and ns != request.namespace:
                     continue
-                if event["type"] != "DELETED" and _rv(obj) <= since:
+                if _rv(obj) <= since:
                     continue
                 if self._selected(request, obj):
                     yield event
@@ -297,11 +311,11 @@ class FakeApiServer(kmock.KubernetesEmulator):
 
     async def remove(self, resource: kmock.resource, namespace: str | None, name: str) -> None:
         """Delete an object (node lost, a manual delete), with a DELETED event."""
+        await self._stamp_deletion(resource, namespace, name)
         async with self._lock:
             obj = self._objects[resource, namespace, name]
             raw = obj.raw
             obj.delete()
-            self.rv += 1
             await self._buses[resource].put({"type": "DELETED", "object": raw})
         await self.notify()
 

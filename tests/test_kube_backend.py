@@ -126,6 +126,7 @@ def test_ps_and_a_lagging_worker_are_stopped_when_the_chief_succeeds(cluster):
         c.run()
         c.log("chief-0", "epoch 1/1 loss=0.25", "saved model")
         c.log("worker-1", "still training")
+        c.wait_for(lambda: "[worker-1] still training" in c.output, "worker-1's log line")
         c.succeed("worker-0")
         c.succeed("chief-0")
 

@@ -130,7 +130,7 @@ class KubernetesBackend:
     def __init__(self, job: TrainingJob, settings: KubernetesSettings, api: KubeApi, log_sink: LogSink,
                  clock: Callable[[], float] = time.monotonic):
         self.job, self.settings, self.api, self._clock = job, settings, api, clock
-        self._sink, self._sink_lock = log_sink, threading.Lock()
+        self._sink, self._sink_lock = log_sink, threading.RLock()  # re-entrant: the SIGTERM handler logs
         self.selector = objects.job_selector(job.name)
         self.replicas = {r: _Replica(r, replica_name(job.name, r)) for r in job.counts.replicas()}
         self._queue: queue.Queue[WatchItem] = queue.Queue()
@@ -458,18 +458,26 @@ class KubernetesBackend:
                  f"{f' ({failure.message})' if failure.message else ''}; retryable: recreating "
                  f"{', '.join(x.replica.label for x in group)} (restart {self.restarts} of "
                  f"{self.settings.max_restarts})")
-        self._drain_log(rep)
+        self._drain_log(rep)  # its last lines are in the output before its pod is deleted
         self._print_events(rep)
+        old_pods: set[str] = set()
         for x in group:
-            for pod in x.pods:
-                if pod in self._logs:
-                    self._logs[pod].drain(self.settings.log_wait_s if x is rep else 0)
             self.api.delete_job(x.name)
-            for pod in list(x.pods):
+            for pod in x.pods:
                 self.api.delete_pod(pod, self.settings.stop_grace_period_s)
+            old_pods |= set(x.pods)
+        # The Services select a replica by type and index: let the old pods go before their successors start,
+        # so that no peer resolves a replica's name to a terminating pod.
+        if not _wait_until(lambda: not old_pods & self._pod_names(), self.settings.stop_grace_period_s + 30,
+                           self._clock):
+            self.log(f"old pods still terminating: {sorted(old_pods & self._pod_names())}; recreating anyway")
+        for x in group:
             self.exit_codes.pop(x.replica.label, None)
             x.reset(x.attempt + 1, self._clock())
             self._create_job(x)
+
+    def _pod_names(self) -> set[str]:
+        return {p["metadata"]["name"] for p in self.api.list_pods(self.selector).get("items") or []}
 
     # -- failure reports -------------------------------------------------------------------------------------------
     def _follow_log(self, rep: _Replica) -> None:
