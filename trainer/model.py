@@ -19,21 +19,25 @@ def build_model(
     learning_rate: float,
     *,
     filters: tuple[int, int] = (16, 32),
-    dense_units: int = 64,
+    dense_units: int = 256,
+    decay_steps: int | None = None,
 ) -> tf_keras.Model:
     """A compiled CNN classifier for ``metadata``'s images and classes.
 
     Architecture: uint8 input ``[B, H, W, C]`` -> rescale to ``[0, 1]`` floats -> Conv 3x3 (``filters[0]``,
     ReLU) -> max-pool 2 -> Conv 3x3 (``filters[1]``, ReLU) -> max-pool 2 -> flatten -> dense (``dense_units``,
-    ReLU) -> dense ``num_classes`` softmax. About 56k parameters and 0.7 M multiply-adds per 28x28x1 image with
-    the defaults, cheap enough for CPU-only multi-worker training; ~99 % test accuracy on MNIST after 3 epochs.
+    ReLU) -> dense ``num_classes`` softmax. With the defaults and 28x28x1 images: 212k parameters and 0.86 M
+    multiply-adds per image, cheap enough for CPU-only multi-worker training (the wide dense layer costs
+    little compute and buys accuracy); 0.985-0.987 MNIST test accuracy after 2 epochs with the trainer's
+    defaults.
 
     Because the rescaling is inside the model, the SavedModel's ``serving_default`` signature takes the raw
     ``uint8 [None, H, W, C]`` images (input ``image``) and returns class probabilities
     ``float32 [None, num_classes]`` (output ``probabilities``).
 
-    Compiled with Adam(``learning_rate``), sparse categorical cross-entropy on integer labels ``[B]`` and
-    the ``accuracy`` metric. Call it under ``strategy.scope()`` for distributed training.
+    Compiled with Adam, sparse categorical cross-entropy on integer labels ``[B]`` and the ``accuracy`` metric.
+    The learning rate is ``learning_rate`` throughout, or, with ``decay_steps``, cosine-decayed from
+    ``learning_rate`` to 0 over ``decay_steps`` optimizer steps (global steps under a strategy). Call it under ``strategy.scope()`` for distributed training.
 
     Raises:
         ValueError: if the metadata's images are not 3-D uint8, it has fewer than 2 classes, or
@@ -58,8 +62,11 @@ def build_model(
     x = layers.Dense(dense_units, activation="relu")(x)
     outputs = layers.Dense(metadata.num_classes, activation="softmax", name=OUTPUT_NAME)(x)
     model = tf_keras.Model(inputs, outputs, name=f"{metadata.dataset}_cnn")
+    lr = learning_rate
+    if decay_steps:
+        lr = tf_keras.optimizers.schedules.CosineDecay(learning_rate, decay_steps=decay_steps)
     model.compile(
-        optimizer=tf_keras.optimizers.Adam(learning_rate),
+        optimizer=tf_keras.optimizers.Adam(lr),
         loss=tf_keras.losses.SparseCategoricalCrossentropy(),
         metrics=["accuracy"],
     )

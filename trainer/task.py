@@ -61,10 +61,13 @@ LOGS_DIR = "logs"
 SUMMARY_FILE = "training_summary.json"
 TRAIN_SPLIT = "train"
 
-# Defaults measured with 2 workers on 2 shared CPU cores, full MNIST: see the README / task report.
-DEFAULT_EPOCHS = 3
-DEFAULT_BATCH_SIZE = 128
-DEFAULT_LEARNING_RATE = 2e-3
+# Defaults measured with 2 workers on 2 shared CPU cores, full MNIST (60,000 training examples): ~8-9 s per
+# epoch, test accuracy 0.985-0.987 over 6 runs with different seeds (1 epoch: 0.980-0.982, not robust).
+# A large global batch keeps the number of all-reduce steps (~20 ms each on CPU) low; cosine decay of the
+# learning rate to 0 over all steps makes 2 epochs enough.
+DEFAULT_EPOCHS = 2
+DEFAULT_BATCH_SIZE = 512
+DEFAULT_LEARNING_RATE = 6e-3
 
 
 class UsageError(Exception):
@@ -108,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS)
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
                    help="GLOBAL batch size, divisible by the number of replicas")
-    p.add_argument("--learning-rate", type=float, default=DEFAULT_LEARNING_RATE, help="Adam learning rate")
+    p.add_argument("--learning-rate", type=float, default=DEFAULT_LEARNING_RATE,
+                   help="initial Adam learning rate, cosine-decayed to 0 over epochs * steps per epoch")
     p.add_argument("--max-train-examples", type=int, default=None,
                    help="use only the first N training examples (tests, smoke runs)")
     p.add_argument("--steps-per-epoch", type=int, default=None,
@@ -217,7 +221,7 @@ def _progress_callback(tf_keras, label: str, epochs: int, steps: int, global_bat
             dt = time.perf_counter() - self._t0
             times.append(dt)
             logs = logs or {}
-            print(f"[{label}] epoch {epoch + 1}/{epochs}: loss={logs.get('loss', float('nan')):.4f} "
+            print(f"epoch {epoch + 1}/{epochs}: loss={logs.get('loss', float('nan')):.4f} "
                   f"accuracy={logs.get('accuracy', float('nan')):.4f} "
                   f"examples/sec={steps * global_batch / dt:.0f} time={dt:.1f}s", flush=True)
 
@@ -281,7 +285,7 @@ def train(args: argparse.Namespace, plan: Plan) -> TrainingSummary | None:
         raise UsageError(f"--batch-size {args.batch_size} must be divisible by the {replicas} replicas in sync")
 
     label = plan.replica.label if plan.replica else "local"
-    print(f"[{label}] strategy={plan.strategy} workers={plan.num_workers} replicas_in_sync={replicas} "
+    print(f"replica={label} strategy={plan.strategy} workers={plan.num_workers} replicas_in_sync={replicas} "
           f"global_batch={args.batch_size} per_replica_batch={args.batch_size // replicas} "
           f"train_examples={plan.train_examples} steps_per_epoch={plan.steps_per_epoch} epochs={args.epochs} "
           f"threads(intra,inter)=({plan.intra_op_threads},{plan.inter_op_threads})", flush=True)
@@ -290,7 +294,8 @@ def train(args: argparse.Namespace, plan: Plan) -> TrainingSummary | None:
                            num_workers=plan.num_workers, max_examples=plan.train_examples, seed=args.seed,
                            metadata=plan.metadata)
     with strategy.scope():
-        model = build_model(plan.metadata, args.learning_rate)
+        model = build_model(plan.metadata, args.learning_rate,
+                            decay_steps=args.epochs * plan.steps_per_epoch)
 
     epoch_times: list[float] = []
     callbacks = [
