@@ -1,4 +1,4 @@
-"""The Kubernetes backend's objects, settings, failure classification and RBAC, without a cluster.
+"""The Kubernetes backend's objects, settings, failure classification, RBAC and watch loop, without a cluster.
 
 Every generated object is validated with kubernetes-validate (strict) for the oldest and the newest
 Kubernetes version it is tested against.
@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import queue
+import threading
 from pathlib import Path
 
 import kubernetes_validate
@@ -20,8 +22,10 @@ from tfk8s.kube import api as kube_api
 from tfk8s.kube import backend as kube_backend
 from tfk8s.kube.classify import FailureKind, Phase, classify_job, classify_pod
 from tfk8s.kube.cli import add_kubernetes_arguments, settings_from_args
+from tfk8s.kube.errors import KubernetesApiError
 from tfk8s.kube.objects import job_manifest, job_selector, replica_from_labels
 from tfk8s.kube.settings import KubernetesSettings, LauncherPod, parse_quantity
+from tfk8s.kube.watch import Changed, Synced, Watcher, WatchFailed
 from tfk8s.launcher import TrainingJob
 from tfk8s.launcher.kubernetes import render_manifests
 
@@ -392,3 +396,68 @@ def test_every_api_method_is_in_the_rbac_table_and_nothing_else_calls_the_client
 def test_rbac_manifest_validates_strictly(version):
     for doc in rbac_docs():
         kubernetes_validate.validate(doc, version, strict=True)
+
+
+# -- list-then-watch (without a server) ----------------------------------------------------------------------------------
+class _Stream:
+    """A streamed response: ``lines``, then (if ``block``) nothing until it is shut down."""
+
+    def __init__(self, lines: list[bytes], block: threading.Event | None = None):
+        self.lines, self.block = lines, block
+
+    def stream(self, amt=None, decode_content=False):
+        yield from self.lines
+        if self.block is not None:
+            self.block.wait(10)
+
+    def shutdown(self):
+        if self.block is not None:
+            self.block.set()
+
+    def close(self):
+        pass
+
+
+def test_watcher_relists_after_an_http_410_and_resumes_from_the_last_version_seen():
+    out: queue.Queue = queue.Queue()
+    watched: list[str] = []
+    third = threading.Event()
+    blocked = threading.Event()
+    lists = iter(["10", "20"])
+
+    def list_fn():
+        return {"metadata": {"resourceVersion": next(lists)}, "items": [{"metadata": {"name": "p"}}]}
+
+    def watch_fn(rv, timeout_s):
+        watched.append(rv)
+        if len(watched) == 1:
+            raise KubernetesApiError("watching pods failed: 410 Gone", 410)
+        if len(watched) == 2:
+            return _Stream([b'{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "22"}}}\n',
+                            b'{"type": "MODIFIED", "object": {"metadata": {"name": "p", "resourceVersion": "25"}}}\n'])
+        third.set()
+        return _Stream([], block=blocked)
+
+    w = Watcher("pods", list_fn, watch_fn, out, timeout_s=30, retry_s=0)
+    w.start()
+    assert third.wait(5)
+    w.stop()
+    assert watched == ["10", "20", "25"]
+    items = [out.get_nowait() for _ in range(out.qsize())]
+    assert items == [Synced("pods", ({"metadata": {"name": "p"}},)), Synced("pods", ({"metadata": {"name": "p"}},)),
+                     Changed("pods", "MODIFIED", {"metadata": {"name": "p", "resourceVersion": "25"}})]
+
+
+def test_watcher_reports_an_api_that_keeps_failing():
+    out: queue.Queue = queue.Queue()
+
+    def watch_fn(rv, timeout_s):
+        raise KubernetesApiError("watching pods failed: 403 forbidden", 403)
+
+    w = Watcher("pods", lambda: {"metadata": {"resourceVersion": "1"}, "items": []}, watch_fn, out,
+                max_errors=2, retry_s=0)
+    w.start()
+    assert out.get(timeout=5) == Synced("pods", ())
+    failed = out.get(timeout=5)
+    assert isinstance(failed, WatchFailed) and failed.error.status == 403
+    w.stop()
