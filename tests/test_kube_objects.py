@@ -268,6 +268,7 @@ def test_from_params_takes_exactly_the_step_parameters():
     ({"memory": "4Gi", "replica_overrides": '{"worker": {"memory_limit": "2Gi"}}'},
      "memory_limit '2Gi' is below the request memory='4Gi'"),
     ({"gpus": -1}, "gpus must be an integer >= 0"),
+    ({"gpus": "two"}, "gpus must be an integer, got 'two'"),
     ({"image": ""}, "image must name the container image"),
     ({"namespace": "ML_Team"}, "namespace 'ML_Team' is not a valid namespace name"),
     ({"max_restarts": -1}, "max_restarts must be an integer >= 0"),

@@ -341,9 +341,8 @@ class KubernetesSettings:
         unknown = sorted(set(overrides) - {t.value for t in ReplicaType})
         _require(not unknown, f"replica_overrides has unknown replica types {unknown}: use "
                               f"{[t.value for t in ReplicaType]}")
-        _require(not isinstance(gpus, bool), f"gpus must be an integer >= 0, got {gpus!r}")
         try:
-            base = ReplicaSettings(image=image, cpu=str(cpu), memory=str(memory), gpus=int(gpus),
+            base = ReplicaSettings(image=image, cpu=str(cpu), memory=str(memory), gpus=_integer(gpus, "gpus"),
                                    node_selector=selector, tolerations=tuple(tols),
                                    service_account=service_account)
         except (TypeError, ValueError) as e:
