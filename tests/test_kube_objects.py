@@ -10,6 +10,7 @@ import argparse
 import inspect
 import json
 import queue
+import re
 import threading
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from tfk8s.kube.errors import KubernetesApiError
 from tfk8s.kube.objects import job_manifest, job_selector, replica_from_labels
 from tfk8s.kube.settings import KubernetesSettings, LauncherPod, parse_quantity
 from tfk8s.kube.watch import Changed, Synced, Watcher, WatchFailed
-from tfk8s.launcher import TrainingJob
+from tfk8s.launcher import TrainingJob, job_name
 from tfk8s.launcher.kubernetes import render_manifests
 
 K8S_VERSIONS = ("1.29.0", kubernetes_validate.latest_version())
@@ -109,6 +110,19 @@ def test_tf_config_is_built_from_the_services_dns_names():
     spec, replica = parse_tf_config(env_of(jobs["Job", "tfk8s-run-42-ps-0"])["TF_CONFIG"])
     assert spec == cluster and replica == Replica(ReplicaType.PS, 0)
     assert env_of(jobs["Job", "tfk8s-run-42-chief-0"])["TF_USE_LEGACY_KERAS"] == "1"
+
+
+def test_names_from_a_long_run_id_are_valid_dns_labels_and_stay_distinct():
+    run_ids = ["Pipeline_Run " + "x" * 120 + suffix for suffix in ("-a", "-b")]
+    names = set()
+    for run_id in run_ids:
+        job = TrainingJob(job_name(run_id), ReplicaCounts(chief=1, worker=12, ps=2, evaluator=1), COMMAND)
+        for m in render_manifests(job, make_settings()):
+            assert len(m["metadata"]["name"]) <= 63
+            assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", m["metadata"]["name"])
+            assert len(m["metadata"]["labels"]["tfk8s.dev/job-name"]) <= 63
+            names.add(m["metadata"]["name"])
+    assert len(names) == 2 * 2 * 16  # two runs x (Service + Job) x 16 replicas, no collision
 
 
 def test_cluster_domain_and_port_are_configurable():
