@@ -1,0 +1,36 @@
+"""Shared fixtures about data: the real MNIST TFDS data_dir and a small prepared subset of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# A real MNIST subset, prepared once per session: the first SUBSET_EXAMPLES examples of each split, in TFDS
+# order, written round-robin into SUBSET_SHARDS files (a count that does not divide the examples, so shards
+# differ by one).
+SUBSET_EXAMPLES = 3000
+SUBSET_SHARDS = 7
+
+
+@pytest.fixture(scope="session")
+def mnist_tfds_data_dir() -> str:
+    """The TFDS data_dir holding real MNIST 3.0.1 (``$TFDS_DATA_DIR`` or ``../shared/data/...``); skips without."""
+    from tfk8s.dataset import default_tfds_data_dir
+
+    data_dir = default_tfds_data_dir()
+    if data_dir is None or not (Path(data_dir) / "mnist" / "3.0.1" / "dataset_info.json").is_file():
+        pytest.skip("needs real MNIST 3.0.1 in ../shared/data/tensorflow_datasets or $TFDS_DATA_DIR")
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def mnist_subset_dir(tmp_path_factory, mnist_tfds_data_dir) -> Path:
+    """A directory prepared by ``prepare_dataset`` from real MNIST: train and test, SUBSET_EXAMPLES each,
+    SUBSET_SHARDS shards per split. Read-only for tests: copy it to change it."""
+    from tfk8s.dataset import prepare_dataset
+
+    out = tmp_path_factory.mktemp("mnist_subset")
+    prepare_dataset("mnist", out, tfds_data_dir=mnist_tfds_data_dir, num_shards=SUBSET_SHARDS,
+                    max_examples=SUBSET_EXAMPLES)
+    return out

@@ -1,0 +1,238 @@
+"""tfk8s.dataset: TFDS -> round-robin TFRecord shards + metadata.json, on real MNIST, and its failure modes."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import SUBSET_EXAMPLES, SUBSET_SHARDS
+from tfk8s import dataset as dataset_mod
+from tfk8s.dataset import (
+    DatasetMetadata,
+    DatasetUnavailableError,
+    SplitMetadata,
+    default_tfds_data_dir,
+    load_metadata,
+    prepare_dataset,
+)
+
+
+def _read_shard(path: str) -> list[tuple[bytes, int]]:
+    import tensorflow as tf
+
+    out = []
+    for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+        ex = tf.train.Example.FromString(record)
+        out.append((ex.features.feature["image"].bytes_list.value[0],
+                    ex.features.feature["label"].int64_list.value[0]))
+    return out
+
+
+def _tfds_examples(data_dir: str, split: str, n: int) -> list[tuple[np.ndarray, int]]:
+    import tensorflow_datasets as tfds
+
+    ds = tfds.load("mnist", split=f"{split}[:{n}]", data_dir=data_dir, download=False, shuffle_files=False)
+    return [(ex["image"], int(ex["label"])) for ex in tfds.as_numpy(ds)]
+
+
+# --- metadata contents and round trip -------------------------------------------------------------------------
+
+def test_metadata_describes_the_prepared_mnist_subset(mnist_subset_dir):
+    meta = load_metadata(mnist_subset_dir)
+    assert (meta.dataset, meta.version) == ("mnist", "3.0.1")
+    assert meta.image_shape == (28, 28, 1)
+    assert meta.image_dtype == "uint8"
+    assert meta.num_classes == 10
+    assert meta.label_names == tuple(str(d) for d in range(10))
+    assert sorted(meta.splits) == ["test", "train"]
+    for split in ("train", "test"):
+        assert meta.splits[split].num_examples == SUBSET_EXAMPLES
+        assert meta.splits[split].files == tuple(
+            f"{split}-{i:05d}-of-{SUBSET_SHARDS:05d}.tfrecord" for i in range(SUBSET_SHARDS))
+        paths = meta.files_for(split)
+        assert all(os.path.isabs(p) and os.path.isfile(p) for p in paths)
+        assert [os.path.dirname(p) for p in paths] == [str(mnist_subset_dir)] * SUBSET_SHARDS
+
+
+def test_metadata_json_has_the_documented_layout_and_round_trips(mnist_subset_dir):
+    doc = json.loads((mnist_subset_dir / "metadata.json").read_text())
+    assert doc["format_version"] == 1
+    assert set(doc) == {"format_version", "dataset", "version", "image_shape", "image_dtype", "num_classes",
+                        "label_names", "splits"}
+    assert doc["image_shape"] == [28, 28, 1]
+    assert doc["splits"]["train"]["num_examples"] == SUBSET_EXAMPLES
+    assert doc["splits"]["train"]["files"][0] == f"train-00000-of-{SUBSET_SHARDS:05d}.tfrecord"
+
+    meta = load_metadata(mnist_subset_dir)
+    again = DatasetMetadata.from_json(meta.to_json(), base_dir=str(mnist_subset_dir))
+    assert again == meta
+    assert again.files_for("test") == meta.files_for("test")
+
+
+def test_every_shard_holds_a_near_equal_share_of_examples(mnist_subset_dir):
+    meta = load_metadata(mnist_subset_dir)
+    counts = [len(_read_shard(p)) for p in meta.files_for("train")]
+    assert sum(counts) == SUBSET_EXAMPLES
+    assert max(counts) - min(counts) == 1  # 3000 / 7: four shards of 429, three of 428
+    assert counts == [429] * 4 + [428] * 3
+
+
+def test_shards_decode_back_to_the_exact_tfds_pixels_and_labels(mnist_subset_dir, mnist_tfds_data_dir):
+    meta = load_metadata(mnist_subset_dir)
+    shards = [_read_shard(p) for p in meta.files_for("train")]
+    expected = _tfds_examples(mnist_tfds_data_dir, "train", SUBSET_EXAMPLES)
+    label_counts = Counter()
+    for j, (image, label) in enumerate(expected):  # round-robin: example j is record j // n of shard j % n
+        raw, got_label = shards[j % SUBSET_SHARDS][j // SUBSET_SHARDS]
+        decoded = np.frombuffer(raw, dtype=np.uint8).reshape(meta.image_shape)
+        np.testing.assert_array_equal(decoded, image)
+        assert got_label == label
+        label_counts[got_label] += 1
+    assert sum(label_counts.values()) == SUBSET_EXAMPLES
+    assert set(label_counts) == set(range(10))
+    assert expected[0][1] == 5  # the first MNIST training digit is a 5
+
+
+# --- fast, clear failures ---------------------------------------------------------------------------------------
+
+def test_absent_dataset_fails_within_seconds_naming_the_dataset_dir_and_fix(tmp_path):
+    start = time.monotonic()
+    with pytest.raises(DatasetUnavailableError) as err:
+        prepare_dataset("mnist", tmp_path / "out", tfds_data_dir=str(tmp_path / "empty"), num_shards=2)
+    assert time.monotonic() - start < 10
+    msg = str(err.value)
+    assert "'mnist'" in msg and str(tmp_path / "empty") in msg
+    assert "--tfds-data-dir" in msg and "TFDS_DATA_DIR" in msg and "download" in msg
+    assert isinstance(err.value, ValueError)
+    assert not (tmp_path / "out" / "metadata.json").exists()
+
+
+def test_download_without_network_fails_within_seconds_instead_of_hanging(tmp_path, monkeypatch):
+    monkeypatch.setattr(dataset_mod, "_network_reachable", lambda timeout_s=5.0: False)
+    start = time.monotonic()
+    with pytest.raises(DatasetUnavailableError, match="network is unreachable") as err:
+        prepare_dataset("mnist", tmp_path / "out", tfds_data_dir=str(tmp_path / "empty"), num_shards=2,
+                        download=True)
+    assert time.monotonic() - start < 10
+    assert "TFDS_DATA_DIR" in str(err.value)
+
+
+def test_network_probe_returns_within_its_timeout():
+    start = time.monotonic()
+    result = dataset_mod._network_reachable(timeout_s=1.0)
+    assert isinstance(result, bool)
+    assert time.monotonic() - start < 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"num_shards": 0}, "num_shards"),
+        ({"num_shards": 2, "max_examples": 0}, "max_examples"),
+        ({"num_shards": 2, "splits": ("train", "validation")}, "validation"),
+        ({"num_shards": 2, "splits": ("train[:10%]",)}, "train[:10%]"),
+        ({"num_shards": 2, "splits": ()}, "splits"),
+    ],
+)
+def test_bad_inputs_raise_value_errors_naming_the_input(tmp_path, mnist_tfds_data_dir, kwargs, needle):
+    with pytest.raises(ValueError) as err:
+        prepare_dataset("mnist", tmp_path, tfds_data_dir=mnist_tfds_data_dir, **kwargs)
+    assert needle in str(err.value)
+    assert not isinstance(err.value, DatasetUnavailableError)
+    assert not (tmp_path / "metadata.json").exists()
+
+
+def test_unknown_split_error_lists_the_available_splits(tmp_path, mnist_tfds_data_dir):
+    with pytest.raises(ValueError, match=r"'validation'.*\['test', 'train'\]"):
+        prepare_dataset("mnist", tmp_path, tfds_data_dir=mnist_tfds_data_dir, num_shards=1,
+                        splits=("validation",))
+
+
+def test_dataset_without_image_and_label_features_is_rejected_by_name(tmp_path):
+    with pytest.raises(ValueError, match=r"'imdb_reviews'.*\['label', 'text'\].*'image'"):
+        prepare_dataset("imdb_reviews", tmp_path, tfds_data_dir=str(tmp_path), num_shards=1)
+
+
+def test_unknown_dataset_name_is_a_short_value_error(tmp_path):
+    with pytest.raises(ValueError, match="no_such_dataset_xyz") as err:
+        prepare_dataset("no_such_dataset_xyz", tmp_path, tfds_data_dir=str(tmp_path), num_shards=1)
+    assert len(str(err.value)) < 400  # not TFDS's list of every data set
+
+
+# --- atomic writes and re-runs ------------------------------------------------------------------------------------
+
+def test_a_crash_while_writing_leaves_no_metadata_pointing_at_missing_shards(tmp_path, mnist_tfds_data_dir,
+                                                                               monkeypatch):
+    out = tmp_path / "data"
+    prepare_dataset("mnist", out, tfds_data_dir=mnist_tfds_data_dir, num_shards=2, max_examples=50)
+    assert (out / "metadata.json").is_file()
+
+    real_write = dataset_mod._write_split
+
+    def crash_on_test(builder, split, *args):
+        if split == "test":
+            raise RuntimeError("disk full")
+        return real_write(builder, split, *args)
+
+    monkeypatch.setattr(dataset_mod, "_write_split", crash_on_test)
+    with pytest.raises(RuntimeError, match="disk full"):
+        prepare_dataset("mnist", out, tfds_data_dir=mnist_tfds_data_dir, num_shards=3, max_examples=50)
+    assert not (out / "metadata.json").exists()
+    with pytest.raises(FileNotFoundError, match="prepare-dataset"):
+        load_metadata(out)
+
+
+def test_rerun_with_fewer_shards_replaces_the_old_ones(tmp_path, mnist_tfds_data_dir):
+    out = tmp_path / "data"
+    prepare_dataset("mnist", out, tfds_data_dir=mnist_tfds_data_dir, num_shards=3, max_examples=30,
+                    splits=("test",))
+    (out / "unrelated.txt").write_text("keep me")
+    meta = prepare_dataset("mnist", out, tfds_data_dir=mnist_tfds_data_dir, num_shards=2, max_examples=30,
+                           splits=("test",))
+    assert sorted(p.name for p in out.iterdir()) == [
+        "metadata.json", "test-00000-of-00002.tfrecord", "test-00001-of-00002.tfrecord", "unrelated.txt"]
+    assert meta.splits == {"test": SplitMetadata(30, ("test-00000-of-00002.tfrecord",
+                                                       "test-00001-of-00002.tfrecord"))}
+    assert load_metadata(out) == meta
+
+
+# --- load_metadata errors -------------------------------------------------------------------------------------------
+
+def test_load_metadata_of_a_directory_without_it_says_to_run_the_prepare_step(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"metadata\.json not found.*prepare-dataset"):
+        load_metadata(tmp_path)
+
+
+def test_load_metadata_rejects_an_unknown_format_version(tmp_path):
+    (tmp_path / "metadata.json").write_text(json.dumps({"format_version": 2, "dataset": "mnist"}))
+    with pytest.raises(ValueError, match="format_version 2"):
+        load_metadata(tmp_path)
+
+
+def test_files_for_an_unprepared_split_names_the_prepared_ones(mnist_subset_dir):
+    with pytest.raises(KeyError, match=r"'validation'.*\['test', 'train'\]"):
+        load_metadata(mnist_subset_dir).files_for("validation")
+
+
+# --- default data_dir -------------------------------------------------------------------------------------------------
+
+def test_default_tfds_data_dir_prefers_the_environment_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path))
+    assert default_tfds_data_dir() == str(tmp_path)
+
+
+def test_default_tfds_data_dir_falls_back_to_the_shared_folder_beside_the_repo(monkeypatch):
+    monkeypatch.delenv("TFDS_DATA_DIR", raising=False)
+    repo_root = Path(__file__).resolve().parents[1]
+    shared = repo_root.parent / "shared" / "data" / "tensorflow_datasets"
+    if shared.is_dir():
+        assert default_tfds_data_dir() == str(shared)
+        assert (Path(default_tfds_data_dir()) / "mnist").is_dir()
+    else:
+        assert default_tfds_data_dir() is None
