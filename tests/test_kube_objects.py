@@ -153,8 +153,8 @@ def test_pod_is_non_root_without_istio_sidecar_and_keeps_its_failure_message():
     job = by_name(render_manifests(make_job(), make_settings()))["Job", "tfk8s-run-42-chief-0"]
     pod = job["spec"]["template"]
     assert pod["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
-    assert pod["spec"]["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
-                                              "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["spec"]["securityContext"] == {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
+                                              "fsGroup": 10001, "seccompProfile": {"type": "RuntimeDefault"}}
     c = container(job)
     assert c["name"] == "tensorflow" and c["command"] == list(COMMAND)
     assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},

@@ -242,7 +242,7 @@ class KubernetesSettings:
     kueue_queue: str = ""
     scheduler_name: str = ""
     launcher_pod: LauncherPod | None = None
-    run_as_user: int = 1000
+    run_as_user: int = 10001  # the project image's user (Dockerfile: USER 10001, owns /home/tfk8s, /mnt/tfk8s)
     stop_grace_period_s: int = 10
     cleanup_timeout_s: float = 120
     backstop_deadline_s: int = WEEK_S
