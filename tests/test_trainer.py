@@ -1,0 +1,319 @@
+"""The trainer: input pipeline, model, argument/cluster handling, and real training runs on an MNIST subset."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import SUBSET_EXAMPLES
+from tfk8s.cluster import Replica, ReplicaType, cluster_spec, tf_config_json
+from tfk8s.dataset import DatasetMetadata, SplitMetadata
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _tf_config(workers: int, index: int, *, chief: int = 0, ps: int = 0,
+               rtype: ReplicaType = ReplicaType.WORKER) -> str:
+    from tfk8s.cluster import ReplicaCounts
+
+    counts = ReplicaCounts(chief=chief, worker=workers, ps=ps, evaluator=1 if rtype is ReplicaType.EVALUATOR else 0)
+    spec = cluster_spec(counts, lambda r: f"127.0.0.1:{20000 + 100 * list(ReplicaType).index(r.replica_type) + r.index}")
+    return tf_config_json(spec, Replica(rtype, index))
+
+
+# --- input pipeline ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("num_files", "num_workers", "policy"),
+    [(4, 2, "FILE"), (2, 2, "FILE"), (7, 1, "FILE"), (1, 2, "DATA"), (3, 4, "DATA")],
+)
+def test_shard_policy_is_file_when_every_worker_gets_a_file_else_data(num_files, num_workers, policy):
+    from trainer.data import AutoShardPolicy, choose_shard_policy
+
+    assert choose_shard_policy(num_files, num_workers) == getattr(AutoShardPolicy, policy)
+
+
+def test_shard_policy_rejects_zero_files_or_workers():
+    from trainer.data import choose_shard_policy
+
+    with pytest.raises(ValueError, match="num_files and num_workers"):
+        choose_shard_policy(0, 2)
+
+
+def test_make_dataset_sets_the_policy_for_the_workers_in_tf_config(mnist_subset_dir, monkeypatch):
+    from trainer.data import AutoShardPolicy, make_dataset
+
+    def policy(**kwargs):
+        ds = make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=True, repeat=True, **kwargs)
+        return ds.options().experimental_distribute.auto_shard_policy
+
+    monkeypatch.setenv("TF_CONFIG", _tf_config(2, 0))
+    assert policy() == AutoShardPolicy.FILE  # 7 files, 2 workers
+    monkeypatch.setenv("TF_CONFIG", _tf_config(8, 3))
+    assert policy() == AutoShardPolicy.DATA  # 7 files, 8 workers: FILE would leave a worker without data
+    assert policy(num_workers=3) == AutoShardPolicy.FILE
+    assert policy(shard_policy=AutoShardPolicy.OFF) == AutoShardPolicy.OFF
+    monkeypatch.delenv("TF_CONFIG")
+    assert policy() == AutoShardPolicy.FILE
+
+
+def test_make_dataset_yields_uint8_image_batches_and_int64_labels_covering_the_split_once(mnist_subset_dir):
+    from trainer.data import make_dataset
+
+    batches = list(make_dataset(str(mnist_subset_dir), "test", batch_size=512, shuffle=False, repeat=False))
+    images, labels = batches[0]
+    assert images.dtype.name == "uint8" and tuple(images.shape) == (512, 28, 28, 1)
+    assert labels.dtype.name == "int64" and tuple(labels.shape) == (512,)
+    assert [int(b[1].shape[0]) for b in batches] == [512] * 5 + [SUBSET_EXAMPLES - 5 * 512]
+    all_labels = np.concatenate([b[1].numpy() for b in batches])
+    assert set(all_labels.tolist()) == set(range(10))
+    assert int(np.max(batches[0][0].numpy())) == 255  # raw pixels, not rescaled
+
+
+def test_unshuffled_dataset_is_deterministic_and_shuffled_one_is_not(mnist_subset_dir):
+    from trainer.data import make_dataset
+
+    def first_labels(shuffle, seed=None):
+        ds = make_dataset(str(mnist_subset_dir), "train", batch_size=64, shuffle=shuffle, repeat=False, seed=seed)
+        return next(iter(ds))[1].numpy().tolist()
+
+    assert first_labels(False) == first_labels(False)
+    assert first_labels(True, seed=1) != first_labels(True, seed=2)
+
+
+@pytest.mark.parametrize(("num_files", "n"), [(7, 100), (7, 3), (4, 4000), (1, 10), (3, 1)])
+def test_max_examples_reads_exactly_the_first_examples_of_the_round_robin_shards(num_files, n):
+    from trainer.data import _take_counts
+
+    counts = _take_counts(num_files, n)
+    assert sum(counts) == n
+    # example j sits at position j // num_files of shard j % num_files; the first n are taken per file
+    for i, c in enumerate(counts):
+        assert c == len([j for j in range(n) if j % num_files == i])
+
+
+def test_max_examples_caps_the_dataset_to_the_first_source_examples(mnist_subset_dir, mnist_tfds_data_dir):
+    import tensorflow_datasets as tfds
+
+    from trainer.data import make_dataset
+
+    ds = make_dataset(str(mnist_subset_dir), "train", batch_size=1000, shuffle=True, repeat=False,
+                      max_examples=100, seed=0)
+    got = sorted((int(lbl), img.tobytes()) for x, y in ds.as_numpy_iterator() for img, lbl in zip(x, y))
+    src = tfds.load("mnist", split="train[:100]", data_dir=mnist_tfds_data_dir, download=False)
+    want = sorted((int(ex["label"]), ex["image"].tobytes()) for ex in tfds.as_numpy(src))
+    assert got == want
+
+
+# --- model ----------------------------------------------------------------------------------------------------------
+
+def test_model_takes_uint8_images_of_the_metadata_shape_and_outputs_its_class_probabilities():
+    import tensorflow as tf
+
+    from trainer.model import build_model
+
+    meta = DatasetMetadata(dataset="toy", version="1.0.0", image_shape=(12, 10, 3), num_classes=5,
+                           label_names=tuple("abcde"), splits={"train": SplitMetadata(0, ())})
+    model = build_model(meta, 1e-3)
+    assert model.input.dtype == tf.uint8
+    assert tuple(model.input.shape) == (None, 12, 10, 3)
+    assert tuple(model.output.shape) == (None, 5)
+    probs = model(np.full((4, 12, 10, 3), 255, np.uint8)).numpy()
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert model.loss.__class__.__name__ == "SparseCategoricalCrossentropy"
+
+
+def test_model_rejects_a_non_positive_learning_rate():
+    from trainer.model import build_model
+
+    meta = DatasetMetadata("toy", "1", (8, 8, 1), 2, ("a", "b"), {})
+    with pytest.raises(ValueError, match="learning_rate"):
+        build_model(meta, 0.0)
+
+
+# --- arguments, TF_CONFIG and the plan (no TensorFlow needed) -----------------------------------------------------
+
+def _plan(mnist_subset_dir, tmp_path, *extra, tf_config=None):
+    from trainer.task import build_parser, make_plan
+
+    args = build_parser().parse_args(["--data-dir", str(mnist_subset_dir), "--model-dir", str(tmp_path),
+                                      "--epochs", "1", *extra])
+    return make_plan(args, tf_config)
+
+
+def test_steps_per_epoch_is_ceil_of_train_examples_over_the_global_batch(mnist_subset_dir, tmp_path):
+    plan = _plan(mnist_subset_dir, tmp_path, "--batch-size", "64")
+    assert plan.train_examples == SUBSET_EXAMPLES
+    assert plan.steps_per_epoch == math.ceil(SUBSET_EXAMPLES / 64) == 47
+    plan = _plan(mnist_subset_dir, tmp_path, "--batch-size", "64", "--max-train-examples", "1000")
+    assert (plan.train_examples, plan.steps_per_epoch) == (1000, 16)
+    plan = _plan(mnist_subset_dir, tmp_path, "--batch-size", "64", "--max-train-examples", "999999")
+    assert plan.train_examples == SUBSET_EXAMPLES
+    plan = _plan(mnist_subset_dir, tmp_path, "--batch-size", "64", "--steps-per-epoch", "5")
+    assert plan.steps_per_epoch == 5
+
+
+def test_single_process_without_tf_config_uses_the_default_strategy_and_is_chief(mnist_subset_dir, tmp_path):
+    plan = _plan(mnist_subset_dir, tmp_path, "--batch-size", "64")
+    assert (plan.strategy, plan.num_workers, plan.is_chief, plan.replica) == ("default", 1, True, None)
+    assert (plan.intra_op_threads, plan.inter_op_threads) == (0, 0)  # TF's defaults for a lone process
+
+
+def test_two_workers_use_multi_worker_mirrored_and_worker_0_is_chief(mnist_subset_dir, tmp_path):
+    w0 = _plan(mnist_subset_dir, tmp_path, "--batch-size", "64", tf_config=_tf_config(2, 0))
+    w1 = _plan(mnist_subset_dir, tmp_path, "--batch-size", "64", tf_config=_tf_config(2, 1))
+    assert (w0.strategy, w0.num_workers, w0.is_chief) == ("multi_worker_mirrored", 2, True)
+    assert (w1.strategy, w1.is_chief) == ("multi_worker_mirrored", False)
+    assert w0.intra_op_threads == max(1, (os.cpu_count() or 1) // 2)  # both share this host's cores
+
+
+def test_with_a_chief_the_chief_saves_and_worker_0_does_not(mnist_subset_dir, tmp_path):
+    chief = _plan(mnist_subset_dir, tmp_path, "--batch-size", "66",
+                  tf_config=_tf_config(2, 0, chief=1, rtype=ReplicaType.CHIEF))
+    w0 = _plan(mnist_subset_dir, tmp_path, "--batch-size", "66", tf_config=_tf_config(2, 0, chief=1))
+    assert (chief.is_chief, chief.num_workers, w0.is_chief) == (True, 3, False)
+
+
+def test_a_one_worker_cluster_is_a_single_process(mnist_subset_dir, tmp_path):
+    plan = _plan(mnist_subset_dir, tmp_path, "--batch-size", "7", tf_config=_tf_config(1, 0))
+    assert (plan.strategy, plan.num_workers, plan.is_chief) == ("default", 1, True)
+
+
+def test_evaluator_replica_exits_0_without_training(mnist_subset_dir, tmp_path, monkeypatch, capsys):
+    from trainer.task import main
+
+    monkeypatch.setenv("TF_CONFIG", _tf_config(2, 0, rtype=ReplicaType.EVALUATOR))
+    model_dir = tmp_path / "model"
+    assert main(["--data-dir", str(mnist_subset_dir), "--model-dir", str(model_dir)]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert not model_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "tf_config", "needle"),
+    [
+        (["--epochs", "0"], None, "--epochs must be >= 1"),
+        (["--batch-size", "0"], None, "--batch-size must be >= 1"),
+        (["--learning-rate", "-1"], None, "--learning-rate must be > 0"),
+        (["--steps-per-epoch", "0"], None, "--steps-per-epoch"),
+        (["--batch-size", "65"], (2, 0), "divisible by the 2 workers, e.g. 66"),
+        (["--batch-size", "64"], "not json", "TF_CONFIG is not valid"),
+        (["--batch-size", "64"], "ps", "ParameterServerStrategy is out of scope"),
+        (["--data-dir", "/nonexistent/tfk8s-data"], None, "does not exist: run the prepare-dataset step"),
+        (["--data-dir", "EMPTY"], None, "metadata.json not found"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message_saying_what_to_fix(mnist_subset_dir, tmp_path, monkeypatch, capsys,
+                                                                 argv, tf_config, needle):
+    from trainer.task import main
+
+    if tf_config == "ps":
+        tf_config = _tf_config(2, 0, chief=1, ps=1)
+    elif isinstance(tf_config, tuple):
+        tf_config = _tf_config(*tf_config)
+    if tf_config is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", tf_config)
+    argv = [str(tmp_path) if a == "EMPTY" else a for a in argv]
+    if "--data-dir" not in argv:
+        argv = ["--data-dir", str(mnist_subset_dir), *argv]
+    assert main(["--model-dir", str(tmp_path / "model"), *argv]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_parameter_server_cluster_exits_2_as_a_process(mnist_subset_dir, tmp_path):
+    env = {**os.environ, "TF_CONFIG": _tf_config(1, 0, chief=1, ps=1, rtype=ReplicaType.CHIEF)}
+    proc = subprocess.run([sys.executable, "-m", "trainer.task", "--data-dir", str(mnist_subset_dir),
+                           "--model-dir", str(tmp_path)], check=False, env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "ParameterServerStrategy is out of scope" in proc.stderr
+
+
+# --- real training ---------------------------------------------------------------------------------------------------
+
+def _test_accuracy(saved_model_dir: Path, data_dir: Path) -> tuple[float, object]:
+    import tensorflow as tf
+
+    from trainer.data import make_dataset
+
+    fn = tf.saved_model.load(str(saved_model_dir)).signatures["serving_default"]
+    correct = total = 0
+    for images, labels in make_dataset(str(data_dir), "test", batch_size=1000, shuffle=False, repeat=False):
+        (probs,) = fn(image=images).values()
+        correct += int(np.sum(np.argmax(probs.numpy(), axis=1) == labels.numpy()))
+        total += int(labels.shape[0])
+    return correct / total, fn
+
+
+@pytest.mark.slow
+def test_single_process_training_learns_mnist_and_writes_model_and_summary(mnist_subset_dir, tmp_path):
+    model_dir = tmp_path / "model"
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainer.task", "--data-dir", str(mnist_subset_dir), "--model-dir", str(model_dir),
+         "--epochs", "2", "--batch-size", "64", "--learning-rate", "3e-3", "--seed", "0"],
+        check=False, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    epoch_lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("epoch ")]
+    assert len(epoch_lines) == 2 and all("examples/sec=" in ln and "accuracy=" in ln for ln in epoch_lines)
+
+    summary = json.loads((model_dir / "training_summary.json").read_text())
+    assert {k: summary[k] for k in ("epochs", "global_batch_size", "num_replicas_in_sync", "num_workers",
+                                    "strategy", "train_examples", "steps_per_epoch")} == {
+        "epochs": 2, "global_batch_size": 64, "num_replicas_in_sync": 1, "num_workers": 1,
+        "strategy": "default", "train_examples": SUBSET_EXAMPLES, "steps_per_epoch": 47}
+    assert 0.7 < summary["final_accuracy"] <= 1.0
+    assert 0.0 < summary["final_loss"] < 1.0
+    assert summary["examples_per_sec"] > 100
+    assert 0 < sum(summary["epoch_times_s"]) < summary["wall_time_s"]
+
+    accuracy, fn = _test_accuracy(model_dir / "saved_model", mnist_subset_dir)
+    assert accuracy > 0.85, accuracy  # chance is 0.1; measured ~0.93
+    (spec,) = fn.structured_input_signature[1].values()
+    assert spec.dtype.name == "uint8" and spec.shape.as_list() == [None, 28, 28, 1]
+    (out_spec,) = fn.structured_outputs.values()
+    assert out_spec.shape.as_list() == [None, 10]
+    assert list((model_dir / "logs" / "train").glob("events.out.tfevents.*"))
+    assert not list((model_dir / "backup").glob("*"))  # BackupAndRestore cleans up after success
+
+
+@pytest.mark.slow
+def test_two_workers_train_in_sync_and_only_the_chief_keeps_its_saved_model(mnist_subset_dir, tmp_path):
+    from tfk8s.cluster import ReplicaCounts
+    from tfk8s.launcher import TrainingJob
+    from tfk8s.launcher.local import python_command, run_local
+
+    model_dir, scratch = tmp_path / "model", tmp_path / "scratch"
+    scratch.mkdir()
+    lines: list[str] = []
+    job = TrainingJob(
+        name="trainer-test", counts=ReplicaCounts(worker=2),
+        command=python_command("trainer.task", "--data-dir", str(mnist_subset_dir), "--model-dir", str(model_dir),
+                               "--epochs", "1", "--batch-size", "64", "--learning-rate", "3e-3",
+                               "--max-train-examples", "2000", "--seed", "0"),
+        env={"TMPDIR": str(scratch), "TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=240)
+    result = run_local(job, log_sink=lines.append, cwd=REPO)
+    assert result.exit_codes == {"worker-0": 0, "worker-1": 0}, "\n".join(lines[-40:])
+
+    summary = json.loads((model_dir / "training_summary.json").read_text())
+    assert (summary["strategy"], summary["num_workers"], summary["num_replicas_in_sync"]) == (
+        "multi_worker_mirrored", 2, 2)
+    assert (summary["train_examples"], summary["steps_per_epoch"]) == (2000, 32)
+    epoch_lines = {ln.split("]")[0] + "]": ln for ln in lines if "] epoch 1/1:" in ln}
+    assert set(epoch_lines) == {"[worker-0]", "[worker-1]"}
+    # synchronous training: both workers report the same all-reduced loss
+    losses = {ln.split("loss=")[1].split()[0] for ln in epoch_lines.values()}
+    assert len(losses) == 1
+    assert (model_dir / "saved_model" / "saved_model.pb").is_file()
+    assert list(scratch.iterdir()) == []  # worker-1 saved into a temporary directory and removed it
+    accuracy, _ = _test_accuracy(model_dir / "saved_model", mnist_subset_dir)
+    assert accuracy > 0.6, accuracy  # 32 steps of 64 examples; chance is 0.1; measured ~0.85
