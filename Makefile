@@ -34,7 +34,7 @@ compile: $(STAMP)
 	$(PY) pipelines/train.py --compile --format argo
 
 bench: $(STAMP)
-	$(PY) bench/launch_overhead.py
+	$(PY) bench/worker_scaling.py
 
 image:
 	docker build -t $(IMAGE) .

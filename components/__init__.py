@@ -5,4 +5,6 @@ any container engine. The work itself lives in :mod:`tfk8s`.
 Components run inside the project image and pip-install nothing at start (``install_kfp_package=False``).
 """
 
-DEFAULT_IMAGE = "ghcr.io/tfk8s/tfk8s:0.1.0"
+from tfk8s import DEFAULT_IMAGE
+
+__all__ = ["DEFAULT_IMAGE"]

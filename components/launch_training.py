@@ -43,7 +43,7 @@ def launch_training(
     success_policy: str = "",
     timeout_s: int = 0,
     namespace: str = "",
-    image: str = "ghcr.io/tfk8s/tfk8s:0.1.0",
+    image: str = "ghcr.io/tfk8s/tfk8s:0.1.0",  # a literal: KFP runs this source without module globals
     pvc_name: str = "",
     cpu: str = "1",
     memory: str = "2Gi",

@@ -80,3 +80,12 @@ def test_no_step_is_served_from_the_cache():
 def test_committed_ir_matches_the_source(tmp_path):
     fresh = compile_pipeline(tmp_path / "train.yaml")
     assert _load(fresh) == _load(DEFAULT_OUTPUT), "recompile: python pipelines/train.py --compile"
+
+
+def test_replica_image_defaults_to_the_project_image_everywhere():
+    from tfk8s import DEFAULT_IMAGE
+
+    spec = next(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))
+    launch_inputs = spec["components"]["comp-launch-training"]["inputDefinitions"]["parameters"]
+    assert launch_inputs["image"]["defaultValue"] == DEFAULT_IMAGE
+    assert spec["root"]["inputDefinitions"]["parameters"]["image"]["defaultValue"] == DEFAULT_IMAGE

@@ -39,8 +39,9 @@ def _result(acc: float):
     n = 1000
     labels = np.zeros(n, dtype=int)
     probs = np.zeros((n, 2))
-    probs[: int(round(acc * n)), 0] = 1
-    probs[int(round(acc * n)):, 1] = 1
+    k = round(acc * n)
+    probs[:k, 0] = 1
+    probs[k:, 1] = 1
     return compute_metrics(labels, probs, ["x", "y"])
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tfk8s.cluster import ReplicaCounts
-from tfk8s.launcher import JobTimeoutError, ReplicaFailedError, TrainingJob
+from tfk8s.launcher import JobTimeoutError, LauncherTerminatedError, ReplicaFailedError, TrainingJob
 from tfk8s.launcher.local import run_local
 
 FAKE = str(Path(__file__).with_name("fake_replica.py"))
@@ -97,7 +97,7 @@ def test_sigterm_to_the_launcher_stops_every_replica(tmp_path):
     timer = threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGTERM))
     timer.start()
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(LauncherTerminatedError, match="got SIGTERM"):
             run_local(_job(ReplicaCounts(worker=2), {"worker-0": "sleep", "worker-1": "sleep"}, pid_dir=tmp_path),
                       log_sink=lambda _: None, stop_grace_s=2)
     finally:

@@ -10,3 +10,6 @@ The logic lives in plain modules that import neither KFP nor a Kubernetes client
 """
 
 __version__ = "0.1.0"
+
+DEFAULT_IMAGE = "ghcr.io/tfk8s/tfk8s:0.1.0"
+"""The project image (``make image`` builds it): every component and, by default, every replica runs it."""

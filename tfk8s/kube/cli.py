@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 
+from tfk8s import DEFAULT_IMAGE
 from tfk8s.kube.settings import DEFAULT_MOUNT_PATH, KubernetesSettings
 
 # (flag, type, default, help); the destination is the flag without "--", "-" -> "_".
 _FLAGS: tuple[tuple[str, type, object, str], ...] = (
     ("--namespace", str, "", "namespace of the replicas (default: the launcher pod's own, else 'default')"),
-    ("--image", str, "ghcr.io/tfk8s/tfk8s:0.1.0", "container image of the replicas"),
+    ("--image", str, DEFAULT_IMAGE, "container image of the replicas"),
     ("--pvc-name", str, "", "PersistentVolumeClaim with the data and model, mounted in every replica"),
     ("--volume-mount-path", str, DEFAULT_MOUNT_PATH, "where the PVC is mounted (the same path as in the pipeline)"),
     ("--cpu", str, "1", "CPU request = limit of each replica (a quantity: 2, 500m)"),

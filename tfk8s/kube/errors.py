@@ -8,7 +8,10 @@ what to do.
 
 from __future__ import annotations
 
-from tfk8s.launcher import LaunchError, ReplicaFailedError
+from tfk8s.launcher import LaunchError, LauncherTerminatedError, ReplicaFailedError
+
+# LauncherTerminatedError is re-exported: it is defined beside the other backend-neutral errors.
+__all__ = ["AlreadyExistsError", "CleanupError", "ContainerConfigError", "ImagePullError", "KubernetesApiError", "LauncherTerminatedError", "PermanentFailureError", "RestartBudgetExhaustedError", "ScheduleTimeoutError"]
 
 
 class PermanentFailureError(ReplicaFailedError):
@@ -35,10 +38,6 @@ class ScheduleTimeoutError(ReplicaFailedError):
     """A replica was not scheduled within ``schedule_timeout_s``; the message carries the scheduler's (or the
     Job controller's, e.g. quota exceeded) own message. Failing instead of waiting also breaks the
     partial-allocation deadlock of two jobs each holding part of the cluster."""
-
-
-class LauncherTerminatedError(LaunchError):
-    """The launcher got SIGTERM (the pipeline run was cancelled or its pod evicted); every replica was deleted."""
 
 
 class CleanupError(LaunchError):

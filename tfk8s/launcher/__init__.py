@@ -60,6 +60,10 @@ class ReplicaFailedError(LaunchError):
         super().__init__(msg)
 
 
+class LauncherTerminatedError(LaunchError):
+    """The launcher got SIGTERM (the pipeline run was cancelled or its pod evicted); every replica was stopped."""
+
+
 class JobTimeoutError(LaunchError):
     """The training job did not finish within its deadline."""
 
@@ -116,8 +120,9 @@ class LaunchResult:
         exit_codes: exit code of every replica that exited by itself, keyed by its label (``worker-1``);
             replicas stopped by the launcher (ps, evaluator) are absent.
         stopped: labels of the replicas the launcher stopped after success.
-        wall_time_s: seconds from the first replica's start to success.
-        restarts: how many replicas were recreated (Kubernetes backend only).
+        wall_time_s: seconds from the launcher's start (or re-attach) to success.
+        restarts: how many recreations (of one replica, or of the whole worker set under
+            MultiWorkerMirroredStrategy) were used from the restart budget (Kubernetes backend only).
         cluster_spec: the cluster spec the replicas ran with (``{"worker": ["host:port", ...], ...}``).
     """
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from tfk8s.cluster import Replica, ReplicaType, cluster_spec, tf_config_json
 from tfk8s.launcher import (
     JobTimeoutError,
+    LauncherTerminatedError,
     LaunchResult,
     ReplicaFailedError,
     TrainingJob,
@@ -157,7 +158,8 @@ def run_local(job: TrainingJob, *, log_sink: LogSink = _print_sink, log_dir: str
         ReplicaFailedError: a replica exited non-zero (or was killed); names the replica, exit code, reason
             and its last log lines. A non-coordinator failing after success does not fail the job.
         JobTimeoutError: ``job.timeout_s`` elapsed first.
-        KeyboardInterrupt: the launcher was interrupted or got SIGTERM (after stopping every replica).
+        LauncherTerminatedError: the launcher got SIGTERM (after stopping every replica).
+        KeyboardInterrupt: the launcher was interrupted (after stopping every replica).
     """
     replicas = list(job.counts.replicas())
     ports = dict(zip(replicas, free_ports(len(replicas)), strict=True))
@@ -187,7 +189,9 @@ def run_local(job: TrainingJob, *, log_sink: LogSink = _print_sink, log_dir: str
             return result
     except _Terminated:
         log_sink(f"launcher got SIGTERM: stopping every replica of {job.name}")
-        raise KeyboardInterrupt("SIGTERM") from None
+        raise LauncherTerminatedError(
+            f"the launcher got SIGTERM (run cancelled or pod evicted); every replica of {job.name} was stopped"
+        ) from None
     finally:
         _stop(procs, stop_grace_s)
         left = [p.replica.label for p in procs if p.popen.poll() is None]
