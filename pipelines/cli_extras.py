@@ -77,6 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser, mode_group) -> None:
     parser.add_argument(
         "--kfp-namespace", help="--run/--schedule: the KFP profile namespace (multi-user Kubeflow)"
     )
+    parser.add_argument(
+        "--run-service-account",
+        metavar="NAME",
+        help="--run/--schedule: the ServiceAccount the run's pods use; the launch step needs the Role of "
+        "manifests/rbac.yaml, e.g. tfk8s-launcher (default: the KFP installation's, e.g. pipeline-runner)",
+    )
 
 
 def _is_default_output(output: str | None, compile_fn: Callable) -> bool:
@@ -128,6 +134,7 @@ def handle(args: argparse.Namespace, compile_fn: Callable[[Path], Path]) -> bool
                 "experiment": args.experiment,
                 "upload": args.upload,
                 "namespace": args.kfp_namespace,
+                "service_account": getattr(args, "run_service_account", None),
             }
             with _package(args, compile_fn) as package:
                 if run:

@@ -396,6 +396,8 @@ def test_cli_run_compiles_afresh_and_submits_the_parameters(capsys):
                 "epochs=2",
                 "--param",
                 "workers=3",
+                "--run-service-account",
+                "tfk8s-launcher",
             ]
         )
         assert handle(args, compile_fn) is True
@@ -403,6 +405,7 @@ def test_cli_run_compiles_afresh_and_submits_the_parameters(capsys):
     assert len(compiled) == 1 and compiled[0].name == "train.yaml" and not compiled[0].exists()  # a temp file
     body = kfp.one("POST", "/apis/v2beta1/runs")["body"]
     assert body["runtime_config"]["parameters"] == {"epochs": 2, "workers": 3}
+    assert body["service_account"] == "tfk8s-launcher"  # the launch step needs manifests/rbac.yaml's Role
     assert kfp.one("POST", "/apis/v2beta1/experiments")["body"]["display_name"] == "dev"
     assert f"{kfp.host}/#/runs/details/run-1" in capsys.readouterr().out
 
@@ -488,6 +491,7 @@ def test_cli_help_lists_every_flag():
         "--upload",
         "--package PATH",
         "--kfp-namespace",
+        "--run-service-account NAME",
     ):
         assert flag in text, flag
     assert "'0 0 2 * * *' is 02:00 daily" in text
