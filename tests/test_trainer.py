@@ -171,7 +171,8 @@ def test_two_workers_use_multi_worker_mirrored_and_worker_0_is_chief(mnist_subse
     w1 = _plan(mnist_subset_dir, tmp_path, "--batch-size", "64", tf_config=_tf_config(2, 1))
     assert (w0.strategy, w0.num_workers, w0.is_chief) == ("multi_worker_mirrored", 2, True)
     assert (w1.strategy, w1.is_chief) == ("multi_worker_mirrored", False)
-    assert w0.intra_op_threads == max(1, (os.cpu_count() or 1) // 2)  # both share this host's cores
+    assert w0.intra_op_threads == max(1, len(os.sched_getaffinity(0)) // 2)  # both share this host's cores
+    assert w0.inter_op_threads == w0.intra_op_threads
 
 
 def test_with_a_chief_the_chief_saves_and_worker_0_does_not(mnist_subset_dir, tmp_path):

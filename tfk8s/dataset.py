@@ -292,7 +292,8 @@ def prepare_dataset(
             (fixed-shape uint8) and a ``label`` (ClassLabel) feature.
         output_dir: directory to write into (created if missing). Our earlier shard files of the same splits
             and ``metadata.json`` in it are replaced; other files are left alone.
-        tfds_data_dir: TFDS data directory to read from; None: TFDS's default (``$TFDS_DATA_DIR`` or
+        tfds_data_dir: TFDS data directory to read from (any folder holding ``<name>/<version>/`` in TFDS
+            format, e.g. local files copied from another machine); None: TFDS's default (``$TFDS_DATA_DIR`` or
             ``~/tensorflow_datasets``). Callers usually pass :func:`default_tfds_data_dir`.
         num_shards: files per split, >= 1. Use at least the number of training workers so that each worker
             reads whole files (``AutoShardPolicy.FILE``).
@@ -312,7 +313,8 @@ def prepare_dataset(
 
     Atomicity: shards are written under temporary names and renamed; ``metadata.json`` is deleted first and
     written last (temp file + rename), so it never points at missing or partial shards.
-    Full MNIST (70,000 examples) takes about 7 s on 2 CPU cores.
+    Full MNIST (70,000 examples) takes 9-12 s on 2 shared CPU cores; about 6 s of it is TFDS decoding the
+    stored PNGs, under 1 s is serialising the records.
     """
     if not isinstance(num_shards, int) or num_shards < 1:
         raise ValueError(f"num_shards must be an integer >= 1, got {num_shards!r}")
