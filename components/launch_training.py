@@ -34,9 +34,9 @@ def launch_training(
     workers: int = 2,
     ps: int = 0,
     evaluator: int = 0,
-    epochs: int = 3,
-    batch_size: int = 128,
-    learning_rate: float = 0.001,
+    epochs: int = 2,
+    batch_size: int = 512,
+    learning_rate: float = 0.006,
     max_train_examples: int = 0,
     backend: str = "kubernetes",
     job_name_prefix: str = "tfk8s",
@@ -108,9 +108,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--ps", type=int, default=0)
     p.add_argument("--evaluator", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=128, help="global batch size")
-    p.add_argument("--learning-rate", type=float, default=0.001)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=512, help="global batch size")
+    p.add_argument("--learning-rate", type=float, default=0.006)
     p.add_argument("--max-train-examples", type=int, default=0, help="cap on training examples (0: all)")
     p.add_argument("--backend", choices=("local", "kubernetes"), default="kubernetes")
     p.add_argument("--job-name-prefix", default="tfk8s")

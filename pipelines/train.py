@@ -27,6 +27,7 @@ from kfp import compiler, dsl, kubernetes
 from kfp.dsl import ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
 from components import DEFAULT_IMAGE
+from components.ensure_volume import ensure_volume
 from components.evaluate_model import evaluate_model
 from components.export_model import export_model
 from components.launch_training import launch_training
@@ -63,9 +64,9 @@ def train_pipeline(
     workers: int = 2,
     ps: int = 0,
     evaluator: int = 0,
-    epochs: int = 3,
-    batch_size: int = 128,
-    learning_rate: float = 0.001,
+    epochs: int = 2,
+    batch_size: int = 512,
+    learning_rate: float = 0.006,
     success_policy: str = "",
     timeout_s: int = 0,
     model_name: str = "mnist-cnn",
@@ -75,6 +76,9 @@ def train_pipeline(
     backend: str = "kubernetes",
     volume_root: str = VOLUME_MOUNT_PATH,
     pvc_name: str = "tfk8s-data",
+    create_pvc: bool = False,
+    pvc_size: str = "20Gi",
+    pvc_storage_class: str = "",
     namespace: str = "",
     image: str = DEFAULT_IMAGE,
     cpu: str = "1",
@@ -86,10 +90,17 @@ def train_pipeline(
 ) -> Outputs:
     run_id = dsl.PIPELINE_JOB_ID_PLACEHOLDER
 
+    # Before anything mounts the volume: it exists (or is created when asked), else the run fails at once.
+    volume = ensure_volume(
+        backend=backend, volume_root=volume_root, pvc_name=pvc_name, namespace=namespace, create_pvc=create_pvc,
+        pvc_size=pvc_size, pvc_storage_class=pvc_storage_class,
+    ).set_display_name("ensure volume")
+    volume.set_caching_options(False)
+
     prepare = prepare_dataset(
         dataset_name=dataset_name, tfds_data_dir=tfds_data_dir, volume_root=volume_root, run_id=run_id,
         num_shards=num_shards, num_workers=workers, chief=chief, max_examples=max_examples,
-    ).set_display_name("prepare dataset")
+    ).set_display_name("prepare dataset").after(volume)
 
     launch = launch_training(
         dataset=prepare.outputs["dataset"], volume_root=volume_root, run_id=run_id, chief=chief, workers=workers,

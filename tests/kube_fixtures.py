@@ -46,8 +46,9 @@ PODS = kmock.resource("", "v1", "pods")
 JOBS = kmock.resource("batch", "v1", "jobs")
 SERVICES = kmock.resource("", "v1", "services")
 EVENTS = kmock.resource("", "v1", "events")
-RESOURCES = {"pods": PODS, "jobs": JOBS, "services": SERVICES, "events": EVENTS}
-KINDS = {PODS: "Pod", JOBS: "Job", SERVICES: "Service", EVENTS: "Event"}
+PVCS = kmock.resource("", "v1", "persistentvolumeclaims")
+RESOURCES = {"pods": PODS, "jobs": JOBS, "services": SERVICES, "events": EVENTS, "persistentvolumeclaims": PVCS}
+KINDS = {PODS: "Pod", JOBS: "Job", SERVICES: "Service", EVENTS: "Event", PVCS: "PersistentVolumeClaim"}
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of generateName suffixes
 _CLOSE = "CLOSE"  # a bus message that ends the open watches of a resource
 
@@ -615,7 +616,7 @@ class FakeCluster:
 
     def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Create an object directly (as a previous launcher would have); Jobs get their pod."""
-        resource = {"Job": JOBS, "Service": SERVICES, "Pod": PODS}[manifest["kind"]]
+        resource = {"Job": JOBS, "Service": SERVICES, "Pod": PODS, "PersistentVolumeClaim": PVCS}[manifest["kind"]]
         raw = self._run(self.server.put(resource, copy.deepcopy(manifest)))
         if resource == JOBS:
             self._run(self.server._job_controller(raw))

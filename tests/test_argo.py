@@ -94,7 +94,7 @@ def test_it_is_a_plain_argo_workflow_whose_arguments_are_the_pipeline_parameters
     args = {p["name"]: p.get("value") for p in committed["spec"]["arguments"]["parameters"]}
     assert set(args) == set(ir.parameters)
     assert args["workers"] == "2"
-    assert args["learning_rate"] == "0.001"
+    assert args["learning_rate"] == "0.006"
     assert args["min_accuracy"] == "0.98"
     assert args["fail_on_unblessed"] == "false"
     assert args["pvc_name"] == "tfk8s-data"
@@ -113,6 +113,7 @@ def test_argo_and_ir_have_the_same_steps_images_commands_and_dependencies(commit
         set(argo_tasks)
         == set(ir_tasks)
         == {
+            "ensure-volume",
             "prepare-dataset",
             "launch-training",
             "export-model",
@@ -150,8 +151,10 @@ def test_every_step_mounts_the_pvc_named_by_the_pvc_name_argument(committed):
         {"name": "tfk8s-volume", "persistentVolumeClaim": {"claimName": "{{workflow.parameters.pvc_name}}"}}
     ]
     containers = [t for t in committed["spec"]["templates"] if "container" in t]
-    assert len(containers) == 6
-    for t in containers:
+    assert len(containers) == 7
+    # ensure-volume checks (or creates) the claim before anything mounts it: it cannot mount it itself
+    assert "volumeMounts" not in _templates(committed)["ensure-volume"]["container"]
+    for t in (t for t in containers if t["name"] != "ensure-volume"):
         assert t["container"]["volumeMounts"] == [{"name": "tfk8s-volume", "mountPath": "/mnt/tfk8s"}], t[
             "name"
         ]
@@ -162,8 +165,11 @@ def test_launch_step_runs_as_tfk8s_launcher_and_knows_its_pod(committed):
     assert launch["serviceAccountName"] == "tfk8s-launcher"
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in launch["container"]["env"]}
     assert env == {"TFK8S_LAUNCHER_POD_NAME": "metadata.name", "TFK8S_LAUNCHER_POD_UID": "metadata.uid"}
+    assert _templates(committed)["ensure-volume"]["serviceAccountName"] == "tfk8s-launcher"  # reads the PVC
     others = [
-        t for t in committed["spec"]["templates"] if "container" in t and t["name"] != "launch-training"
+        t
+        for t in committed["spec"]["templates"]
+        if "container" in t and t["name"] not in ("launch-training", "ensure-volume")
     ]
     assert all("serviceAccountName" not in t for t in others)
 
@@ -248,7 +254,7 @@ def test_each_steps_cli_accepts_the_arguments_argo_passes(committed, monkeypatch
     assert parsed["launch-training"]["data_dir"] == "/mnt/tfk8s/runs/0b4a2c1e-uid/data"
     assert parsed["launch-training"]["pvc_name"] == "tfk8s-data"
     assert parsed["launch-training"]["image"] == DEFAULT_IMAGE
-    assert parsed["launch-training"]["learning_rate"] == 0.001
+    assert parsed["launch-training"]["learning_rate"] == 0.006
     assert parsed["export-model"]["saved_model_dir"] == "/mnt/tfk8s/runs/0b4a2c1e-uid/train/saved_model"
     assert parsed["evaluate-model"]["model_dir"] == "/mnt/tfk8s/models/mnist-cnn/3"
     assert parsed["evaluate-model"]["min_accuracy"] == 0.98

@@ -24,8 +24,9 @@ def test_committed_ir_parses_into_the_pipeline_spec_proto():
     proto = json_format.ParseDict(next(spec), pipeline_spec_pb2.PipelineSpec())
     assert proto.pipeline_info.name == "tfk8s-train"
     tasks = proto.root.dag.tasks
-    assert set(tasks) == {"prepare-dataset", "launch-training", "export-model", "evaluate-model",
-                          "condition-branches-1"}
+    assert set(tasks) == {"ensure-volume", "prepare-dataset", "launch-training", "export-model",
+                          "evaluate-model", "condition-branches-1"}
+    assert list(tasks["prepare-dataset"].dependent_tasks) == ["ensure-volume"]
     assert list(tasks["launch-training"].dependent_tasks) == ["prepare-dataset"]
     assert list(tasks["export-model"].dependent_tasks) == ["launch-training"]
     assert sorted(tasks["evaluate-model"].dependent_tasks) == ["export-model", "launch-training", "prepare-dataset"]
@@ -54,6 +55,7 @@ def test_components_install_nothing_at_start():
 def test_every_step_mounts_the_volume_and_the_launcher_knows_its_pod():
     platform = list(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))[1]
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    # every step but ensure-volume, which checks (or creates) the claim before anything mounts it
     assert set(executors) == {f"exec-{n}" for n in ("prepare-dataset", "launch-training", "export-model",
                                                      "evaluate-model", "push-model", "reject-model")}
     for name, cfg in executors.items():
@@ -73,7 +75,7 @@ def test_no_step_is_served_from_the_cache():
                 yield from tasks(comp["dag"])
 
     steps = {n: t for n, t in tasks(spec["root"]["dag"]) if not n.startswith("condition")}
-    assert len(steps) == 6
+    assert len(steps) == 7
     assert all(t["cachingOptions"] == {} for t in steps.values())  # {} = enableCache false
 
 

@@ -392,6 +392,7 @@ def test_rbac_is_namespaced_and_grants_exactly_the_calls_the_launcher_makes():
         ("", "pods/log"): {"get"},
         ("", "services"): {"create", "delete", "list"},
         ("", "events"): {"list"},
+        ("", "persistentvolumeclaims"): {"create", "get"},  # the ensure-volume step
     }
     binding = docs["RoleBinding"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tfk8s-launcher"}

@@ -31,6 +31,47 @@ KUBERNETES_PARAMS = (
 """Parameters of the launch step passed through to ``tfk8s.kube.settings.KubernetesSettings.from_params``."""
 
 
+def ensure_volume_step(*, backend: str, volume_root: str, pvc_name: str, namespace: str = "",
+                       create_pvc: bool = False, pvc_size: str = "20Gi", pvc_storage_class: str = "",
+                       api_client=None) -> dict:
+    """Make sure the shared volume exists before any step mounts it.
+
+    ``local``: create the folder ``volume_root``. ``kubernetes``: check that PersistentVolumeClaim ``pvc_name``
+    exists in ``namespace`` (empty: this pod's), or create it when ``create_pvc`` (see
+    :func:`tfk8s.kube.volume.ensure_pvc`).
+
+    Returns:
+        ``{"backend", "volume_root"}`` plus, on Kubernetes, the claim's ``name``, ``namespace``, ``created``,
+        ``phase`` and ``access_modes``.
+
+    Raises:
+        ValueError: unknown backend or empty pvc_name.
+        tfk8s.kube.errors.VolumeError: the claim is missing (and not to be created) or unusable.
+    """
+    from pathlib import Path
+
+    if backend == "local":
+        Path(volume_root).mkdir(parents=True, exist_ok=True)
+        return {"backend": backend, "volume_root": volume_root}
+    if backend != "kubernetes":
+        raise ValueError(f"backend must be 'local' or 'kubernetes', got {backend!r}")
+    if not pvc_name:
+        raise ValueError("pvc_name is empty: name the PersistentVolumeClaim that holds the data and models")
+    from tfk8s.kube.api import KubeApi
+    from tfk8s.kube.settings import resolve_namespace
+    from tfk8s.kube.volume import ensure_pvc
+    from tfk8s.launcher.kubernetes import load_api_client
+
+    client = api_client or load_api_client()
+    try:
+        status = ensure_pvc(KubeApi(client, resolve_namespace(namespace)), pvc_name, create=create_pvc,
+                            size=pvc_size, storage_class=pvc_storage_class)
+    finally:
+        if api_client is None:
+            client.close()
+    return {"backend": backend, "volume_root": volume_root, **status}
+
+
 def prepare_dataset_step(
     *,
     dataset_name: str,

@@ -207,6 +207,24 @@ class KubeApi:
                            self.namespace, field_selector=f"involvedObject.name={involved_object}").get("items")
         return sorted(items or [], key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
+    # -- persistent volume claims (the ensure-volume step) -------------------------------------------------------
+    @_uses("", "persistentvolumeclaims", "get")
+    def read_pvc(self, name: str) -> dict[str, Any] | None:
+        """The PersistentVolumeClaim ``name``, or None if there is none."""
+        try:
+            return self._json(f"reading PersistentVolumeClaim {name}",
+                              self._core.read_namespaced_persistent_volume_claim, name, self.namespace)
+        except KubernetesApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    @_uses("", "persistentvolumeclaims", "create")
+    def create_pvc(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a PersistentVolumeClaim; raises :class:`AlreadyExistsError` if it exists."""
+        return self._json("creating PersistentVolumeClaim", self._core.create_namespaced_persistent_volume_claim,
+                          self.namespace, body)
+
     def _watch(self, what: str, fn: Callable[..., Any], label_selector: str, resource_version: str,
                timeout_s: int) -> Any:
         return self._call(what, fn, self.namespace, label_selector=label_selector, watch=True,

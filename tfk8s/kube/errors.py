@@ -11,7 +11,18 @@ from __future__ import annotations
 from tfk8s.launcher import LaunchError, LauncherTerminatedError, ReplicaFailedError
 
 # LauncherTerminatedError is re-exported: it is defined beside the other backend-neutral errors.
-__all__ = ["AlreadyExistsError", "CleanupError", "ContainerConfigError", "ImagePullError", "KubernetesApiError", "LauncherTerminatedError", "PermanentFailureError", "RestartBudgetExhaustedError", "ScheduleTimeoutError"]
+__all__ = [
+    "AlreadyExistsError",
+    "CleanupError",
+    "ContainerConfigError",
+    "ImagePullError",
+    "KubernetesApiError",
+    "LauncherTerminatedError",
+    "PermanentFailureError",
+    "RestartBudgetExhaustedError",
+    "ScheduleTimeoutError",
+    "VolumeError",
+]
 
 
 class PermanentFailureError(ReplicaFailedError):
@@ -52,6 +63,10 @@ class KubernetesApiError(LaunchError):
     def __init__(self, message: str, status: int = 0):
         self.status = status
         super().__init__(message)
+
+
+class VolumeError(RuntimeError):
+    """The shared volume (PersistentVolumeClaim) is missing or unusable; the message says how to fix it."""
 
 
 class AlreadyExistsError(KubernetesApiError):

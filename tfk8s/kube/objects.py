@@ -199,3 +199,25 @@ def render_manifests(job: TrainingJob, settings: KubernetesSettings) -> list[dic
     replicas = list(job.counts.replicas())
     return [service_manifest(job, r, settings) for r in replicas] + [job_manifest(job, r, settings)
                                                                        for r in replicas]
+
+
+def pvc_manifest(name: str, namespace: str, *, size: str, storage_class: str = "",
+                 access_mode: str = "ReadWriteMany") -> dict[str, Any]:
+    """The shared volume's PersistentVolumeClaim (created by the ensure-volume step when asked).
+
+    Args:
+        size: a Kubernetes quantity, e.g. ``20Gi``.
+        storage_class: the StorageClass; empty: the cluster's default.
+        access_mode: ``ReadWriteMany`` by default: the launcher and replicas on several nodes mount it at once.
+    """
+    spec: dict[str, Any] = {"accessModes": [access_mode], "resources": {"requests": {"storage": size}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {"app.kubernetes.io/name": "tfk8s", "app.kubernetes.io/component": "volume",
+                                "app.kubernetes.io/managed-by": "tfk8s"}},
+        "spec": spec,
+    }

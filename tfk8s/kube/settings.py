@@ -333,7 +333,7 @@ class KubernetesSettings:
                 quantity, name or number; the message names the parameter and says how to fix it.
         """
         own_namespace = _own_namespace()
-        ns = namespace or own_namespace or DEFAULT_NAMESPACE
+        ns = resolve_namespace(namespace)
         selector = _parse_json(node_selector, "node_selector", dict, '{"cloud.google.com/gke-nodepool": "gpu"}')
         tols = _parse_json(tolerations, "tolerations", list,
                            '[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]')
@@ -401,6 +401,11 @@ def _number(value: Any, name: str) -> float:
     if isinstance(value, bool) or not math.isfinite(v):
         raise ValueError(f"{name} must be a number of seconds, got {value!r}")
     return v
+
+
+def resolve_namespace(namespace: str = "") -> str:
+    """``namespace`` if given, else the namespace of the pod this runs in, else ``default``."""
+    return namespace or _own_namespace() or DEFAULT_NAMESPACE
 
 
 def _own_namespace(path: Path | None = None) -> str:

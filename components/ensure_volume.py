@@ -1,0 +1,66 @@
+"""ensure_volume: before anything mounts it, check that the shared volume (a PersistentVolumeClaim) exists,
+or create it when asked; locally, create the folder standing for it. A missing volume then fails the run at
+once with the fix, instead of leaving every pod Pending."""
+
+import argparse
+import json
+
+from kfp import dsl
+
+from components import DEFAULT_IMAGE
+
+CLI_IO = {
+    "inputs": {},
+    "outputs": {"Output": "name"},
+    "service_account": "tfk8s-launcher",  # reads (and may create) the PersistentVolumeClaim
+}
+
+
+@dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
+def ensure_volume(
+    backend: str = "kubernetes",
+    volume_root: str = "/mnt/tfk8s",
+    pvc_name: str = "tfk8s-data",
+    namespace: str = "",
+    create_pvc: bool = False,
+    pvc_size: str = "20Gi",
+    pvc_storage_class: str = "",
+) -> str:
+    """Check (or create) the shared volume; returns the claim's name."""
+    from tfk8s.steps import ensure_volume_step
+
+    status = ensure_volume_step(backend=backend, volume_root=volume_root, pvc_name=pvc_name, namespace=namespace,
+                                create_pvc=create_pvc, pvc_size=pvc_size, pvc_storage_class=pvc_storage_class)
+    return status.get("name", volume_root)
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m components.ensure_volume", description=__doc__)
+    p.add_argument("--backend", choices=("local", "kubernetes"), default="kubernetes")
+    p.add_argument("--volume-root", default="/mnt/tfk8s", help="local: the folder standing for the volume")
+    p.add_argument("--pvc-name", default="tfk8s-data", help="the PersistentVolumeClaim")
+    p.add_argument("--namespace", default="", help="its namespace (default: this pod's)")
+    p.add_argument("--create-pvc", type=_boolean, default=False, metavar="{true,false}",
+                   help="create it (ReadWriteMany) if missing (default: false)")
+    p.add_argument("--pvc-size", default="20Gi", help="size when creating, a Kubernetes quantity")
+    p.add_argument("--pvc-storage-class", default="", help="StorageClass when creating (default: the cluster's)")
+    p.add_argument("--results-dir", default="", help="also write each result field to DIR/<field>")
+    a = p.parse_args(argv)
+    from tfk8s.step_results import write_results
+    from tfk8s.steps import ensure_volume_step
+
+    out = ensure_volume_step(backend=a.backend, volume_root=a.volume_root, pvc_name=a.pvc_name,
+                             namespace=a.namespace, create_pvc=a.create_pvc, pvc_size=a.pvc_size,
+                             pvc_storage_class=a.pvc_storage_class)
+    print(json.dumps(out, indent=2))
+    write_results(a.results_dir, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The ensure-volume step against the fake API server: the claim is found, created when asked, or the run
+fails at once with the fix; the calls it makes are the ones manifests/rbac.yaml grants."""
+
+import kubernetes_validate
+import pytest
+
+from tests.kube_fixtures import NAMESPACE, FakeCluster
+from tfk8s.kube.api import KubeApi, required_rules
+from tfk8s.kube.errors import VolumeError
+from tfk8s.kube.objects import pvc_manifest
+from tfk8s.kube.volume import ensure_pvc
+from tfk8s.steps import ensure_volume_step
+
+pytest_plugins = ["tests.kube_fixtures"]
+pytestmark = pytest.mark.timeout(60)
+
+
+def _pvc_requests(cluster: FakeCluster) -> list[tuple[str, str]]:
+    return [(r.method.value, r.action.name if r.action else "") for r in cluster.requests()
+            if r.resource is not None and r.resource.plural == "persistentvolumeclaims"]
+
+
+def test_a_missing_claim_fails_at_once_naming_it_and_the_fix(cluster):
+    api = KubeApi(cluster.api_client(), NAMESPACE)
+    with pytest.raises(VolumeError) as err:
+        ensure_pvc(api, "tfk8s-data", log=lambda _: None)
+    msg = str(err.value)
+    assert f"PersistentVolumeClaim 'tfk8s-data' not found in namespace '{NAMESPACE}'" in msg
+    assert "create_pvc=true" in msg
+    assert cluster.objects("persistentvolumeclaims") == []
+
+
+def test_create_pvc_creates_a_read_write_many_claim_once(cluster):
+    api = KubeApi(cluster.api_client(), NAMESPACE)
+    lines: list[str] = []
+    first = ensure_pvc(api, "tfk8s-data", create=True, size="5Gi", storage_class="nfs", log=lines.append)
+    again = ensure_pvc(api, "tfk8s-data", create=True, size="5Gi", storage_class="nfs", log=lines.append)
+    assert first["created"] is True and again["created"] is False
+    (pvc,) = cluster.objects("persistentvolumeclaims")
+    assert pvc["spec"] == {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "5Gi"}},
+                           "storageClassName": "nfs"}
+    assert lines[0] == (f"created PersistentVolumeClaim tfk8s-data (5Gi, ReadWriteMany, storage class nfs) "
+                        f"in namespace {NAMESPACE}")
+    methods = [m for m, _ in _pvc_requests(cluster)]
+    assert methods == ["GET", "POST", "GET"]  # read, create, read: never a second create
+    verbs = required_rules()[("", "persistentvolumeclaims")]
+    assert verbs == {"get", "create"}
+
+
+def test_an_existing_read_write_once_claim_is_used_with_a_warning(cluster):
+    cluster.create(pvc_manifest("shared", NAMESPACE, size="1Gi", access_mode="ReadWriteOnce"))
+    lines: list[str] = []
+    status = ensure_pvc(KubeApi(cluster.api_client(), NAMESPACE), "shared", log=lines.append)
+    assert status == {"name": "shared", "namespace": NAMESPACE, "created": False, "phase": "Pending",
+                      "access_modes": ["ReadWriteOnce"]}
+    assert any("not ReadWriteMany" in line for line in lines)
+
+
+def test_a_bad_size_is_refused_before_creating(cluster):
+    with pytest.raises(VolumeError, match="pvc_size: 'lots' is not a Kubernetes quantity"):
+        ensure_pvc(KubeApi(cluster.api_client(), NAMESPACE), "x", create=True, size="lots", log=lambda _: None)
+    assert cluster.objects("persistentvolumeclaims") == []
+
+
+def test_the_step_on_kubernetes_and_locally(cluster, tmp_path):
+    out = ensure_volume_step(backend="kubernetes", volume_root="/mnt/tfk8s", pvc_name="data", namespace=NAMESPACE,
+                             create_pvc=True, pvc_size="2Gi", api_client=cluster.api_client())
+    assert out["created"] is True and out["name"] == "data"
+    local = ensure_volume_step(backend="local", volume_root=str(tmp_path / "vol"), pvc_name="ignored")
+    assert (tmp_path / "vol").is_dir() and local == {"backend": "local", "volume_root": str(tmp_path / "vol")}
+    with pytest.raises(ValueError, match="pvc_name is empty"):
+        ensure_volume_step(backend="kubernetes", volume_root="/mnt/tfk8s", pvc_name="")
+
+
+@pytest.mark.parametrize("version", ["1.29", "1.37"])
+def test_the_claim_validates_strictly(version):
+    kubernetes_validate.validate(pvc_manifest("tfk8s-data", "ml", size="20Gi", storage_class="standard"),
+                                 version, strict=True)
