@@ -54,3 +54,21 @@ def test_exported_model_is_versioned_and_predicts(pipeline_run):
     assert probs.shape == (200, 10)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-4)
     assert (probs.argmax(axis=1) == batch["label"]).mean() > 0.6
+
+
+def test_blessed_model_is_pushed_and_an_unblessed_one_fails_the_run_and_is_not(pipeline_run):
+    from pipelines.train import run_local
+
+    volume, result = pipeline_run
+    assert result["blessed"] is True
+    serving = volume / "serving" / "mnist-cnn"
+    assert sorted(p.name for p in serving.iterdir()) == ["1"]
+    assert (serving / "1" / "saved_model.pb").read_bytes() == (volume / "models/mnist-cnn/1/saved_model.pb").read_bytes()
+    summary = Path(result["summary"]).read_text()
+    assert "**Verdict: BLESSED**" in summary and "| worker | 2 |" in summary
+
+    # A second run on the same volume that cannot pass the gate: exported as version 2, not pushed, run fails.
+    with pytest.raises(RuntimeError, match="reject-model"):
+        run_local(volume, {"max_examples": 2000, "epochs": 1, "min_accuracy": 0.999, "fail_on_unblessed": True})
+    assert sorted(p.name for p in (volume / "models" / "mnist-cnn").iterdir()) == ["1", "2"]
+    assert sorted(p.name for p in serving.iterdir()) == ["1"]
