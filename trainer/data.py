@@ -71,6 +71,7 @@ def make_dataset(
     max_examples: int | None = None,
     seed: int | None = None,
     metadata: DatasetMetadata | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> tf.data.Dataset:
     """Batches of ``split`` from a prepared data directory.
 
@@ -90,6 +91,11 @@ def make_dataset(
             shard policy is used: a per-file cap, not a ``take`` after sharding); None: all.
         seed: shuffle seed (None: random).
         metadata: already loaded metadata of ``data_dir`` (saves re-reading it).
+        shard: ``(num_shards, index)``: shard explicitly, for input pipelines that no strategy auto-shards
+            (``ParameterServerStrategy``'s per-worker datasets): keep files ``index::num_shards`` when there
+            are at least ``num_shards`` files, else every ``num_shards``-th record of each file from record
+            ``index`` on. The auto-shard policy is then ``OFF`` (``shard_policy`` and ``num_workers`` must
+            not be given).
 
     Returns:
         A dataset of ``(images, labels)``: images ``uint8 [B, H, W, C]`` (``H, W, C`` from the metadata),
@@ -97,24 +103,42 @@ def make_dataset(
 
     Raises:
         FileNotFoundError / ValueError: from ``load_metadata``; KeyError: unknown split;
-        ValueError: ``batch_size < 1`` or ``max_examples < 1``.
+        ValueError: ``batch_size < 1``, ``max_examples < 1``, or a ``shard`` that is out of range or given
+            together with ``shard_policy``/``num_workers``.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if max_examples is not None and max_examples < 1:
         raise ValueError(f"max_examples must be None or >= 1, got {max_examples}")
     meta = metadata if metadata is not None else load_metadata(data_dir)
-    files = meta.files_for(split)
+    files = list(meta.files_for(split))
+    counts = _take_counts(len(files), max_examples) if max_examples is not None else [-1] * len(files)
+    data_shard: tuple[int, int] | None = None
+    if shard is not None:
+        num_shards, index = shard
+        if not 0 <= index < num_shards:
+            raise ValueError(f"shard must be (num_shards, index) with 0 <= index < num_shards, got {shard}")
+        if shard_policy is not None or num_workers is not None:
+            raise ValueError("give either shard or shard_policy/num_workers, not both")
+        shard_policy = AutoShardPolicy.OFF
+        if len(files) >= num_shards:
+            files, counts = files[index::num_shards], counts[index::num_shards]
+        else:
+            data_shard = shard
     if shard_policy is None:
         shard_policy = choose_shard_policy(len(files), num_workers or num_workers_from_tf_config())
     height, width, channels = meta.image_shape
 
-    counts = _take_counts(len(files), max_examples) if max_examples is not None else [-1] * len(files)
     ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
     if shuffle:
         ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+
+    def read(path: tf.Tensor, n: tf.Tensor) -> tf.data.Dataset:
+        records = tf.data.TFRecordDataset(path).take(n)
+        return records.shard(*data_shard) if data_shard is not None else records  # a partition per file
+
     ds = ds.interleave(
-        lambda path, n: tf.data.TFRecordDataset(path).take(n),
+        read,
         cycle_length=min(len(files), 4),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=not shuffle,

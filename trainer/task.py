@@ -4,24 +4,39 @@
                            [--max-train-examples N] [--steps-per-epoch N] [--seed S]
                            [--intra-op-threads N] [--inter-op-threads N]
 
-``B`` is the GLOBAL batch size (summed over all replicas). Each replica finds its role in ``$TF_CONFIG``
-(the layout of :mod:`tfk8s.cluster`):
+``B`` is the GLOBAL batch size (examples per global step, all replicas together). Each replica finds its role
+in ``$TF_CONFIG`` (the layout of :mod:`tfk8s.cluster`):
 
-- no TF_CONFIG, or a cluster with a single chief/worker: the default strategy (one process);
-- several chief/worker replicas: ``MultiWorkerMirroredStrategy`` (synchronous all-reduce);
-- any ``ps`` in the cluster: ``ParameterServerStrategy`` is out of scope -> exit code 2;
-- this replica is the ``evaluator``: nothing to do yet -> exit code 0.
+- no TF_CONFIG, or a cluster with a single chief/worker: the default strategy (one process) trains;
+- several chief/worker replicas and no ``ps``: ``MultiWorkerMirroredStrategy`` (synchronous all-reduce);
+  every chief/worker trains on its own shards;
+- a cluster with ``ps`` (it then has a chief and needs at least one worker): ``ParameterServerStrategy``
+  (asynchronous updates). Each ``ps`` and ``worker`` replica starts a ``tf.distribute.Server`` (grpc) and
+  joins it: it never exits by itself, the launcher stops it once the chief has succeeded (TFJob semantics).
+  The ``chief`` is the coordinator: it waits until every ps/worker accepts connections, creates the
+  variables on the ps, and schedules each training step (``B`` examples) on whichever worker is free; every
+  worker reads its own input pipeline (files ``i::workers`` of the shards, shuffled, repeated). Only the
+  chief runs the callbacks and saves;
+- the ``evaluator`` replica (not part of the cluster) trains nothing: it watches ``M/checkpoints``, evaluates
+  every new checkpoint on the test split, prints ``evaluator: checkpoint N: loss=... accuracy=...`` and
+  writes TensorBoard scalars to ``M/logs/eval``, until SIGTERM (the launcher stops it once the job has
+  succeeded, so it may miss the last checkpoint if the chief finishes first). It works beside either strategy.
 
 Training: ``steps_per_epoch = ceil(train_examples / B)`` unless ``--steps-per-epoch`` is given; the input
 repeats, so every epoch is exactly that many global steps. Callbacks: ``BackupAndRestore`` in ``M/backup``
-(a restarted worker resumes from the last finished epoch), TensorBoard scalars per epoch in ``M/logs/train``
-(chief only), and one progress line per epoch on stdout (loss, accuracy, examples/sec).
+(a restarted worker, or under ``ParameterServerStrategy`` a restarted chief, resumes from the last finished
+epoch), ``ModelCheckpoint`` weights after every epoch in ``M/checkpoints/ckpt-<epoch>`` (what the evaluator
+reads; kept after training), TensorBoard scalars per epoch in ``M/logs/train`` (chief only), and one progress
+line per epoch on stdout (loss, accuracy, examples/sec).
 
 Outputs: the chief (or worker 0 without a chief, or the single process) writes the SavedModel to
-``M/saved_model`` and ``M/training_summary.json``. Every other worker also saves, into a temporary directory
-that it removes: saving runs collective ops, so a chief saving alone would block (tensorflow#38635).
+``M/saved_model`` and ``M/training_summary.json``. Under ``MultiWorkerMirroredStrategy`` every other worker
+also saves, into a temporary directory that it removes: saving runs collective ops, so a chief saving alone
+would block (tensorflow#38635). Under ``ParameterServerStrategy`` the coordinator saves alone (it reads the
+variables from the ps).
 
-Exit codes: 0 success; 2 bad arguments, missing data, unsupported cluster; 1 any other error.
+Exit codes: 0 success (the evaluator: stopped by SIGTERM); 2 bad arguments, missing data, unsupported
+cluster; 1 any other error (e.g. a ps/worker unreachable for SERVER_WAIT_S seconds).
 """
 
 from __future__ import annotations
@@ -36,6 +51,8 @@ import argparse
 import json
 import math
 import shutil
+import signal
+import socket
 import sys
 import tempfile
 import time
@@ -58,8 +75,22 @@ EXIT_USAGE = 2
 SAVED_MODEL_DIR = "saved_model"
 BACKUP_DIR = "backup"
 LOGS_DIR = "logs"
+CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_PATTERN = "ckpt-{epoch}"  # ModelCheckpoint's file name: ckpt-1 after the first epoch
 SUMMARY_FILE = "training_summary.json"
 TRAIN_SPLIT = "train"
+EVAL_SPLIT = "test"
+EVAL_LOGS_DIR = "eval"  # under LOGS_DIR, beside "train"
+
+ROLE_TRAIN = "train"  # runs model.fit (every trainer; under ParameterServerStrategy the coordinator)
+ROLE_SERVE = "serve"  # ps and workers under ParameterServerStrategy: a tf.distribute.Server, joined
+ROLE_EVALUATE = "evaluate"  # the evaluator replica: evaluates the checkpoints until stopped
+
+# A ps/worker server with a single inter-op thread deadlocks on the first scheduled step (TF 2.21, measured):
+# the default of cores / local processes (1 for chief + worker + ps on 2 cores) is raised to this.
+PSS_MIN_INTER_OP_THREADS = 2
+SERVER_WAIT_S = 600.0  # the coordinator waits this long for every ps/worker to accept connections
+EVAL_POLL_S = 1.0  # the evaluator looks for a new checkpoint this often
 
 # Defaults measured with 2 workers on 2 shared CPU cores, full MNIST (60,000 training examples): ~8-9 s per
 # epoch, test accuracy 0.985-0.987 over 7 runs with different seeds (1 epoch: 0.980-0.982, not robust).
@@ -80,8 +111,11 @@ class TrainingSummary:
 
     Attributes:
         epochs: epochs requested. global_batch_size: examples per global step, all replicas together.
-        num_replicas_in_sync: replicas of the strategy. num_workers: training processes (chief + workers).
-        strategy: ``"default"`` or ``"multi_worker_mirrored"`` (:meth:`tfk8s.cluster.ReplicaCounts.strategy`).
+        num_replicas_in_sync: replicas of the strategy (under ``ParameterServerStrategy``: per worker, 1 on
+            CPU). num_workers: training processes (chief + workers; under ``ParameterServerStrategy`` the
+            workers, which run the steps the chief schedules).
+        strategy: ``"default"``, ``"multi_worker_mirrored"`` or ``"parameter_server"``
+            (:meth:`tfk8s.cluster.ReplicaCounts.strategy`).
         final_loss / final_accuracy: training loss and accuracy of the last epoch (as reported by ``fit``).
         examples_per_sec: examples trained per second of ``fit``, all workers together.
         wall_time_s: seconds from the program's start to the end of saving (TensorFlow start-up included).
@@ -107,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The command-line interface (argparse exits with code 2 on malformed arguments)."""
     p = argparse.ArgumentParser(prog="python -m trainer.task", description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", required=True, help="directory written by the prepare-dataset step")
-    p.add_argument("--model-dir", required=True, help="output: saved_model/, logs/, backup/, summary")
+    p.add_argument("--model-dir", required=True,
+                   help="output: saved_model/, logs/, backup/, checkpoints/, training_summary.json")
     p.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS)
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
                    help="GLOBAL batch size, divisible by the number of replicas")
@@ -122,19 +157,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TensorFlow intra-op threads per process; 0: TF's default (all cores); default: "
                         "cores / training processes on this host when all run on 127.0.0.1/localhost, else 0")
     p.add_argument("--inter-op-threads", type=int, default=None,
-                   help="TensorFlow inter-op threads per process; 0: TF's default; default: same rule")
+                   help="TensorFlow inter-op threads per process; 0: TF's default; default: same rule, but at "
+                        "least 2 under ParameterServerStrategy (1 deadlocks it)")
     return p
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What this process will do, decided before TensorFlow starts."""
+    """What this process will do, decided before TensorFlow starts.
+
+    ``role`` is :data:`ROLE_TRAIN`, :data:`ROLE_SERVE` or :data:`ROLE_EVALUATE`; ``cluster`` the cluster spec
+    from TF_CONFIG (``{}`` for a single process).
+    """
 
     metadata: DatasetMetadata
     replica: Replica | None
     num_workers: int
     is_chief: bool
     strategy: str
+    role: str
+    cluster: dict[str, list[str]]
     train_examples: int
     steps_per_epoch: int
     intra_op_threads: int
@@ -150,14 +192,14 @@ def _usable_cores() -> int:
 
 
 def _local_workers(spec: dict[str, list[str]]) -> int:
-    """Training processes of ``spec`` that share this host (all addresses loopback), else 1."""
-    addrs = spec.get("chief", []) + spec.get("worker", [])
+    """TensorFlow processes of ``spec`` (chief, workers, ps) that share this host (all loopback), else 1."""
+    addrs = spec.get("chief", []) + spec.get("worker", []) + spec.get("ps", [])
     hosts = {a.rsplit(":", 1)[0] for a in addrs}
     return len(addrs) if addrs and hosts <= {"127.0.0.1", "localhost"} else 1
 
 
-def make_plan(args: argparse.Namespace, tf_config: str | None) -> Plan | None:
-    """Validate the arguments and TF_CONFIG; None when this replica has nothing to do (evaluator).
+def make_plan(args: argparse.Namespace, tf_config: str | None) -> Plan:
+    """Validate the arguments and TF_CONFIG and decide this replica's role.
 
     Raises:
         UsageError: with a message saying what to fix.
@@ -176,28 +218,33 @@ def make_plan(args: argparse.Namespace, tf_config: str | None) -> Plan | None:
         spec, replica = parse_tf_config(tf_config)
     except ClusterConfigError as e:
         raise UsageError(str(e)) from e
-    if replica is not None and replica.replica_type is ReplicaType.EVALUATOR:
-        return None
-    if spec.get("ps"):
-        raise UsageError(
-            f"the cluster has {len(spec['ps'])} ps replica(s): ParameterServerStrategy is out of scope for this "
-            "trainer; use chief/worker replicas only (MultiWorkerMirroredStrategy)"
-        )
-    if replica is not None and replica.index >= len(spec.get(replica.replica_type.value, [])):
+    is_evaluator = replica is not None and replica.replica_type is ReplicaType.EVALUATOR
+    if replica is not None and not is_evaluator and replica.index >= len(spec.get(replica.replica_type.value, [])):
         raise UsageError(f"TF_CONFIG task {replica.label} is not in its cluster {spec}")
-    try:
-        counts = ReplicaCounts(chief=len(spec.get("chief", [])), worker=len(spec.get("worker", [])))
-    except ClusterConfigError:
-        counts = ReplicaCounts(chief=0, worker=1)  # no (training) cluster: a single process
-    num_workers = counts.num_trainers if replica is not None else 1
-    strategy = counts.strategy() if num_workers > 1 else "default"
-    is_chief = replica is None or num_workers == 1 or replica == coordinator(counts)
-
-    if args.batch_size % num_workers:
-        raise UsageError(
-            f"--batch-size {args.batch_size} is the global batch and must be divisible by the {num_workers} "
-            f"workers, e.g. {math.ceil(args.batch_size / num_workers) * num_workers}"
-        )
+    if spec.get("ps"):
+        if len(spec.get("chief", [])) != 1 or not spec.get("worker"):
+            raise UsageError(
+                f"the cluster has {len(spec['ps'])} ps replica(s): ParameterServerStrategy needs exactly one "
+                f"chief (the coordinator) and at least one worker, got {spec}: set chief=1 and worker >= 1"
+            )
+        num_workers = len(spec["worker"])
+        strategy = "parameter_server"
+        is_chief = replica == Replica(ReplicaType.CHIEF, 0)
+        role = ROLE_EVALUATE if is_evaluator else ROLE_TRAIN if is_chief else ROLE_SERVE
+    else:
+        try:
+            counts = ReplicaCounts(chief=len(spec.get("chief", [])), worker=len(spec.get("worker", [])))
+        except ClusterConfigError:
+            counts = ReplicaCounts(chief=0, worker=1)  # no (training) cluster: a single process
+        num_workers = counts.num_trainers if replica is not None else 1
+        strategy = counts.strategy() if num_workers > 1 else "default"
+        is_chief = not is_evaluator and (replica is None or num_workers == 1 or replica == coordinator(counts))
+        role = ROLE_EVALUATE if is_evaluator else ROLE_TRAIN
+        if args.batch_size % num_workers:
+            raise UsageError(
+                f"--batch-size {args.batch_size} is the global batch and must be divisible by the {num_workers} "
+                f"workers, e.g. {math.ceil(args.batch_size / num_workers) * num_workers}"
+            )
 
     if not os.path.isdir(args.data_dir) and "://" not in args.data_dir:
         raise UsageError(f"--data-dir {args.data_dir} does not exist: run the prepare-dataset step first")
@@ -205,17 +252,54 @@ def make_plan(args: argparse.Namespace, tf_config: str | None) -> Plan | None:
         meta = load_metadata(args.data_dir)
     except (FileNotFoundError, ValueError) as e:
         raise UsageError(str(e)) from e
-    if TRAIN_SPLIT not in meta.splits:
-        raise UsageError(f"{args.data_dir} has no {TRAIN_SPLIT!r} split (it has {sorted(meta.splits)})")
-    available = meta.splits[TRAIN_SPLIT].num_examples
+    split = EVAL_SPLIT if is_evaluator else TRAIN_SPLIT
+    if split not in meta.splits:
+        raise UsageError(f"{args.data_dir} has no {split!r} split (it has {sorted(meta.splits)})")
+    available = meta.splits[TRAIN_SPLIT].num_examples if TRAIN_SPLIT in meta.splits else 0
     train_examples = min(available, args.max_train_examples or available)
-    steps = args.steps_per_epoch or math.ceil(train_examples / args.batch_size)
+    steps = args.steps_per_epoch or max(1, math.ceil(train_examples / args.batch_size))
 
     local = _local_workers(spec) if replica is not None else 1
     default_threads = max(1, _usable_cores() // local) if local > 1 else 0
     intra = args.intra_op_threads if args.intra_op_threads is not None else default_threads
     inter = args.inter_op_threads if args.inter_op_threads is not None else default_threads
-    return Plan(meta, replica, num_workers, is_chief, strategy, train_examples, steps, intra, inter)
+    if strategy == "parameter_server" and inter == 1:
+        if args.inter_op_threads is not None:
+            raise UsageError(
+                "--inter-op-threads 1 deadlocks ParameterServerStrategy (a ps/worker server with one inter-op "
+                "thread never finishes the first step the chief schedules; measured on TF 2.21): use 0 or >= 2"
+            )
+        inter = PSS_MIN_INTER_OP_THREADS
+    return Plan(meta, replica, num_workers, is_chief, strategy, role, spec, train_examples, steps, intra, inter)
+
+
+def _wait_for_servers(cluster: dict[str, list[str]], timeout_s: float) -> float:
+    """Block until every ps and worker of ``cluster`` accepts TCP connections; returns the seconds waited.
+
+    The coordinator of ``ParameterServerStrategy`` creates its variables on the ps as soon as it starts; a ps
+    still importing TensorFlow (or a pod still being scheduled) would fail that with ``UnavailableError``.
+
+    Raises:
+        RuntimeError: some address did not answer within ``timeout_s``; the message names them.
+    """
+    t0 = time.monotonic()
+    pending = list(cluster.get("ps", [])) + list(cluster.get("worker", []))
+    while pending:
+        for addr in list(pending):
+            host, port = addr.rsplit(":", 1)
+            try:
+                socket.create_connection((host, int(port)), timeout=2).close()
+                pending.remove(addr)
+            except OSError:
+                pass
+        if pending:
+            if time.monotonic() - t0 > timeout_s:
+                raise RuntimeError(
+                    f"ps/worker replicas {pending} did not accept connections within {timeout_s:.0f}s: check "
+                    "that they are running and that their Services resolve (kubectl get pods,svc)"
+                )
+            time.sleep(0.2)
+    return time.monotonic() - t0
 
 
 def _progress_callback(tf_keras, label: str, epochs: int, steps: int, global_batch: int, times: list[float]):
@@ -236,17 +320,26 @@ def _progress_callback(tf_keras, label: str, epochs: int, steps: int, global_bat
     return Progress()
 
 
-def _epoch_scalars_callback(tf, tf_keras, log_dir: str, steps: int, global_batch: int):
-    """TensorBoard scalars per epoch (``epoch_loss``, ``epoch_accuracy``, ``epoch_examples_per_sec``).
+def _write_scalars(tf, writer, values: dict[str, float], step: int) -> None:
+    """Write ``values`` as TensorBoard scalars at ``step`` and flush.
 
-    ``tf_keras.callbacks.TensorBoard`` needs the ``tensorboard`` package for ``tf.summary.scalar``, which
-    TensorFlow 2.21 no longer installs; this writes the same event records with TF's own ``tf.summary.write``
-    and the ``scalars`` plugin metadata, so TensorBoard shows them unchanged.
+    ``tf_keras.callbacks.TensorBoard`` (and ``SidecarEvaluator``'s summaries) need the ``tensorboard`` package
+    for ``tf.summary.scalar``, which TensorFlow 2.21 no longer installs; this writes the same event records
+    with TF's own ``tf.summary.write`` and the ``scalars`` plugin metadata, so TensorBoard shows them unchanged.
     """
     from tensorflow.core.framework import summary_pb2
 
     meta = summary_pb2.SummaryMetadata(
         plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+    with writer.as_default():
+        for tag, value in values.items():
+            tf.summary.write(tag, tf.constant(value, tf.float32), step=step, metadata=meta)
+    writer.flush()
+
+
+def _epoch_scalars_callback(tf, tf_keras, log_dir: str, steps: int, global_batch: int):
+    """TensorBoard scalars per epoch (``epoch_loss``, ``epoch_accuracy``, ``epoch_examples_per_sec``) in
+    ``<log_dir>/train``, at step ``epoch`` (0-based), written by :func:`_write_scalars`."""
 
     class EpochScalars(tf_keras.callbacks.Callback):
         def on_train_begin(self, logs=None):
@@ -258,10 +351,7 @@ def _epoch_scalars_callback(tf, tf_keras, log_dir: str, steps: int, global_batch
         def on_epoch_end(self, epoch, logs=None):
             values = {f"epoch_{k}": float(v) for k, v in (logs or {}).items()}
             values["epoch_examples_per_sec"] = steps * global_batch / (time.perf_counter() - self._t0)
-            with self._writer.as_default():
-                for tag, value in values.items():
-                    tf.summary.write(tag, tf.constant(value, tf.float32), step=epoch, metadata=meta)
-            self._writer.flush()
+            _write_scalars(tf, self._writer, values, epoch)
 
         def on_train_end(self, logs=None):
             self._writer.close()
@@ -269,22 +359,37 @@ def _epoch_scalars_callback(tf, tf_keras, log_dir: str, steps: int, global_batch
     return EpochScalars()
 
 
-def train(args: argparse.Namespace, plan: Plan) -> TrainingSummary | None:
-    """Run training under the planned strategy and save; returns the summary on the chief, else None."""
-    import tensorflow as tf
-
+def _set_threads(tf, plan: Plan) -> None:
     if plan.intra_op_threads:
         tf.config.threading.set_intra_op_parallelism_threads(plan.intra_op_threads)
     if plan.inter_op_threads:
         tf.config.threading.set_inter_op_parallelism_threads(plan.inter_op_threads)
+
+
+def train(args: argparse.Namespace, plan: Plan) -> TrainingSummary | None:
+    """Run training under the planned strategy and save; returns the summary on the chief, else None.
+
+    Raises:
+        UsageError: the batch does not divide among the replicas in sync.
+        RuntimeError: (ParameterServerStrategy) a ps/worker did not come up within :data:`SERVER_WAIT_S`.
+    """
+    import tensorflow as tf
+
+    _set_threads(tf, plan)
     import tf_keras
 
     from trainer.data import make_dataset
     from trainer.model import build_model
 
+    label = plan.replica.label if plan.replica else "local"
     if args.seed is not None:
         tf_keras.utils.set_random_seed(args.seed)
-    if plan.strategy == "multi_worker_mirrored":
+    if plan.strategy == "parameter_server":
+        waited = _wait_for_servers(plan.cluster, SERVER_WAIT_S)
+        print(f"replica={label}: every ps/worker accepts connections (waited {waited:.1f}s)", flush=True)
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver(rpc_layer="grpc")
+        strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    elif plan.strategy == "multi_worker_mirrored":
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
     else:
         strategy = tf.distribute.get_strategy()
@@ -292,15 +397,26 @@ def train(args: argparse.Namespace, plan: Plan) -> TrainingSummary | None:
     if args.batch_size % replicas:
         raise UsageError(f"--batch-size {args.batch_size} must be divisible by the {replicas} replicas in sync")
 
-    label = plan.replica.label if plan.replica else "local"
     print(f"replica={label} strategy={plan.strategy} workers={plan.num_workers} replicas_in_sync={replicas} "
           f"global_batch={args.batch_size} per_replica_batch={args.batch_size // replicas} "
           f"train_examples={plan.train_examples} steps_per_epoch={plan.steps_per_epoch} epochs={args.epochs} "
           f"threads(intra,inter)=({plan.intra_op_threads},{plan.inter_op_threads})", flush=True)
 
-    dataset = make_dataset(args.data_dir, TRAIN_SPLIT, batch_size=args.batch_size, shuffle=True, repeat=True,
-                           num_workers=plan.num_workers, max_examples=plan.train_examples, seed=args.seed,
-                           metadata=plan.metadata)
+    if plan.strategy == "parameter_server":
+        # Each worker builds its own pipeline (no auto-sharding under ParameterServerStrategy): its share of
+        # the files, shuffled and repeated; a step takes one per-replica batch from the worker running it.
+        def dataset_fn(input_context):
+            return make_dataset(
+                args.data_dir, TRAIN_SPLIT, batch_size=input_context.get_per_replica_batch_size(args.batch_size),
+                shuffle=True, repeat=True, max_examples=plan.train_examples, seed=args.seed,
+                metadata=plan.metadata,
+                shard=(input_context.num_input_pipelines, input_context.input_pipeline_id))
+
+        dataset = tf_keras.utils.experimental.DatasetCreator(dataset_fn)
+    else:
+        dataset = make_dataset(args.data_dir, TRAIN_SPLIT, batch_size=args.batch_size, shuffle=True, repeat=True,
+                               num_workers=plan.num_workers, max_examples=plan.train_examples, seed=args.seed,
+                               metadata=plan.metadata)
     with strategy.scope():
         model = build_model(plan.metadata, args.learning_rate,
                             decay_steps=args.epochs * plan.steps_per_epoch)
@@ -308,6 +424,9 @@ def train(args: argparse.Namespace, plan: Plan) -> TrainingSummary | None:
     epoch_times: list[float] = []
     callbacks = [
         tf_keras.callbacks.BackupAndRestore(backup_dir=os.path.join(args.model_dir, BACKUP_DIR)),
+        # weights after every epoch, for the evaluator (BackupAndRestore's backup is deleted after training)
+        tf_keras.callbacks.ModelCheckpoint(os.path.join(args.model_dir, CHECKPOINT_DIR, CHECKPOINT_PATTERN),
+                                           save_weights_only=True),
         _progress_callback(tf_keras, label, args.epochs, plan.steps_per_epoch, args.batch_size, epoch_times),
     ]
     if plan.is_chief:  # one writer per log directory; the others' logs would be duplicates
@@ -347,6 +466,95 @@ def train(args: argparse.Namespace, plan: Plan) -> TrainingSummary | None:
     )
 
 
+def serve(plan: Plan) -> None:
+    """Run this ps/worker's ``tf.distribute.Server`` (grpc) for the coordinator; never returns.
+
+    SIGTERM (the launcher stopping the replica) ends the process with the default action.
+    """
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver(rpc_layer="grpc")
+    # The remote ops this server runs for the coordinator use the server's own thread pools.
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=plan.intra_op_threads,
+                                      inter_op_parallelism_threads=plan.inter_op_threads)
+    server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
+                                  task_index=resolver.task_id, protocol="grpc", config=config, start=True)
+    print(f"replica={plan.replica.label if plan.replica else '?'} strategy=parameter_server: serving "
+          f"{server.target} for the chief; runs until stopped", flush=True)
+    server.join()
+
+
+class _Stopped(BaseException):
+    """SIGTERM reached the evaluator (a BaseException, so no ``except Exception`` on the way swallows it)."""
+
+
+def _raise_stopped(signum, frame):
+    raise _Stopped()
+
+
+def _checkpoint_number(path: str) -> int:
+    """The epoch in a ModelCheckpoint path ``.../ckpt-<epoch>`` (-1 if the name has no number)."""
+    tail = os.path.basename(path).rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
+
+
+def evaluate_checkpoints(args: argparse.Namespace, plan: Plan) -> int:
+    """The evaluator replica: evaluate every new checkpoint in ``M/checkpoints`` on the test split until
+    SIGTERM; returns the number of evaluations.
+
+    The newest checkpoint is evaluated each time (one written during an evaluation may be skipped, as with
+    ``tf_keras.utils.SidecarEvaluator``, whose loop this is; that class is not used because its summaries need
+    the ``tensorboard`` package and it does not say which checkpoint it evaluated). Per evaluation: a line
+    ``evaluator: checkpoint N: loss=L accuracy=A examples=E time=Ts`` on stdout (N: the epoch after which the
+    chief saved it) and ``epoch_loss``/``epoch_accuracy`` scalars in ``M/logs/eval`` at step ``N - 1``, the
+    step of the same epoch's training scalars in ``M/logs/train``.
+    """
+    previous = signal.signal(signal.SIGTERM, _raise_stopped)
+    evaluations = 0
+    try:
+        import tensorflow as tf
+
+        _set_threads(tf, plan)
+        from trainer.data import make_dataset
+        from trainer.model import build_model
+
+        model = build_model(plan.metadata, args.learning_rate)
+        test = make_dataset(args.data_dir, EVAL_SPLIT, batch_size=args.batch_size, shuffle=False, repeat=False,
+                            num_workers=1, metadata=plan.metadata)
+        examples = plan.metadata.splits[EVAL_SPLIT].num_examples
+        ckpt_dir = os.path.join(args.model_dir, CHECKPOINT_DIR)
+        writer = None
+        print(f"evaluator: watching {ckpt_dir} for checkpoints; evaluating the {EVAL_SPLIT!r} split "
+              f"({examples} examples) until stopped", flush=True)
+        last = None
+        while True:
+            path = tf.train.latest_checkpoint(ckpt_dir)
+            if path and path != last:
+                t0 = time.perf_counter()
+                try:
+                    model.load_weights(path).expect_partial()
+                except (tf.errors.OpError, ValueError) as e:  # the chief may still be writing it
+                    print(f"evaluator: could not read {path} yet ({type(e).__name__}); retrying", flush=True)
+                    time.sleep(EVAL_POLL_S)
+                    continue
+                results = model.evaluate(test, verbose=0, return_dict=True)
+                number = _checkpoint_number(path)
+                loss, accuracy = float(results["loss"]), float(results["accuracy"])
+                print(f"evaluator: checkpoint {number}: loss={loss:.4f} accuracy={accuracy:.4f} "
+                      f"examples={examples} time={time.perf_counter() - t0:.1f}s", flush=True)
+                if writer is None:
+                    writer = tf.summary.create_file_writer(os.path.join(args.model_dir, LOGS_DIR, EVAL_LOGS_DIR))
+                _write_scalars(tf, writer, {"epoch_loss": loss, "epoch_accuracy": accuracy}, max(0, number - 1))
+                last = path
+                evaluations += 1
+            time.sleep(EVAL_POLL_S)
+    except _Stopped:
+        print(f"evaluator: stopped by SIGTERM after {evaluations} evaluation(s)", flush=True)
+        return evaluations
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def write_summary(model_dir: str, summary: TrainingSummary) -> str:
     """Write ``<model_dir>/training_summary.json`` atomically; returns its path."""
     import tensorflow as tf
@@ -360,13 +568,19 @@ def write_summary(model_dir: str, summary: TrainingSummary) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code (0, or 2 for usage errors; other errors raise)."""
+    """Entry point; returns the exit code (0, or 2 for usage errors; other errors raise).
+
+    A ps/worker under ``ParameterServerStrategy`` never returns (it serves until stopped); the evaluator
+    returns 0 once SIGTERM stops it.
+    """
     args = build_parser().parse_args(argv)
     try:
         plan = make_plan(args, os.environ.get("TF_CONFIG"))
-        if plan is None:
-            print("evaluator replica: nothing to do (evaluation runs as a separate pipeline step); exiting",
-                  flush=True)
+        if plan.role == ROLE_SERVE:
+            serve(plan)
+            return 0
+        if plan.role == ROLE_EVALUATE:
+            evaluate_checkpoints(args, plan)
             return 0
         summary = train(args, plan)
     except UsageError as e:
