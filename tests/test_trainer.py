@@ -187,14 +187,23 @@ def test_a_one_worker_cluster_is_a_single_process(mnist_subset_dir, tmp_path):
     assert (plan.strategy, plan.num_workers, plan.is_chief) == ("default", 1, True)
 
 
-def test_evaluator_replica_exits_0_without_training(mnist_subset_dir, tmp_path, monkeypatch, capsys):
-    from trainer.task import main
+def test_evaluator_replica_plans_to_evaluate_beside_either_strategy_and_is_not_chief(mnist_subset_dir, tmp_path):
+    from trainer.task import ROLE_EVALUATE
 
-    monkeypatch.setenv("TF_CONFIG", _tf_config(2, 0, rtype=ReplicaType.EVALUATOR))
-    model_dir = tmp_path / "model"
-    assert main(["--data-dir", str(mnist_subset_dir), "--model-dir", str(model_dir)]) == 0
-    assert "nothing to do" in capsys.readouterr().out
-    assert not model_dir.exists()
+    beside_mwms = _plan(mnist_subset_dir, tmp_path, "--batch-size", "64",
+                        tf_config=_tf_config(2, 0, rtype=ReplicaType.EVALUATOR))
+    beside_pss = _plan(mnist_subset_dir, tmp_path, "--batch-size", "64",
+                       tf_config=_tf_config(1, 0, chief=1, ps=1, rtype=ReplicaType.EVALUATOR))
+    for plan in (beside_mwms, beside_pss):
+        assert (plan.role, plan.is_chief, plan.replica) == (ROLE_EVALUATE, False, Replica(ReplicaType.EVALUATOR, 0))
+    assert (beside_mwms.strategy, beside_pss.strategy) == ("multi_worker_mirrored", "parameter_server")
+
+
+def test_trainers_plan_to_train(mnist_subset_dir, tmp_path):
+    from trainer.task import ROLE_TRAIN
+
+    assert _plan(mnist_subset_dir, tmp_path, "--batch-size", "64").role == ROLE_TRAIN
+    assert _plan(mnist_subset_dir, tmp_path, "--batch-size", "64", tf_config=_tf_config(2, 1)).role == ROLE_TRAIN
 
 
 @pytest.mark.parametrize(
@@ -206,7 +215,8 @@ def test_evaluator_replica_exits_0_without_training(mnist_subset_dir, tmp_path, 
         (["--steps-per-epoch", "0"], None, "--steps-per-epoch"),
         (["--batch-size", "65"], (2, 0), "divisible by the 2 workers, e.g. 66"),
         (["--batch-size", "64"], "not json", "TF_CONFIG is not valid"),
-        (["--batch-size", "64"], "ps", "ParameterServerStrategy is out of scope"),
+        (["--batch-size", "64"], "ps-no-worker", "ParameterServerStrategy needs exactly one chief"),
+        (["--inter-op-threads", "1"], "ps", "--inter-op-threads 1 deadlocks ParameterServerStrategy"),
         (["--data-dir", "/nonexistent/tfk8s-data"], None, "does not exist: run the prepare-dataset step"),
         (["--data-dir", "EMPTY"], None, "metadata.json not found"),
     ],
@@ -217,6 +227,8 @@ def test_bad_arguments_exit_2_with_a_message_saying_what_to_fix(mnist_subset_dir
 
     if tf_config == "ps":
         tf_config = _tf_config(2, 0, chief=1, ps=1)
+    elif tf_config == "ps-no-worker":
+        tf_config = _tf_config(0, 0, chief=1, ps=1, rtype=ReplicaType.CHIEF)
     elif isinstance(tf_config, tuple):
         tf_config = _tf_config(*tf_config)
     if tf_config is None:
@@ -228,15 +240,6 @@ def test_bad_arguments_exit_2_with_a_message_saying_what_to_fix(mnist_subset_dir
         argv = ["--data-dir", str(mnist_subset_dir), *argv]
     assert main(["--model-dir", str(tmp_path / "model"), *argv]) == 2
     assert needle in capsys.readouterr().err
-
-
-def test_parameter_server_cluster_exits_2_as_a_process(mnist_subset_dir, tmp_path):
-    env = {**os.environ, "TF_CONFIG": _tf_config(1, 0, chief=1, ps=1, rtype=ReplicaType.CHIEF)}
-    proc = subprocess.run([sys.executable, "-m", "trainer.task", "--data-dir", str(mnist_subset_dir),
-                           "--model-dir", str(tmp_path)], check=False, env=env, cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 2
-    assert "ParameterServerStrategy is out of scope" in proc.stderr
 
 
 # --- real training ---------------------------------------------------------------------------------------------------
@@ -285,6 +288,8 @@ def test_single_process_training_learns_mnist_and_writes_model_and_summary(mnist
     assert out_spec.shape.as_list() == [None, 10]
     assert list((model_dir / "logs" / "train").glob("events.out.tfevents.*"))
     assert not list((model_dir / "backup").glob("*"))  # BackupAndRestore cleans up after success
+    # weights after every epoch, kept for the evaluator
+    assert sorted(p.name for p in (model_dir / "checkpoints").glob("ckpt-*.index")) == ["ckpt-1.index", "ckpt-2.index"]
 
 
 @pytest.mark.slow
@@ -316,5 +321,7 @@ def test_two_workers_train_in_sync_and_only_the_chief_keeps_its_saved_model(mnis
     assert len(losses) == 1
     assert (model_dir / "saved_model" / "saved_model.pb").is_file()
     assert list(scratch.iterdir()) == []  # worker-1 saved into a temporary directory and removed it
+    # only the chief's checkpoint is left (worker-1 wrote its copy to a temporary directory and removed it)
+    assert sorted(p.name for p in (model_dir / "checkpoints").iterdir() if "ckpt" not in p.name) == ["checkpoint"]
     accuracy, _ = _test_accuracy(model_dir / "saved_model", mnist_subset_dir)
     assert accuracy > 0.6, accuracy  # 32 steps of 64 examples; chance is 0.1; measured ~0.85

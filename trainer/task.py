@@ -511,6 +511,7 @@ def evaluate_checkpoints(args: argparse.Namespace, plan: Plan) -> int:
     """
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
     evaluations = 0
+    writer = None
     try:
         import tensorflow as tf
 
@@ -523,7 +524,6 @@ def evaluate_checkpoints(args: argparse.Namespace, plan: Plan) -> int:
                             num_workers=1, metadata=plan.metadata)
         examples = plan.metadata.splits[EVAL_SPLIT].num_examples
         ckpt_dir = os.path.join(args.model_dir, CHECKPOINT_DIR)
-        writer = None
         print(f"evaluator: watching {ckpt_dir} for checkpoints; evaluating the {EVAL_SPLIT!r} split "
               f"({examples} examples) until stopped", flush=True)
         last = None
@@ -538,6 +538,8 @@ def evaluate_checkpoints(args: argparse.Namespace, plan: Plan) -> int:
                     time.sleep(EVAL_POLL_S)
                     continue
                 results = model.evaluate(test, verbose=0, return_dict=True)
+                last = path
+                evaluations += 1
                 number = _checkpoint_number(path)
                 loss, accuracy = float(results["loss"]), float(results["accuracy"])
                 print(f"evaluator: checkpoint {number}: loss={loss:.4f} accuracy={accuracy:.4f} "
@@ -545,13 +547,14 @@ def evaluate_checkpoints(args: argparse.Namespace, plan: Plan) -> int:
                 if writer is None:
                     writer = tf.summary.create_file_writer(os.path.join(args.model_dir, LOGS_DIR, EVAL_LOGS_DIR))
                 _write_scalars(tf, writer, {"epoch_loss": loss, "epoch_accuracy": accuracy}, max(0, number - 1))
-                last = path
-                evaluations += 1
             time.sleep(EVAL_POLL_S)
     except _Stopped:
         print(f"evaluator: stopped by SIGTERM after {evaluations} evaluation(s)", flush=True)
         return evaluations
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the cleanup
+        if writer is not None:
+            writer.close()
         signal.signal(signal.SIGTERM, previous)
 
 
