@@ -14,9 +14,11 @@ in ``$TF_CONFIG`` (the layout of :mod:`tfk8s.cluster`):
   (asynchronous updates). Each ``ps`` and ``worker`` replica starts a ``tf.distribute.Server`` (grpc) and
   joins it: it never exits by itself, the launcher stops it once the chief has succeeded (TFJob semantics).
   The ``chief`` is the coordinator: it waits until every ps/worker accepts connections, creates the
-  variables on the ps, and schedules each training step (``B`` examples) on whichever worker is free; every
-  worker reads its own input pipeline (files ``i::workers`` of the shards, shuffled, repeated). Only the
-  chief runs the callbacks and saves;
+  variables on the ps, and schedules each training step (``B`` examples) on whichever worker is free, so an
+  epoch is ``steps_per_epoch`` steps spread over the workers rather than an exact pass over the data; every
+  worker reads its own input pipeline (shard files ``i::workers``, or every ``workers``-th record of each
+  file when there are fewer files than workers; shuffled, repeated). Only the chief runs the callbacks and
+  saves. A ps/worker gets at least 2 inter-op threads: with 1 it deadlocks on the first step (TF 2.21);
 - the ``evaluator`` replica (not part of the cluster) trains nothing: it watches ``M/checkpoints``, evaluates
   every new checkpoint on the test split, prints ``evaluator: checkpoint N: loss=... accuracy=...`` and
   writes TensorBoard scalars to ``M/logs/eval``, until SIGTERM (the launcher stops it once the job has
@@ -526,7 +528,7 @@ def evaluate_checkpoints(args: argparse.Namespace, plan: Plan) -> int:
         ckpt_dir = os.path.join(args.model_dir, CHECKPOINT_DIR)
         print(f"evaluator: watching {ckpt_dir} for checkpoints; evaluating the {EVAL_SPLIT!r} split "
               f"({examples} examples) until stopped", flush=True)
-        last = None
+        last = unreadable = None
         while True:
             path = tf.train.latest_checkpoint(ckpt_dir)
             if path and path != last:
@@ -534,7 +536,10 @@ def evaluate_checkpoints(args: argparse.Namespace, plan: Plan) -> int:
                 try:
                     model.load_weights(path).expect_partial()
                 except (tf.errors.OpError, ValueError) as e:  # the chief may still be writing it
-                    print(f"evaluator: could not read {path} yet ({type(e).__name__}); retrying", flush=True)
+                    if path != unreadable:  # say it once per checkpoint, then keep trying quietly
+                        print(f"evaluator: could not read {path} ({type(e).__name__}: {str(e)[:200]}); "
+                              "retrying", flush=True)
+                        unreadable = path
                     time.sleep(EVAL_POLL_S)
                     continue
                 results = model.evaluate(test, verbose=0, return_dict=True)
