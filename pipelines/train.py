@@ -36,6 +36,7 @@ from components.push_model import push_model, reject_model
 from pipelines.cli_extras import add_arguments as add_cluster_arguments
 from pipelines.cli_extras import handle as handle_cluster
 from tfk8s.kfp_client import ParameterError, parse_param_items, resolve_params
+from tfk8s.launcher.local import sigterm_reaches_children
 
 PIPELINE_NAME = "tfk8s-train"
 VOLUME_MOUNT_PATH = "/mnt/tfk8s"
@@ -175,7 +176,8 @@ def run_local(volume: str | os.PathLike, params: dict) -> dict:
     args = {"tfds_data_dir": default_tfds_data_dir() or "", **params, "backend": "local",
             "volume_root": str(volume)}
     t0 = time.monotonic()
-    task = train_pipeline(**args)
+    with sigterm_reaches_children():  # the launch step then stops its replicas: nothing is left running
+        task = train_pipeline(**args)
     out = task.outputs
     metrics, exported = out["metrics"].metadata, out["exported_model"].metadata
     return {"accuracy": metrics["accuracy"], "loss": metrics["loss"], "export_path": exported["path"],

@@ -104,3 +104,38 @@ def test_sigterm_to_the_launcher_stops_every_replica(tmp_path):
         timer.cancel()
     pids = _pids(tmp_path)
     assert len(pids) == 2 and not any(_alive(pid) for pid in pids.values())
+
+
+PARENT = """
+import subprocess, sys
+from tfk8s.launcher.local import sigterm_reaches_children
+CHILD = '''
+import signal, subprocess, sys, time
+grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+print(grandchild.pid, flush=True)
+def stop(*_):
+    open(sys.argv[1], "w").write("child stopped cleanly")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+time.sleep(120)
+'''
+with sigterm_reaches_children(grace_s=5, log_sink=lambda line: print(line, flush=True)):
+    child = subprocess.Popen([sys.executable, "-c", CHILD, sys.argv[1]])
+    child.wait()
+"""
+
+
+def test_sigterm_to_the_local_pipeline_reaches_every_descendant(tmp_path):
+    import subprocess
+
+    marker = tmp_path / "marker"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(marker)], stdout=subprocess.PIPE, text=True)
+    grandchild_pid = int(parent.stdout.readline())  # the child printed it: both are running
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=20) == 128 + signal.SIGTERM
+    assert "stopping 2 child processes" in parent.stdout.read()
+    assert marker.read_text() == "child stopped cleanly"  # the child's own SIGTERM handler ran
+    deadline = time.monotonic() + 5
+    while _alive(grandchild_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(grandchild_pid)

@@ -15,6 +15,7 @@ launcher) is stopped: a parameter server never exits by itself.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import socket
@@ -242,3 +243,37 @@ def _wait(job: TrainingJob, procs: list[_Proc], start: float, log_sink: LogSink)
 def python_command(module: str, *args: str) -> tuple[str, ...]:
     """``(sys.executable, "-m", module, *args)``: the local replicas run the launcher's own interpreter."""
     return (sys.executable, "-m", module, *args)
+
+
+@contextmanager
+def sigterm_reaches_children(grace_s: float = 30.0, log_sink: LogSink = _print_sink) -> Iterator[None]:
+    """While inside, SIGTERM to this process is forwarded to all its descendant processes, which get
+    ``grace_s`` seconds to exit (then SIGKILL); then this process exits with status 143 (128 + SIGTERM).
+
+    For ``pipelines/train.py --local``: ``kfp.local`` runs each step as a child process, and the launch step
+    stops its replicas on SIGTERM (:func:`run_local`), but only if the signal reaches it. Main thread only;
+    elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    import psutil
+
+    def handler(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        children = psutil.Process().children(recursive=True)
+        log_sink(f"got SIGTERM: stopping {len(children)} child processes (the launch step stops its replicas)")
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                child.terminate()
+        _, alive = psutil.wait_procs(children, timeout=grace_s)
+        for child in alive:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        raise SystemExit(128 + signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
