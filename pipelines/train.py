@@ -162,8 +162,8 @@ def run_local(volume: str | os.PathLike, params: dict) -> dict:
         params: pipeline parameters overriding the defaults (``backend`` is forced to ``local``).
 
     Returns:
-        ``{"accuracy", "loss", "export_path", "version", "blessed", "summary", "volume", "pipeline_root",
-        "wall_time_s"}``.
+        ``{"accuracy", "loss", "export_path", "run_dir", "version", "blessed", "summary", "volume",
+        "pipeline_root", "wall_time_s"}``.
     """
     from kfp import local
 
@@ -180,9 +180,33 @@ def run_local(volume: str | os.PathLike, params: dict) -> dict:
         task = train_pipeline(**args)
     out = task.outputs
     metrics, exported = out["metrics"].metadata, out["exported_model"].metadata
+    run_dir = str(Path(out["dataset"].metadata["path"]).parent)
     return {"accuracy": metrics["accuracy"], "loss": metrics["loss"], "export_path": exported["path"],
+            "run_dir": run_dir,
             "version": int(exported["version"]), "blessed": out["blessed"], "summary": out["summary"].path,
             "volume": str(volume), "pipeline_root": str(pipeline_root), "wall_time_s": time.monotonic() - t0}
+
+
+def _check_params(items: list[str], *, local: bool) -> None:
+    """Check ``--param`` items against the compiled pipeline's inputs and together (:mod:`tfk8s.params`)
+    before anything starts; exits with the problems listed."""
+    import inspect
+
+    from tfk8s import params as pipeline_params
+
+    try:
+        given = resolve_params(DEFAULT_OUTPUT, parse_param_items(items))
+    except ParameterError as e:
+        raise SystemExit(f"tfk8s: {e}") from None
+    if local and {"backend", "volume_root"} & set(given):
+        raise SystemExit("tfk8s: --local always runs the replicas as local processes on the folder given by "
+                         "--volume: drop --param backend / volume_root")
+    defaults = {k: v.default for k, v in inspect.signature(train_pipeline.pipeline_func).parameters.items()}
+    merged = {**defaults, **given, **({"backend": "local", "volume_root": "."} if local else {})}
+    try:
+        pipeline_params.check(merged)
+    except ValueError as e:
+        raise SystemExit(f"tfk8s: {e}") from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -200,15 +224,17 @@ def main(argv: list[str] | None = None) -> None:
                    help="pipeline parameter, repeatable (e.g. --param epochs=2)")
     add_cluster_arguments(p, mode)  # --run, --schedule CRON, --format, --host, --experiment, --upload, ...
     a = p.parse_args(argv)
+    if a.compile and a.param:
+        raise SystemExit("tfk8s: --param applies to --local, --run and --schedule; a compiled pipeline takes its "
+                         "parameters when a run starts")
+    if a.run or a.schedule or a.local:
+        _check_params(a.param, local=a.local)
     if handle_cluster(a, compile_pipeline):  # --run / --schedule / --compile --format argo
         return
     if a.compile:
         print(f"compiled {PIPELINE_NAME} to {compile_pipeline(a.output)}")
         return
-    try:
-        params = resolve_params(DEFAULT_OUTPUT, parse_param_items(a.param))
-    except ParameterError as e:
-        raise SystemExit(f"tfk8s: {e}") from None
+    params = resolve_params(DEFAULT_OUTPUT, parse_param_items(a.param))
     try:
         r = run_local(a.volume, params)
     except RuntimeError as e:  # kfp.local: a step failed; its log (above) says why
@@ -218,7 +244,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  exported model: {r['export_path']}  (version {r['version']})")
     verdict = "blessed, pushed to the serving base" if r["blessed"] else "NOT blessed, not pushed"
     print(f"  quality gate  : {verdict}  (summary: {r['summary']})")
-    print(f"  volume        : {r['volume']}  (data, checkpoints, TensorBoard logs, exports)")
+    print(f"  run folder    : {r['run_dir']}  (data, checkpoints, TensorBoard logs, replica logs)")
+    print(f"  volume        : {r['volume']}  (models/ every export, serving/ blessed versions)")
     print(f"  artifacts     : {r['pipeline_root']}")
 
 

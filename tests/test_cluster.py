@@ -79,6 +79,7 @@ def test_chief_is_the_coordinator_else_worker_zero():
         ({"chief": 0, "worker": 0}, "at least one chief or worker"),
         ({"worker": 2, "ps": 1}, "needs chief=1"),
         ({"evaluator": 2}, "evaluator must be 0 or 1"),
+        ({"chief": 1, "worker": 0, "ps": 1}, "needs worker >= 1"),
     ],
 )
 def test_invalid_replica_counts_name_the_fix(kwargs, message):

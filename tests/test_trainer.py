@@ -227,8 +227,9 @@ def test_bad_arguments_exit_2_with_a_message_saying_what_to_fix(mnist_subset_dir
 
     if tf_config == "ps":
         tf_config = _tf_config(2, 0, chief=1, ps=1)
-    elif tf_config == "ps-no-worker":
-        tf_config = _tf_config(0, 0, chief=1, ps=1, rtype=ReplicaType.CHIEF)
+    elif tf_config == "ps-no-worker":  # hand-written: ReplicaCounts itself refuses ps without workers
+        tf_config = json.dumps({"cluster": {"chief": ["127.0.0.1:20000"], "ps": ["127.0.0.1:20200"]},
+                                "task": {"type": "chief", "index": 0}})
     elif isinstance(tf_config, tuple):
         tf_config = _tf_config(*tf_config)
     if tf_config is None:

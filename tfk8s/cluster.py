@@ -55,8 +55,8 @@ class ReplicaCounts:
 
     - ``chief`` and ``evaluator`` are 0 or 1;
     - there is at least one chief or worker (someone must train);
-    - parameter servers need a chief or at least one worker to coordinate them
-      (``ParameterServerStrategy`` additionally needs a chief, see :meth:`strategy`).
+    - parameter servers need a chief (``ParameterServerStrategy``'s coordinator) and at least one worker
+      (which runs the steps), see :meth:`strategy`.
 
     Raises:
         ClusterConfigError: on negative counts or a combination that breaks the rules above.
@@ -81,6 +81,10 @@ class ReplicaCounts:
         if self.ps and not self.chief:
             raise ClusterConfigError(
                 f"ps={self.ps} needs chief=1: ParameterServerStrategy is coordinated by the chief"
+            )
+        if self.ps and not self.worker:
+            raise ClusterConfigError(
+                f"ps={self.ps} needs worker >= 1: under ParameterServerStrategy the workers run the steps"
             )
 
     def count(self, replica_type: ReplicaType | str) -> int:

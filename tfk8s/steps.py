@@ -50,13 +50,12 @@ def ensure_volume_step(*, backend: str, volume_root: str, pvc_name: str, namespa
     """
     from pathlib import Path
 
+    from tfk8s import params
+
+    params.check({"backend": backend, "volume_root": volume_root, "pvc_name": pvc_name})
     if backend == "local":
         Path(volume_root).mkdir(parents=True, exist_ok=True)
         return {"backend": backend, "volume_root": volume_root}
-    if backend != "kubernetes":
-        raise ValueError(f"backend must be 'local' or 'kubernetes', got {backend!r}")
-    if not pvc_name:
-        raise ValueError("pvc_name is empty: name the PersistentVolumeClaim that holds the data and models")
     from tfk8s.kube.api import KubeApi
     from tfk8s.kube.settings import resolve_namespace
     from tfk8s.kube.volume import ensure_pvc
@@ -150,11 +149,18 @@ def launch_training_step(
         tfk8s.launcher.LaunchError: the training failed (the message names the replica and reason).
         ValueError: invalid parameters (replica counts, backend, names).
     """
+    from tfk8s import params
     from tfk8s.cluster import ReplicaCounts
     from tfk8s.launcher import job_name
     from tfk8s.layout import RunLayout
     from tfk8s.training import build_job, run_job, trainer_args
 
+    checked = {"chief": chief, "workers": workers, "ps": ps, "evaluator": evaluator, "epochs": epochs,
+               "batch_size": batch_size, "learning_rate": learning_rate, "backend": backend,
+               "success_policy": success_policy, "timeout_s": timeout_s, "volume_root": volume_root}
+    if backend == "kubernetes":
+        checked["pvc_name"] = (kubernetes_params or {}).get("pvc_name", "")
+    params.check(checked)  # before any replica exists
     layout = RunLayout(volume_root, run_id)
     counts = ReplicaCounts(chief=chief, worker=workers, ps=ps, evaluator=evaluator)
     args = trainer_args(data_dir, layout.train_dir, epochs, batch_size, learning_rate, max_train_examples)

@@ -45,7 +45,9 @@ def build_job(*, name: str, counts: ReplicaCounts, args: list[str], backend: str
               timeout_s: float | None = None, env: Mapping[str, str] | None = None) -> TrainingJob:
     """The training job every backend runs: each replica runs ``python -m trainer.task <args>``.
 
-    The local backend runs the launcher's own interpreter; in a cluster the image's ``python``.
+    The local backend runs the launcher's own interpreter; in a cluster the image's ``python``. With ps
+    replicas (ParameterServerStrategy) the workers never exit by themselves, so the grace period lagging
+    workers get after the chief's success is 0.
 
     Raises:
         ValueError: unknown backend (the message lists the known ones) or invalid job fields.
@@ -53,9 +55,11 @@ def build_job(*, name: str, counts: ReplicaCounts, args: list[str], backend: str
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     python = sys.executable if backend == "local" else "python"
+    # Under ParameterServerStrategy the workers serve the chief and never exit: stop them at once after it.
+    grace = {"grace_period_s": 0.0} if counts.ps else {}
     return TrainingJob(name=name, counts=counts, command=(python, "-m", TRAINER_MODULE, *args),
                        env={**TRAINER_ENV, **(env or {})}, success_policy=success_policy,
-                       timeout_s=timeout_s or None)
+                       timeout_s=timeout_s or None, **grace)
 
 
 def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,

@@ -1,0 +1,74 @@
+"""The pipeline's parameters are checked together, naming the parameter and the fix, before anything runs."""
+
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.train import train_pipeline
+from tfk8s.params import check, problems
+
+DEFAULTS = {k: v.default for k, v in inspect.signature(train_pipeline.pipeline_func).parameters.items()}
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_pipeline_defaults_pass():
+    assert problems(DEFAULTS) == []
+
+
+@pytest.mark.parametrize(("override", "expected"), [
+    ({"workers": 3}, "batch_size 512 is the global batch, split evenly over the 3 chief/worker replicas: make it "
+                     "a multiple of 3, e.g. 510"),
+    ({"chief": 1, "workers": 2, "batch_size": 100}, "over the 3 chief/worker replicas"),
+    ({"chief": 2}, "chief must be 0 or 1, got 2: raise workers instead"),
+    ({"ps": 1}, "ps=1 needs chief=1"),
+    ({"chief": 1, "workers": 0, "ps": 1}, "ps=1 needs workers >= 1"),
+    ({"workers": 0}, "at least one chief or worker: set workers >= 1"),
+    ({"num_shards": 1}, "num_shards 1 < 2 chief/worker replicas"),
+    ({"epochs": 0}, "epochs must be >= 1, got 0"),
+    ({"learning_rate": 0.0}, "learning_rate must be > 0"),
+    ({"min_accuracy": 1.5}, "min_accuracy must be in [0, 1]"),
+    ({"success_policy": "Chief"}, "success_policy must be '' (chief, or worker 0) or 'AllWorkers'"),
+    ({"model_name": "../evil"}, "model name '../evil' must be a single path segment"),
+    ({"volume_root": "/data"}, "volume_root must be /mnt/tfk8s on Kubernetes"),
+    ({"pvc_name": ""}, "pvc_name is empty"),
+])
+def test_each_bad_parameter_is_named_with_its_fix(override, expected):
+    found = problems({**DEFAULTS, **override})
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_ps_jobs_need_no_batch_divisibility_and_local_runs_any_volume_root():
+    assert problems({**DEFAULTS, "chief": 1, "workers": 3, "ps": 1, "batch_size": 100}) == []
+    assert problems({**DEFAULTS, "backend": "local", "volume_root": "/tmp/x", "pvc_name": ""}) == []
+
+
+def test_check_lists_every_problem():
+    with pytest.raises(ValueError) as err:
+        check({**DEFAULTS, "epochs": 0, "model_name": "a/b"})
+    assert str(err.value).count("\n  - ") == 2
+
+
+def test_cli_refuses_bad_parameters_before_anything_runs(tmp_path):
+    volume = tmp_path / "vol"
+    r = subprocess.run([sys.executable, "pipelines/train.py", "--local", "--volume", str(volume), "--param",
+                        "workers=3"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert "batch_size 512 is the global batch" in r.stderr
+    assert not volume.exists()  # nothing was prepared or written
+
+
+def test_the_launch_step_checks_again_before_creating_any_replica(tmp_path):
+    from tfk8s.steps import launch_training_step
+
+    with pytest.raises(ValueError, match="make it a multiple of 3"):
+        launch_training_step(data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1", chief=0,
+                             workers=3, ps=0, evaluator=0, epochs=1, batch_size=512, learning_rate=0.01,
+                             backend="local")
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(ValueError, match="pvc_name is empty"):
+        launch_training_step(data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1", chief=1,
+                             workers=2, ps=0, evaluator=0, epochs=1, batch_size=512, learning_rate=0.01,
+                             backend="kubernetes", kubernetes_params={"pvc_name": ""}, dry_run=True)
