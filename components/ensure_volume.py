@@ -8,6 +8,7 @@ import json
 from kfp import dsl
 
 from components import DEFAULT_IMAGE
+from tfk8s.cli import boolean, main_guard
 
 CLI_IO = {
     "inputs": {},
@@ -34,19 +35,14 @@ def ensure_volume(
     return status.get("name", volume_root)
 
 
-def _boolean(text: str) -> bool:
-    if text.lower() not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-    return text.lower() == "true"
-
-
+@main_guard
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m components.ensure_volume", description=__doc__)
     p.add_argument("--backend", choices=("local", "kubernetes"), default="kubernetes")
     p.add_argument("--volume-root", default="/mnt/tfk8s", help="local: the folder standing for the volume")
     p.add_argument("--pvc-name", default="tfk8s-data", help="the PersistentVolumeClaim")
     p.add_argument("--namespace", default="", help="its namespace (default: this pod's)")
-    p.add_argument("--create-pvc", type=_boolean, default=False, metavar="{true,false}",
+    p.add_argument("--create-pvc", type=boolean, default=False, metavar="{true,false}",
                    help="create it (ReadWriteMany) if missing (default: false)")
     p.add_argument("--pvc-size", default="20Gi", help="size when creating, a Kubernetes quantity")
     p.add_argument("--pvc-storage-class", default="", help="StorageClass when creating (default: the cluster's)")

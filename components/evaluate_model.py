@@ -9,6 +9,7 @@ from kfp import dsl
 from kfp.dsl import ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
 
 from components import DEFAULT_IMAGE
+from tfk8s.cli import main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -71,6 +72,7 @@ def evaluate_model(
     return namedtuple("GateOutputs", ["blessed", "reasons"])(blessing.blessed, "; ".join(blessing.reasons))
 
 
+@main_guard
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m components.evaluate_model", description=__doc__)
     p.add_argument("--model-dir", required=True, help="an exported version folder <base>/<version>")

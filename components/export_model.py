@@ -8,6 +8,7 @@ from kfp import dsl
 from kfp.dsl import Input, Model, Output
 
 from components import DEFAULT_IMAGE
+from tfk8s.cli import main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -43,6 +44,7 @@ def export_model(
         f.write(result.path)
 
 
+@main_guard
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m components.export_model", description=__doc__)
     p.add_argument(

@@ -12,6 +12,7 @@ from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
 from components import DEFAULT_IMAGE
+from tfk8s.cli import main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -99,6 +100,7 @@ def launch_training(
             metrics.log_metric(f"train_{key}", float(s[key]))
 
 
+@main_guard
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m components.launch_training", description=__doc__)
     p.add_argument("--data-dir", required=True, help="folder written by prepare_dataset (metadata.json)")

@@ -10,6 +10,7 @@ from kfp import dsl
 from kfp.dsl import Dataset
 
 from components import DEFAULT_IMAGE
+from tfk8s.cli import boolean, main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -30,6 +31,7 @@ def prepare_dataset(
     num_workers: int = 2,
     max_examples: int = 0,
     chief: int = 0,
+    download: bool = False,
 ):
     """Shard a TFDS data set into TFRecords + metadata.json on the volume; the Dataset artifact carries the
     metadata (splits, examples, shard files) and the data folder's ``path``."""
@@ -46,6 +48,7 @@ def prepare_dataset(
         num_workers=num_workers,
         max_examples=max_examples,
         chief=chief,
+        download=download,
     )
     with open(dataset.path, "w") as f:
         json.dump(md, f, indent=2)
@@ -61,6 +64,7 @@ def prepare_dataset(
     )
 
 
+@main_guard
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m components.prepare_dataset", description=__doc__)
     p.add_argument("--dataset-name", default="mnist", help="TFDS data set name")
@@ -72,6 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--num-shards", type=int, default=0, help="shards per split (0: 4 per worker)")
     p.add_argument("--num-workers", type=int, default=2, help="worker replicas reading the shards")
     p.add_argument("--chief", type=int, default=0, help="chief replicas (0 or 1) reading the shards")
+    p.add_argument("--download", type=boolean, default=False, metavar="{true,false}",
+                   help="let TFDS download the data set if it is not in the data dir (needs network)")
     p.add_argument("--max-examples", type=int, default=0, help="cap per split (0: all)")
     p.add_argument(
         "--results-dir",
@@ -91,6 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         num_workers=a.num_workers,
         max_examples=a.max_examples,
         chief=a.chief,
+        download=a.download,
     )
     print(json.dumps(md, indent=2))
     write_results(a.results_dir, md)

@@ -9,6 +9,7 @@ from kfp import dsl
 from kfp.dsl import Input, Model, Output
 
 from components import DEFAULT_IMAGE
+from tfk8s.cli import main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine), per component of this module: each input artifact ->
@@ -54,6 +55,7 @@ def reject_model(reasons: str):
     raise RuntimeError(f"model not blessed, so not pushed: {reasons}")
 
 
+@main_guard
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m components.push_model", description=__doc__)
     p.add_argument("--model-dir", required=True, help="the blessed export <root>/models/<name>/<version>")

@@ -59,6 +59,7 @@ class Outputs(NamedTuple):
 def train_pipeline(
     dataset_name: str = "mnist",
     tfds_data_dir: str = "",
+    tfds_download: bool = False,
     num_shards: int = 0,
     max_examples: int = 0,
     chief: int = 0,
@@ -101,6 +102,7 @@ def train_pipeline(
     prepare = prepare_dataset(
         dataset_name=dataset_name, tfds_data_dir=tfds_data_dir, volume_root=volume_root, run_id=run_id,
         num_shards=num_shards, num_workers=workers, chief=chief, max_examples=max_examples,
+        download=tfds_download,
     ).set_display_name("prepare dataset").after(volume)
 
     launch = launch_training(

@@ -310,12 +310,17 @@ def test_cli_flags_build_the_same_settings():
     add_kubernetes_arguments(parser)
     args = parser.parse_args(["--namespace", "ml", "--image", "img:2", "--gpus", "2", "--max-restarts", "5",
                               "--replica-overrides", '{"ps": {"gpus": 0}}', "--schedule-timeout-s", "30",
-                              "--kueue-queue", "q", "--scheduler-name", "volcano", "--volume-mount-path", "/v"])
+                              "--kueue-queue", "q", "--scheduler-name", "volcano"])
     assert settings_from_args(args) == KubernetesSettings.from_params(
         namespace="ml", image="img:2", gpus=2, max_restarts=5, replica_overrides='{"ps": {"gpus": 0}}',
-        schedule_timeout_s=30, kueue_queue="q", scheduler_name="volcano", volume_mount_path="/v")
+        schedule_timeout_s=30, kueue_queue="q", scheduler_name="volcano")
     flags = {a.dest for a in parser._actions} - {"help"}
-    assert flags == set(inspect.signature(KubernetesSettings.from_params).parameters)
+    # the mount path is the launch step's --volume-root, not a flag of its own
+    assert flags == set(inspect.signature(KubernetesSettings.from_params).parameters) - {"volume_mount_path"}
+    # the KFP component passes exactly these through
+    from tfk8s.steps import KUBERNETES_PARAMS
+
+    assert set(KUBERNETES_PARAMS) == flags
 
 
 # -- failure classification (Training Operator rules) ------------------------------------------------------------------

@@ -72,3 +72,12 @@ def test_the_launch_step_checks_again_before_creating_any_replica(tmp_path):
         launch_training_step(data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1", chief=1,
                              workers=2, ps=0, evaluator=0, epochs=1, batch_size=512, learning_rate=0.01,
                              backend="kubernetes", kubernetes_params={"pvc_name": ""}, dry_run=True)
+
+
+def test_component_clis_print_expected_errors_as_one_line():
+    r = subprocess.run([sys.executable, "-m", "components.launch_training", "--dry-run", "--data-dir", "D",
+                        "--chief", "1", "--workers", "2", "--ps", "1"], check=False, cwd=REPO, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.startswith("launch_training: error: invalid pipeline parameters:\n  - pvc_name is empty")
+    assert "Traceback" not in r.stderr

@@ -40,8 +40,9 @@ SHARD_SUFFIX = ".tfrecord"
 _PROBE_HOST = ("storage.googleapis.com", 443)
 _PROBE_TIMEOUT_S = 5.0
 _FIX_HINT = (
-    "pass --tfds-data-dir (or set TFDS_DATA_DIR) to a TFDS data directory that holds it, "
-    "e.g. ../shared/data/tensorflow_datasets, or enable download on a machine with network access"
+    "point the pipeline parameter tfds_data_dir (CLI: --tfds-data-dir, or the env var TFDS_DATA_DIR) at a TFDS "
+    "data directory that holds it, e.g. ../shared/data/tensorflow_datasets, or set tfds_download=true "
+    "(--download true) on a machine with network access"
 )
 
 
@@ -333,7 +334,9 @@ def prepare_dataset(
         builder = tfds.builder(name, data_dir=tfds_data_dir)
     except tfds.core.registered.DatasetNotFoundError as e:
         first = str(e).splitlines()[0]
-        raise ValueError(f"unknown TFDS data set {name!r} ({first}); see https://www.tensorflow.org/datasets/catalog")
+        raise ValueError(
+            f"unknown TFDS data set {name!r} ({first}); see https://www.tensorflow.org/datasets/catalog"
+        ) from None
     image_shape, num_classes, label_names = _check_features(name, builder.info.features)
 
     searched = tfds_data_dir or "TFDS's default data directory"

@@ -81,6 +81,7 @@ def prepare_dataset_step(
     num_workers: int,
     max_examples: int,
     chief: int = 0,
+    download: bool = False,
 ) -> dict:
     """Prepare the data set under ``<volume_root>/runs/<run_id>/data``.
 
@@ -89,6 +90,7 @@ def prepare_dataset_step(
             needs at least as many files as readers).
         num_workers, chief: worker and chief replicas; together they read the shards.
         max_examples: cap per split (0: all), for smoke runs.
+        download: let TFDS download the data set when it is not in the data directory (needs network).
 
     Returns:
         The metadata as a dict (see :class:`tfk8s.dataset.DatasetMetadata`), plus ``path`` (the data folder).
@@ -115,6 +117,7 @@ def prepare_dataset_step(
         tfds_data_dir=tfds_data_dir or default_tfds_data_dir(),
         num_shards=shards,
         max_examples=max_examples or None,
+        download=download,
     )
     return {**json.loads(md.to_json()), "path": str(out)}
 

@@ -2,6 +2,8 @@
 
 ``--replica-overrides '{"ps": {"cpu": "500m"}}'`` becomes ``replica_overrides`` of
 :meth:`~tfk8s.kube.settings.KubernetesSettings.from_params`; every flag's default is that parameter's default.
+The PVC's mount path has no flag: it is the launch step's ``--volume-root`` (``/mnt/tfk8s`` in a cluster), so
+the replicas see the volume where the pipeline's steps do.
 """
 
 from __future__ import annotations
@@ -9,14 +11,13 @@ from __future__ import annotations
 import argparse
 
 from tfk8s import DEFAULT_IMAGE
-from tfk8s.kube.settings import DEFAULT_MOUNT_PATH, KubernetesSettings
+from tfk8s.kube.settings import KubernetesSettings
 
 # (flag, type, default, help); the destination is the flag without "--", "-" -> "_".
 _FLAGS: tuple[tuple[str, type, object, str], ...] = (
     ("--namespace", str, "", "namespace of the replicas (default: the launcher pod's own, else 'default')"),
     ("--image", str, DEFAULT_IMAGE, "container image of the replicas"),
     ("--pvc-name", str, "", "PersistentVolumeClaim with the data and model, mounted in every replica"),
-    ("--volume-mount-path", str, DEFAULT_MOUNT_PATH, "where the PVC is mounted (the same path as in the pipeline)"),
     ("--cpu", str, "1", "CPU request = limit of each replica (a quantity: 2, 500m)"),
     ("--memory", str, "2Gi", "memory request = limit of each replica (a quantity: 4Gi)"),
     ("--gpus", int, 0, "nvidia.com/gpu per replica"),
