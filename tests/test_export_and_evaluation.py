@@ -132,6 +132,14 @@ def test_push_keeps_the_version_and_never_overwrites(saved_model, tmp_path):
     assert sorted(p.name for p in serving.iterdir()) == ["1"]
 
 
+def test_a_version_already_served_is_never_reused_even_if_exports_were_pruned(saved_model, tmp_path):
+    from tfk8s.steps import export_model_step
+
+    (tmp_path / "serving" / "m" / "4").mkdir(parents=True)  # pushed earlier; models/ pruned since
+    result = export_model_step(saved_model_dir=str(saved_model), volume_root=str(tmp_path), model_name="m")
+    assert (result.version, result.path) == (5, str(tmp_path / "models" / "m" / "5"))
+
+
 def test_summary_names_replicas_tf_config_metrics_and_verdict():
     from tfk8s.report import run_summary_markdown
 

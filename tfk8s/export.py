@@ -43,10 +43,10 @@ def existing_versions(export_base: str | os.PathLike) -> list[int]:
     return sorted(int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit())
 
 
-def next_version(export_base: str | os.PathLike) -> int:
-    """One more than the highest existing version, or 1."""
-    versions = existing_versions(export_base)
-    return versions[-1] + 1 if versions else 1
+def next_version(export_base: str | os.PathLike, *other_bases: str | os.PathLike) -> int:
+    """One more than the highest existing version under ``export_base`` and ``other_bases``, or 1."""
+    versions = [v for base in (export_base, *other_bases) for v in existing_versions(base)]
+    return max(versions) + 1 if versions else 1
 
 
 def serving_signature(saved_model_dir: str | os.PathLike) -> dict:
@@ -77,12 +77,15 @@ def serving_signature(saved_model_dir: str | os.PathLike) -> dict:
     return {"inputs": describe(fn.structured_input_signature[1]), "outputs": describe(fn.structured_outputs)}
 
 
-def export_saved_model(saved_model_dir: str | os.PathLike, export_base: str | os.PathLike) -> ExportResult:
+def export_saved_model(saved_model_dir: str | os.PathLike, export_base: str | os.PathLike,
+                       reserved_bases: tuple[str | os.PathLike, ...] = ()) -> ExportResult:
     """Copy a SavedModel to the next version under ``export_base``, atomically, after checking it loads.
 
     Args:
         saved_model_dir: the trained SavedModel (the chief's ``<train dir>/saved_model``).
         export_base: the model's base path; created if missing.
+        reserved_bases: other bases whose versions the new one must also exceed (the serving base, so a
+            version pushed there before is never reused, even if ``export_base`` was pruned).
 
     Returns:
         The new version's path, number and serving signature.
@@ -102,7 +105,7 @@ def export_saved_model(saved_model_dir: str | os.PathLike, export_base: str | os
         shutil.copytree(src, model_copy)
         signature = serving_signature(model_copy)
         while True:
-            version = next_version(base)
+            version = next_version(base, *reserved_bases)
             try:
                 # rename(2) is atomic, and fails on a non-empty target: an existing version is never replaced.
                 os.rename(model_copy, base / str(version))

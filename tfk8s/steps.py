@@ -196,7 +196,8 @@ def export_model_step(*, saved_model_dir: str, volume_root: str, model_name: str
     from tfk8s.export import export_saved_model
     from tfk8s.layout import RunLayout
 
-    return export_saved_model(saved_model_dir, RunLayout(volume_root, "export", model_name).export_base)
+    layout = RunLayout(volume_root, "export", model_name)
+    return export_saved_model(saved_model_dir, layout.export_base, reserved_bases=(layout.serving_base,))
 
 
 def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, max_accuracy_drop: float = -1.0,
