@@ -13,6 +13,7 @@ from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
 from components import DEFAULT_IMAGE
 from tfk8s.cli import main_guard
+from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -110,9 +111,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--ps", type=int, default=0)
     p.add_argument("--evaluator", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=512, help="global batch size")
-    p.add_argument("--learning-rate", type=float, default=0.006)
+    p.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS)
+    p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="global batch size")
+    p.add_argument("--learning-rate", type=float, default=DEFAULT_LEARNING_RATE)
     p.add_argument("--max-train-examples", type=int, default=0, help="cap on training examples (0: all)")
     p.add_argument("--backend", choices=("local", "kubernetes"), default="kubernetes")
     p.add_argument("--job-name-prefix", default="tfk8s")

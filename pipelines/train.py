@@ -37,6 +37,7 @@ from pipelines.cli_extras import add_arguments as add_cluster_arguments
 from pipelines.cli_extras import handle as handle_cluster
 from tfk8s.kfp_client import ParameterError, parse_param_items, resolve_params
 from tfk8s.launcher.local import sigterm_reaches_children
+from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
 
 PIPELINE_NAME = "tfk8s-train"
 VOLUME_MOUNT_PATH = "/mnt/tfk8s"
@@ -66,9 +67,9 @@ def train_pipeline(
     workers: int = 2,
     ps: int = 0,
     evaluator: int = 0,
-    epochs: int = 2,
-    batch_size: int = 512,
-    learning_rate: float = 0.006,
+    epochs: int = DEFAULT_EPOCHS,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    learning_rate: float = DEFAULT_LEARNING_RATE,
     success_policy: str = "",
     timeout_s: int = 0,
     model_name: str = "mnist-cnn",

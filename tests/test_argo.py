@@ -221,7 +221,6 @@ def _resolve(value: str, task_args: dict, template_inputs: dict) -> str:
 
 def test_each_steps_cli_accepts_the_arguments_argo_passes(committed, monkeypatch):
     """Every flag Argo passes exists in the step's argparse parser and parses (no step logic runs)."""
-    pytest.importorskip("tfk8s.kube.cli")
     defaults = {p["name"]: p.get("value", "") for p in committed["spec"]["arguments"]["parameters"]}
     real_parse = argparse.ArgumentParser.parse_args
 

@@ -84,6 +84,17 @@ def test_committed_ir_matches_the_source(tmp_path):
     assert _load(fresh) == _load(DEFAULT_OUTPUT), "recompile: python pipelines/train.py --compile"
 
 
+def test_training_defaults_are_the_measured_ones_everywhere():
+    from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
+
+    spec = next(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))
+    measured = {"epochs": DEFAULT_EPOCHS, "batch_size": DEFAULT_BATCH_SIZE, "learning_rate": DEFAULT_LEARNING_RATE}
+    root = spec["root"]["inputDefinitions"]["parameters"]
+    launch = spec["components"]["comp-launch-training"]["inputDefinitions"]["parameters"]  # literals in source
+    for key, value in measured.items():
+        assert root[key]["defaultValue"] == launch[key]["defaultValue"] == value, key
+
+
 def test_replica_image_defaults_to_the_project_image_everywhere():
     from tfk8s import DEFAULT_IMAGE
 

@@ -250,7 +250,7 @@ def test_every_generated_object_validates_strictly(version):
 def test_dry_run_of_the_launch_step_prints_yaml_that_validates(version, capsys, tmp_path, monkeypatch):
     """``python -m components.launch_training --dry-run`` for 1 chief + 2 workers + 1 ps."""
     monkeypatch.setattr("tfk8s.kube.settings.SERVICEACCOUNT_NAMESPACE_FILE", tmp_path / "absent")
-    launch_training = pytest.importorskip("components.launch_training")
+    from components import launch_training
     launch_training.main(["--dry-run", "--data-dir", str(tmp_path), "--run-id", "run-42", "--chief", "1",
                           "--workers", "2", "--ps", "1", "--namespace", "ml", "--pvc-name", "tfk8s-data"])
     docs = list(yaml.safe_load_all(capsys.readouterr().out))

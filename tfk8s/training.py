@@ -17,6 +17,14 @@ from tfk8s.cluster import ReplicaCounts
 from tfk8s.launcher import LaunchError, LaunchResult, TrainingJob
 
 BACKENDS = ("local", "kubernetes")
+
+# Defaults measured with 2 workers on 2 shared CPU cores, full MNIST (60,000 training examples): ~8-9 s per
+# epoch, test accuracy 0.984-0.988 over 11 runs (1 epoch: 0.980-0.982, not robust). A large global batch keeps
+# the number of all-reduce steps (~20 ms each on CPU) low; the trainer's cosine decay of the learning rate to
+# 0 over all steps makes 2 epochs enough. The trainer's flags, the launch step and the pipeline share them.
+DEFAULT_EPOCHS = 2
+DEFAULT_BATCH_SIZE = 512
+DEFAULT_LEARNING_RATE = 6e-3
 TRAINER_MODULE = "trainer.task"
 # Keras 3's fit() breaks under multi-worker strategies (keras-team/keras#20585): every replica uses tf-keras.
 TRAINER_ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}

@@ -94,13 +94,8 @@ PSS_MIN_INTER_OP_THREADS = 2
 SERVER_WAIT_S = 600.0  # the coordinator waits this long for every ps/worker to accept connections
 EVAL_POLL_S = 1.0  # the evaluator looks for a new checkpoint this often
 
-# Defaults measured with 2 workers on 2 shared CPU cores, full MNIST (60,000 training examples): ~8-9 s per
-# epoch, test accuracy 0.985-0.987 over 7 runs with different seeds (1 epoch: 0.980-0.982, not robust).
-# A large global batch keeps the number of all-reduce steps (~20 ms each on CPU) low; cosine decay of the
-# learning rate to 0 over all steps makes 2 epochs enough.
-DEFAULT_EPOCHS = 2
-DEFAULT_BATCH_SIZE = 512
-DEFAULT_LEARNING_RATE = 6e-3
+# The measured defaults (see tfk8s.training), shared with the pipeline's parameters.
+from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
 
 
 class UsageError(Exception):
