@@ -91,6 +91,42 @@ def train_pipeline(
     max_restarts: int = 3,
     schedule_timeout_s: int = 600,
 ) -> Outputs:
+    """Train a CNN on a TFDS image data set with distributed TensorFlow, export, evaluate and push it.
+
+    Args:
+        dataset_name: TFDS data set with image + label features, e.g. mnist, fashion_mnist.
+        tfds_data_dir: TFDS data directory to read it from (empty: TFDS_DATA_DIR / TFDS's default).
+        tfds_download: let TFDS download the data set when it is missing (needs network).
+        num_shards: TFRecord files per split (0: 4 per chief/worker replica; at least one per replica).
+        max_examples: examples per split to use (0: all), for smoke runs.
+        chief: chief replicas, 0 or 1 (1 is required with ps).
+        workers: worker replicas.
+        ps: parameter servers (ParameterServerStrategy; needs chief=1 and workers >= 1).
+        evaluator: 0 or 1 sidecar evaluator, evaluating each checkpoint on the test split.
+        epochs: training epochs.
+        batch_size: global batch size (without ps: a multiple of chief + workers).
+        learning_rate: initial learning rate (cosine decay to 0 over the training).
+        success_policy: '' (the chief, or worker 0, succeeds) or 'AllWorkers'.
+        timeout_s: job-level deadline of the training in seconds (0: none).
+        model_name: names the export base <volume>/models/<model_name> and serving/<model_name>.
+        min_accuracy: quality gate: lowest test accuracy that is blessed.
+        max_accuracy_drop: quality gate: largest accuracy drop vs the last blessed model (< 0: no check).
+        fail_on_unblessed: fail the run when the model is not blessed (else it is just not pushed).
+        backend: where the replicas run: kubernetes (Jobs + Services) or local (processes; --local sets it).
+        volume_root: the PVC's mount path; must stay /mnt/tfk8s on Kubernetes (--local sets a folder).
+        pvc_name: PersistentVolumeClaim for data, checkpoints, logs and models (ReadWriteMany).
+        create_pvc: create the PVC if it does not exist.
+        pvc_size: its size when created, e.g. 20Gi.
+        pvc_storage_class: its StorageClass when created (empty: the cluster's default).
+        namespace: namespace of the training replicas (empty: the launcher pod's own).
+        image: container image of the replicas.
+        cpu: CPU request and limit per replica, e.g. 2 or 500m.
+        memory: memory request and limit per replica, e.g. 4Gi.
+        gpus: nvidia.com/gpu per replica.
+        service_account: ServiceAccount of the replicas (empty: the namespace's default).
+        max_restarts: recreations allowed for retryable failures (exit >= 128, OOMKilled, eviction...).
+        schedule_timeout_s: seconds a replica may stay unscheduled before the run fails.
+    """
     run_id = dsl.PIPELINE_JOB_ID_PLACEHOLDER
 
     # Before anything mounts the volume: it exists (or is created when asked), else the run fails at once.
