@@ -39,5 +39,6 @@ bench: $(STAMP)
 image:
 	docker build -t $(IMAGE) .
 
+# Removes caches only: ./volume holds your runs, exported and served models (rm -rf volume yourself).
 clean:
-	rm -rf volume local_outputs .pytest_cache
+	rm -rf local_outputs .pytest_cache .ruff_cache

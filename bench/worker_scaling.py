@@ -20,12 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tfk8s.cluster import ReplicaCounts
 from tfk8s.dataset import default_tfds_data_dir, prepare_dataset
-from tfk8s.training import build_job, run_job, trainer_args
+from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_LEARNING_RATE, build_job, run_job, trainer_args
 
 
 def train(data_dir: Path, out: Path, workers: int, epochs: int, batch: int) -> tuple[dict, float]:
     job = build_job(name=f"bench-{workers}w", counts=ReplicaCounts(worker=workers),
-                    args=trainer_args(data_dir, out, epochs, batch, 0.001), backend="local")
+                    args=trainer_args(data_dir, out, epochs, batch, DEFAULT_LEARNING_RATE), backend="local")
     t0 = time.monotonic()
     outcome = run_job(job, "local", out, log_sink=lambda _line: None)
     return outcome.summary, time.monotonic() - t0
@@ -36,8 +36,12 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--examples", type=int, default=12000, help="training examples (a real MNIST subset)")
     p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=128, help="global batch")
+    p.add_argument("--batch-size", type=int, default=0,
+                   help=f"global batch (default: {DEFAULT_BATCH_SIZE}, rounded down to a multiple of --workers)")
     a = p.parse_args()
+    a.batch_size = a.batch_size or DEFAULT_BATCH_SIZE - DEFAULT_BATCH_SIZE % a.workers
+    if a.batch_size % a.workers:
+        p.error(f"--batch-size {a.batch_size} must be a multiple of --workers {a.workers} (the global batch is split)")
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         prepare_dataset("mnist", data, tfds_data_dir=default_tfds_data_dir(), num_shards=4 * a.workers,

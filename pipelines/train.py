@@ -37,10 +37,11 @@ from pipelines.cli_extras import add_arguments as add_cluster_arguments
 from pipelines.cli_extras import handle as handle_cluster
 from tfk8s.kfp_client import ParameterError, parse_param_items, resolve_params
 from tfk8s.launcher.local import sigterm_reaches_children
+from tfk8s.layout import DEFAULT_ROOT
 from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
 
 PIPELINE_NAME = "tfk8s-train"
-VOLUME_MOUNT_PATH = "/mnt/tfk8s"
+VOLUME_MOUNT_PATH = DEFAULT_ROOT  # where every step and every replica mounts the PVC
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "compiled" / "train.yaml"
 

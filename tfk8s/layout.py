@@ -4,8 +4,9 @@
 
     <root>/
       runs/<run id>/data/          sharded TFRecords + metadata.json      (prepare_dataset)
-      runs/<run id>/train/         BackupAndRestore checkpoints, TensorBoard logs, the chief's SavedModel,
-                                   training_summary.json, replica logs  (launch_training)
+      runs/<run id>/train/         backup/ (BackupAndRestore), checkpoints/ (per epoch, for the evaluator),
+                                   logs/{train,eval}/ (TensorBoard), saved_model/ (the chief's),
+                                   training_summary.json, replica-logs/ (local backend)  (launch_training)
       models/<model name>/<version>/   every exported SavedModel, TF Serving layout (export_model)
       serving/<model name>/<version>/  blessed versions only: point TF Serving here (push_model)
 
@@ -64,11 +65,6 @@ class RunLayout:
     def train_dir(self) -> Path:
         """The trainer's ``--model-dir``: checkpoints, logs, saved_model, training_summary.json."""
         return self.run_dir / "train"
-
-    @property
-    def replica_log_dir(self) -> Path:
-        """One ``<type>-<index>.log`` per replica (local backend; Kubernetes streams them instead)."""
-        return self.train_dir / "replica-logs"
 
     @property
     def export_base(self) -> Path:

@@ -17,6 +17,7 @@ from tfk8s.cluster import ReplicaCounts
 from tfk8s.launcher import LaunchError, LaunchResult, TrainingJob
 
 BACKENDS = ("local", "kubernetes")
+REPLICA_LOG_DIR = "replica-logs"  # under the train dir: one <type>-<index>.log per replica (local backend)
 
 # Defaults measured with 2 workers on 2 shared CPU cores, full MNIST (60,000 training examples): ~8-9 s per
 # epoch, test accuracy 0.984-0.988 over 11 runs (1 epoch: 0.980-0.982, not robust). A large global batch keeps
@@ -86,7 +87,7 @@ def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
     if backend == "local":
         from tfk8s.launcher.local import run_local
 
-        result = run_local(job, log_sink=sink, log_dir=Path(train_dir) / "replica-logs")
+        result = run_local(job, log_sink=sink, log_dir=Path(train_dir) / REPLICA_LOG_DIR)
     elif backend == "kubernetes":
         from tfk8s.kube.settings import KubernetesSettings
         from tfk8s.launcher.kubernetes import run_kubernetes
