@@ -1,4 +1,4 @@
-"""The whole pipeline, for real, on this machine: kfp.local runs the four components, the launcher runs 2
+"""The whole pipeline, for real, on this machine: kfp.local runs every component, the launcher runs 2
 TensorFlow workers as local processes (MultiWorkerMirroredStrategy), on a real MNIST subset."""
 
 import json

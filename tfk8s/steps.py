@@ -1,4 +1,4 @@
-"""The four pipeline steps as plain functions: what each KFP component and its CLI call.
+"""The steps as plain functions: what each KFP component and its CLI call.
 
 They import neither KFP nor a Kubernetes client at module load, so a component body (which runs under KFP's
 lightweight runtime, where ``kfp.dsl.component`` does not exist) and a test can both import them.
