@@ -205,10 +205,15 @@ def run_local(volume: str | os.PathLike, params: dict) -> dict:
         ``{"accuracy", "loss", "export_path", "run_dir", "version", "blessed", "summary", "volume",
         "pipeline_root", "wall_time_s"}``.
     """
+    import warnings
+
     from kfp import local
 
     from tfk8s.dataset import default_tfds_data_dir
 
+    # kfp.local warns on every step that display names and the container image mean nothing locally.
+    warnings.filterwarnings("ignore", module=r"kfp\.local\..*", category=UserWarning)
+    warnings.filterwarnings("ignore", module=r"kfp\.local\..*", category=RuntimeWarning)
     volume = Path(volume).resolve()
     pipeline_root = volume / "pipeline-root"
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(pipeline_root),
