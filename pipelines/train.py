@@ -91,6 +91,14 @@ def train_pipeline(
     service_account: str = "",
     max_restarts: int = 3,
     schedule_timeout_s: int = 600,
+    node_selector: str = "",
+    tolerations: str = "",
+    replica_overrides: str = "",
+    job_name_prefix: str = "tfk8s",
+    cluster_domain: str = "",
+    ttl_seconds_after_finished: int = 3600,
+    kueue_queue: str = "",
+    scheduler_name: str = "",
 ) -> Outputs:
     """Train a CNN on a TFDS image data set with distributed TensorFlow, export, evaluate and push it.
 
@@ -127,6 +135,16 @@ def train_pipeline(
         service_account: ServiceAccount of the replicas (empty: the namespace's default).
         max_restarts: recreations allowed for retryable failures (exit >= 128, OOMKilled, eviction...).
         schedule_timeout_s: seconds a replica may stay unscheduled before the run fails.
+        node_selector: JSON object of node labels for every replica, e.g. {"pool": "gpu"}.
+        tolerations: JSON list of Kubernetes tolerations for every replica.
+        replica_overrides: JSON object per replica type (chief, worker, ps, evaluator) overriding image,
+            command, cpu, memory, cpu_limit, memory_limit, gpus, node_selector, tolerations, service_account,
+            env; e.g. {"ps": {"cpu": "500m", "gpus": 0}}.
+        job_name_prefix: prefix of the training job's name (<prefix>-<run id>, cut to a DNS-1035 label).
+        cluster_domain: cluster DNS domain in the replicas' addresses (empty: <svc>.<namespace>.svc).
+        ttl_seconds_after_finished: seconds Kubernetes keeps a finished replica Job (a backstop).
+        kueue_queue: Kueue LocalQueue name for the replica Jobs (gang admission hook).
+        scheduler_name: schedulerName of the replica pods, e.g. volcano.
     """
     run_id = dsl.PIPELINE_JOB_ID_PLACEHOLDER
 
@@ -148,7 +166,10 @@ def train_pipeline(
         ps=ps, evaluator=evaluator, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
         backend=backend, success_policy=success_policy, timeout_s=timeout_s, namespace=namespace, image=image,
         pvc_name=pvc_name, cpu=cpu, memory=memory, gpus=gpus, service_account=service_account,
-        max_restarts=max_restarts, schedule_timeout_s=schedule_timeout_s,
+        max_restarts=max_restarts, schedule_timeout_s=schedule_timeout_s, node_selector=node_selector,
+        tolerations=tolerations, replica_overrides=replica_overrides, job_name_prefix=job_name_prefix,
+        cluster_domain=cluster_domain, ttl_seconds_after_finished=ttl_seconds_after_finished,
+        kueue_queue=kueue_queue, scheduler_name=scheduler_name,
     ).set_display_name("launch training")
     # The launcher's own pod, for the replicas' ownerReferences (deleting the run deletes every replica).
     kubernetes.use_field_path_as_env(launch, env_name="TFK8S_LAUNCHER_POD_NAME", field_path="metadata.name")

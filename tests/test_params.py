@@ -34,6 +34,9 @@ def test_the_pipeline_defaults_pass():
     ({"model_name": "../evil"}, "model name '../evil' must be a single path segment"),
     ({"volume_root": "/data"}, "volume_root must be /mnt/tfk8s on Kubernetes"),
     ({"pvc_name": ""}, "pvc_name is empty"),
+    ({"node_selector": "{pool: gpu}"}, "node_selector"),
+    ({"replica_overrides": '{"boss": {"cpu": "1"}}'}, "replica_overrides has unknown replica types ['boss']"),
+    ({"memory": "lots"}, "'lots' is not a Kubernetes quantity"),
 ])
 def test_each_bad_parameter_is_named_with_its_fix(override, expected):
     found = problems({**DEFAULTS, **override})

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tfk8s import DEFAULT_IMAGE
 from tfk8s.cluster import ClusterConfigError, ReplicaCounts
 from tfk8s.launcher import SUCCESS_POLICIES
 from tfk8s.layout import DEFAULT_ROOT, RunLayout
@@ -65,7 +66,24 @@ def problems(params: Mapping[str, Any]) -> list[str]:
         if "pvc_name" in params and not get("pvc_name"):
             out.append("pvc_name is empty: name the PersistentVolumeClaim for data, checkpoints and models "
                        "(without it the model would be written to a pod's ephemeral storage)")
+        out += _kubernetes_problems(params)
     return out
+
+
+def _kubernetes_problems(params: Mapping[str, Any]) -> list[str]:
+    """What :meth:`KubernetesSettings.from_params` refuses (JSON of node_selector, tolerations,
+    replica_overrides; quantities; names), checked with the given Kubernetes parameters only."""
+    from tfk8s.kube.settings import KubernetesSettings
+    from tfk8s.steps import KUBERNETES_PARAMS
+
+    given = {k: params[k] for k in KUBERNETES_PARAMS if k in params}
+    if not given:
+        return []
+    try:
+        KubernetesSettings.from_params(**{"image": DEFAULT_IMAGE, **given})
+    except ValueError as e:
+        return [str(e)]
+    return []
 
 
 def check(params: Mapping[str, Any]) -> None:
