@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import itertools
 import json
 import queue
 import re
 import threading
+import time
 from pathlib import Path
 
 import kubernetes_validate
@@ -469,16 +471,37 @@ def test_watcher_relists_after_an_http_410_and_resumes_from_the_last_version_see
                      Changed("pods", "MODIFIED", {"metadata": {"name": "p", "resourceVersion": "25"}})]
 
 
-def test_watcher_reports_an_api_that_keeps_failing():
+def test_watcher_reports_a_forbidden_watch_at_once():
     out: queue.Queue = queue.Queue()
 
     def watch_fn(rv, timeout_s):
         raise KubernetesApiError("watching pods failed: 403 forbidden", 403)
 
     w = Watcher("pods", lambda: {"metadata": {"resourceVersion": "1"}, "items": []}, watch_fn, out,
-                max_errors=2, retry_s=0)
+                retry_s=10)
+    w.start()
+    assert out.get(timeout=5) == Synced("pods", ())
+    failed = out.get(timeout=5)  # no retry (retry_s=10 would be longer than the timeout)
+    assert isinstance(failed, WatchFailed) and failed.error.status == 403
+    w.stop()
+
+
+def test_watcher_reports_an_api_that_keeps_failing_for_give_up_s_with_backoff():
+    out: queue.Queue = queue.Queue()
+    calls: list[float] = []
+
+    def watch_fn(rv, timeout_s):
+        calls.append(time.monotonic())
+        raise KubernetesApiError("watching pods failed: 503 Service Unavailable", 503)
+
+    w = Watcher("pods", lambda: {"metadata": {"resourceVersion": "1"}, "items": []}, watch_fn, out,
+                retry_s=0.01, max_retry_s=0.04, give_up_s=0.3)
     w.start()
     assert out.get(timeout=5) == Synced("pods", ())
     failed = out.get(timeout=5)
-    assert isinstance(failed, WatchFailed) and failed.error.status == 403
+    assert isinstance(failed, WatchFailed) and failed.error.status == 503
+    assert "no progress for" in str(failed.error) and "rerun the step" in str(failed.error)
     w.stop()
+    gaps = [b - a for a, b in itertools.pairwise(calls)]
+    assert gaps[0] < gaps[2] and max(gaps) < 0.2  # doubling, then capped at max_retry_s
+    assert calls[-1] - calls[0] >= 0.25

@@ -1,0 +1,292 @@
+"""Faults of the Kubernetes backend found in review: API outages, a peer's follow-on failure, a Job deleted
+by its TTL, a pod that never starts, sidecars, a re-attaching launcher.
+
+Same fixtures as tests/test_kube_backend.py, plus a way to stall the launcher's *pods* watch (a lagging watch
+stream, as a reconnect, a slow API server or a 410 re-list produces on a real cluster) while lists and the
+Jobs watch go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import signal
+import threading
+import time
+
+import pytest
+
+pytest.register_assert_rewrite("tests.kube_fixtures")
+
+from tests.kube_fixtures import JOBS, PODS, FakeApiServer, FakeCluster, running_cluster
+from tests.test_kube_backend import (  # noqa: F401 - the autouse fixtures apply here too
+    _nothing_left_and_every_call_granted,
+    _outside_a_pod,
+    make_job,
+    make_settings,
+    name,
+)
+from tfk8s.kube.errors import KubernetesApiError
+from tfk8s.kube.objects import job_manifest, service_manifest
+from tfk8s.kube.watch import Synced, Watcher, WatchFailed
+from tfk8s.launcher import ReplicaFailedError
+
+pytest_plugins = ["tests.kube_fixtures"]
+pytestmark = pytest.mark.timeout(60)
+
+STALL = threading.Event()  # set: new pods watch requests wait (the launcher's pods watch lags)
+_ORIG_SERVE_WATCH = FakeApiServer._serve_watch
+
+
+async def _stallable_serve_watch(self, request):
+    if request.resource == PODS:
+        while STALL.is_set() and not self.closing:
+            await asyncio.sleep(0.02)
+    agen = _ORIG_SERVE_WATCH(self, request)
+    try:
+        async for item in agen:
+            yield item
+    finally:
+        await agen.aclose()
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    """As tests.kube_fixtures.cluster, with a stallable pods watch."""
+    STALL.clear()
+    monkeypatch.setattr(FakeApiServer, "_serve_watch", _stallable_serve_watch)
+    with running_cluster() as c:
+        yield c
+    STALL.clear()
+
+
+def stall_pod_watch(c: FakeCluster) -> None:
+    STALL.set()
+    c.close_watches("pods")  # the open watch ends; its resumption waits
+
+
+def launcher_done(c: FakeCluster) -> bool:
+    return any("none remain" in line or "remain " in line for line in c.output)
+
+
+def wait_quietly(c: FakeCluster, predicate, timeout: float):
+    """predicate()'s value, or None on timeout or once the launcher has finished; never raises."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value or launcher_done(c):
+            return value
+        time.sleep(0.05)
+    return None
+
+
+# -- 1. ParameterServerStrategy: a ps restart alone cannot recover ------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="known bug: a retryable ps failure recreates only the ps; the chief then exits 1")
+def test_pss_retryable_ps_failure_recreates_the_coordinator_too(cluster):
+    """TF2 ParameterServerStrategy: when a ps dies the coordinator (chief) gets UnavailableError/AbortedError and
+    its variables are gone; recreating only the ps leaves a chief that then exits 1 -> PermanentFailureError."""
+    seen: dict = {}
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "worker-1", "ps-0")
+        c.run()
+        c.oom("ps-0")
+        c.wait_pods("ps-0", attempt=1)
+        chief1 = wait_quietly(c, lambda: c.replica_pod("chief-0", 1), 1.5)
+        seen["chief_recreated"] = chief1 is not None
+        if chief1 is None:  # what TF does to the old coordinator: UnavailableError from the lost ps -> exit 1
+            c.run("ps-0")
+            c.fail("chief-0", 1)
+            return
+        c.run()
+        c.succeed("chief-0")
+
+    result = cluster.launch(make_job(grace_period_s=0), make_settings(), script)
+    assert seen["chief_recreated"]
+    assert result.restarts == 1
+
+
+# -- 2. MultiWorkerMirroredStrategy: a peer's consequent exit 1 wins over the root cause ---------------------------------
+@pytest.mark.xfail(strict=True, reason="known bug: under MWMS a peer's follow-on exit 1 wins over the retryable root cause")
+def test_mwms_peers_exit_1_after_a_retryable_failure_still_recreates_the_set(cluster):
+    """worker-2 is OOMKilled; its peers' collectives then abort (exit 1). When the launcher sees both in one
+    decision it picks the first replica in order (worker-0, exit 1: permanent) and fails the job, although the
+    root cause (the earliest failure) is retryable and the set would be recreated anyway."""
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1", "worker-2")
+        c.run()
+        stall_pod_watch(c)
+        c.oom("worker-2")
+        time.sleep(1.1)  # finishedAt has second resolution: the peers fail visibly later
+        c.fail("worker-0", 1, message="tensorflow.python.framework.errors_impl.UnavailableError: Collective ops "
+                                      "is aborted by: failed to connect to worker-2")
+        c.fail("worker-1", 1)
+        c.expire_watches("pods")  # the lagging watch resumes too late: 410, re-list, one Synced with all three
+        STALL.clear()
+        if wait_quietly(c, lambda: c.replica_pod("worker-0", 1) and c.replica_pod("worker-1", 1)
+                        and c.replica_pod("worker-2", 1), 5):
+            c.run()
+            c.succeed("worker-0")
+
+    result = cluster.launch(make_job(chief=0, worker=3, ps=0), make_settings(), script)
+    assert result.restarts == 1
+
+
+# -- 3. A finished Job deleted (ttlSecondsAfterFinished) before the pod's update arrives -----------------------------------
+@pytest.mark.xfail(strict=True, reason="known bug: a Complete Job deleted by its TTL is reported as JobDeleted")
+def test_a_complete_job_deleted_by_its_ttl_is_not_a_job_deleted_failure(cluster):
+    """ttl_seconds_after_finished=0 (accepted by the settings): the TTL controller deletes the chief's Job right
+    after it completes. The Jobs watch delivers the DELETED (whose object says Complete) before the lagging pods
+    watch delivers the pod's Succeeded: the launcher reports a PermanentFailureError 'JobDeleted'."""
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "worker-1")
+        c.run()
+        stall_pod_watch(c)
+        c.succeed("chief-0")  # pod Succeeded, Job Complete
+        pod = c.replica_pod("chief-0")["metadata"]["name"]
+        c._run(c.server.remove(PODS, c.namespace, pod))  # TTL controller: foreground deletion, pods first
+        c._run(c.server.remove(JOBS, c.namespace, name("chief-0")))
+        time.sleep(1.0)
+        STALL.clear()
+
+    result = cluster.launch(make_job(ps=0), make_settings(ttl_seconds_after_finished=0), script)
+    assert result.exit_codes.get("chief-0") == 0
+
+
+# -- 4. Scheduled but the container never starts (volume cannot be mounted) ------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="known bug: no start deadline for a scheduled pod that never starts")
+def test_a_pod_stuck_in_container_creating_does_not_hang_until_the_backstop(cluster):
+    """A PVC that cannot be attached (RWO Multi-Attach, NFS down...): the pod is bound to a node, its container
+    waits in ContainerCreating forever with FailedMount events. Neither the schedule deadline (the pod is
+    scheduled) nor the fail-fast reasons apply: with no timeout_s the job hangs for the 7-day backstop."""
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "worker-1")
+        c.run("chief-0", "worker-0")
+        c.waiting("worker-1", "ContainerCreating", "")
+        c.add_event("Pod", c.replica_pod("worker-1")["metadata"]["name"], "FailedAttachVolume",
+                    'Multi-Attach error for volume "pvc-1" Volume is already used by pod(s) x')
+        if not wait_quietly(c, lambda: False, 5) and not launcher_done(c):
+            os.kill(os.getpid(), signal.SIGTERM)  # end the hang
+
+    with pytest.raises(ReplicaFailedError):
+        cluster.launch(make_job(ps=0), make_settings(schedule_timeout_s=0.5, pvc_name="data"), script)
+
+
+# -- 5. The watch gives up after ~5 s of API trouble, failing the whole training job ---------------------------------------
+class _Resp:
+    def __init__(self, lines: list[bytes], error: BaseException | None = None, pause: float = 0.0):
+        self.lines, self.error, self.pause = lines, error, pause
+
+    def stream(self, amt=None, decode_content=False):
+        yield from self.lines
+        time.sleep(self.pause)
+        if self.error is not None:
+            raise self.error
+
+    def close(self):
+        pass
+
+
+def _drain(q: queue.Queue) -> list:
+    items = []
+    while True:
+        try:
+            items.append(q.get_nowait())
+        except queue.Empty:
+            return items
+
+
+def test_watcher_survives_a_short_api_outage():
+    """client-go's reflector retries with back-off forever; here 5 failed requests 1 s apart (an API server
+    restart during a control-plane upgrade) put WatchFailed, which the backend raises: training is killed."""
+    calls = {"n": 0}
+
+    def list_fn():
+        calls["n"] += 1
+        if calls["n"] <= 5:
+            raise KubernetesApiError("listing pods failed: 503 Service Unavailable", 503)
+        return {"metadata": {"resourceVersion": "10"}, "items": []}
+
+    q: queue.Queue = queue.Queue()
+    w = Watcher("pods", list_fn, lambda rv, t: _Resp([], pause=0.05), q, retry_s=0.01)
+    w.start()
+    time.sleep(0.5)
+    w.stop()
+    items = _drain(q)
+    assert not any(isinstance(i, WatchFailed) for i in items), items
+    assert any(isinstance(i, Synced) for i in items)
+
+
+def test_watcher_does_not_count_broken_streams_that_made_progress():
+    """Each watch delivers events, then the connection breaks (a proxy / LB idle cut: urllib3 ProtocolError).
+    errors is reset only when a watch ends cleanly, so 5 such breaks, hours apart, fail the training job."""
+    from urllib3.exceptions import ProtocolError
+
+    rv = {"n": 10}
+
+    def watch_fn(_rv, _t):
+        rv["n"] += 1
+        line = b'{"type": "MODIFIED", "object": {"metadata": {"name": "p", "resourceVersion": "%d"}}}\n' % rv["n"]
+        return _Resp([line], ProtocolError("Connection broken: IncompleteRead(0 bytes read)"), pause=0.01)
+
+    q: queue.Queue = queue.Queue()
+    w = Watcher("pods", lambda: {"metadata": {"resourceVersion": "10"}, "items": []}, watch_fn, q, retry_s=0.01)
+    w.start()
+    time.sleep(0.5)
+    w.stop()
+    assert not any(isinstance(i, WatchFailed) for i in _drain(q))
+
+
+# -- 6. Re-attach keeps the dead launcher pod as owner ----------------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="known bug: adopted objects keep the old launcher pod as owner")
+def test_reattached_objects_are_owned_by_the_new_launcher_pod(cluster, monkeypatch, tmp_path):
+    """The adopted Jobs and Services keep ownerReferences to the *previous* launcher pod: when that pod object
+    is deleted (Argo podGC, node removal), the garbage collector deletes the replicas under the new launcher
+    (JobDeleted, or a Service gone, which nothing watches: TF_CONFIG names stop resolving)."""
+    ns_file = tmp_path / "namespace"
+    from tests.kube_fixtures import NAMESPACE
+    ns_file.write_text(NAMESPACE)
+    monkeypatch.setattr("tfk8s.kube.settings.SERVICEACCOUNT_NAMESPACE_FILE", ns_file)
+    monkeypatch.setenv("TFK8S_LAUNCHER_POD_NAME", "launcher-old")
+    monkeypatch.setenv("TFK8S_LAUNCHER_POD_UID", "uid-old")
+    job, old = make_job(ps=0), make_settings()
+    for r in job.counts.replicas():
+        cluster.create(service_manifest(job, r, old))
+        cluster.create(job_manifest(job, r, old))
+    cluster.run()
+    monkeypatch.setenv("TFK8S_LAUNCHER_POD_NAME", "launcher-new")
+    monkeypatch.setenv("TFK8S_LAUNCHER_POD_UID", "uid-new")
+    owners: dict = {}
+
+    def script(c: FakeCluster) -> None:
+        c.wait_for(lambda: c.count("GET", "pods", watch=True), "the pods watch")
+        for kind in ("jobs", "services"):
+            owners[kind] = {o["metadata"]["name"]: [r["uid"] for r in o["metadata"].get("ownerReferences", [])]
+                            for o in c.objects(kind)}
+        c.succeed("chief-0")
+
+    cluster.launch(job, make_settings(), script)
+    for kind in ("jobs", "services"):
+        assert all(uids == ["uid-new"] for uids in owners[kind].values()), owners
+
+
+# -- 7. An injected (non-native) sidecar keeps the pod Running after the tensorflow container exited --------------------------
+@pytest.mark.xfail(strict=True, reason="known bug: a sidecar keeping the pod Running hides the tensorflow container's exit")
+def test_tensorflow_container_exit_decides_even_if_a_sidecar_keeps_the_pod_running(cluster):
+    """restartPolicy Never + a webhook-injected sidecar (linkerd, vault-agent, a log shipper; istio is off but
+    others are not): the chief's tensorflow container terminates with 0 but the pod phase stays Running, so
+    classify_pod (phase only) never sees success; the job hangs until its deadline."""
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "worker-1")
+        c.run()
+        c._patch_pod("chief-0", {"phase": "Running", "containerStatuses": [
+            {"name": "tensorflow", "ready": False, "restartCount": 0, "image": "img", "imageID": "",
+             "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+            {"name": "log-shipper", "ready": True, "restartCount": 0, "image": "fluent", "imageID": "",
+             "state": {"running": {"startedAt": "2024-01-01T00:00:00Z"}}}]})
+        if not wait_quietly(c, lambda: False, 4) and not launcher_done(c):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    result = cluster.launch(make_job(ps=0), make_settings(), script)
+    assert result.exit_codes.get("chief-0") == 0
