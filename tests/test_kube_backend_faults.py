@@ -82,6 +82,7 @@ def wait_quietly(c: FakeCluster, predicate, timeout: float):
 
 
 # -- 1. ParameterServerStrategy: a ps restart alone cannot recover ------------------------------------------------------
+
 @pytest.mark.xfail(strict=True, reason="known bug: a retryable ps failure recreates only the ps; the chief then exits 1")
 def test_pss_retryable_ps_failure_recreates_the_coordinator_too(cluster):
     """TF2 ParameterServerStrategy: when a ps dies the coordinator (chief) gets UnavailableError/AbortedError and
@@ -102,13 +103,13 @@ def test_pss_retryable_ps_failure_recreates_the_coordinator_too(cluster):
         c.run()
         c.succeed("chief-0")
 
-    result = cluster.launch(make_job(grace_period_s=0), make_settings(), script)
+    result = cluster.launch(make_job(), make_settings(), script)
     assert seen["chief_recreated"]
     assert result.restarts == 1
 
 
 # -- 2. MultiWorkerMirroredStrategy: a peer's consequent exit 1 wins over the root cause ---------------------------------
-@pytest.mark.xfail(strict=True, reason="known bug: under MWMS a peer's follow-on exit 1 wins over the retryable root cause")
+
 def test_mwms_peers_exit_1_after_a_retryable_failure_still_recreates_the_set(cluster):
     """worker-2 is OOMKilled; its peers' collectives then abort (exit 1). When the launcher sees both in one
     decision it picks the first replica in order (worker-0, exit 1: permanent) and fails the job, although the
@@ -131,6 +132,45 @@ def test_mwms_peers_exit_1_after_a_retryable_failure_still_recreates_the_set(clu
 
     result = cluster.launch(make_job(chief=0, worker=3, ps=0), make_settings(), script)
     assert result.restarts == 1
+
+
+@pytest.mark.xfail(strict=True, reason="known bug: a retryable ps failure recreates only the ps; the chief then exits 1")
+def test_pss_chief_exit_1_right_after_a_retryable_ps_failure_recreates_the_chief_and_ps(cluster):
+    """Seen in one decision: the ps OOMKilled, then the chief's UnavailableError exit 1: the ps is the cause."""
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "worker-1", "ps-0")
+        c.run()
+        stall_pod_watch(c)
+        c.oom("ps-0")
+        time.sleep(1.1)  # finishedAt has second resolution
+        c.fail("chief-0", 1, message="UnavailableError: failed to connect to all addresses (ps-0)")
+        c.expire_watches("pods")
+        STALL.clear()
+        if wait_quietly(c, lambda: c.replica_pod("chief-0", 1) and c.replica_pod("ps-0", 1), 5):
+            c.run()
+            c.succeed("chief-0")
+
+    result = cluster.launch(make_job(), make_settings(), script)
+    assert result.restarts == 1
+    assert any("ps-0 failed with exit code 137: OOMKilled" in line and "(then chief-0 failed too)" in line
+               and "recreating chief-0, ps-0 (restart 1 of 3)" in line for line in cluster.output), cluster.output
+
+
+def test_mwms_peers_all_failing_permanently_blames_the_earliest(cluster):
+    """worker-1 exits 1 first, worker-0 follows: the error names worker-1, not the first replica in order."""
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1", "worker-2")
+        c.run()
+        stall_pod_watch(c)
+        c.fail("worker-1", 2)
+        time.sleep(1.1)
+        c.fail("worker-0", 1)
+        c.expire_watches("pods")
+        STALL.clear()
+
+    with pytest.raises(ReplicaFailedError) as info:
+        cluster.launch(make_job(chief=0, worker=3, ps=0), make_settings(), script)
+    assert info.value.replica.label == "worker-1" and info.value.exit_code == 2
 
 
 # -- 3. A finished Job deleted (ttlSecondsAfterFinished) before the pod's update arrives -----------------------------------

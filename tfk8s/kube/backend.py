@@ -14,7 +14,8 @@ Semantics follow the Kubeflow Training Operator's TFJob controller:
 - **Failure** (:mod:`tfk8s.kube.classify`): exit codes 1-127 are permanent; >= 128, OOMKilled, evictions,
   preemptions, node loss and a pod deleted under the job are retryable: the replica is recreated (under
   MultiWorkerMirroredStrategy the whole chief/worker set, since a collective cannot lose a member) while
-  ``max_restarts`` lasts; every recreation uses one restart. Image pull and container config errors fail at
+  ``max_restarts`` lasts; every recreation uses one restart. The failures of such a group are judged
+  together: a retryable one wins over its peers' follow-on exit 1s; else the earliest failure is reported. Image pull and container config errors fail at
   once with the kubelet's message; a replica unscheduled after ``schedule_timeout_s`` fails with the
   scheduler's message; ``job.timeout_s`` fails the job.
 - **Logs.** Every replica's log is streamed with a ``[worker-1]`` prefix (:mod:`tfk8s.kube.logs`); a failed
@@ -67,7 +68,7 @@ _ERROR_CLASSES: dict[FailureKind, type[ReplicaFailedError]] = {
 }
 
 
-@dataclass
+@dataclass(eq=False)  # identity: used as a dict key
 class _Replica:
     """What the launcher knows about one replica's current attempt."""
 
@@ -395,16 +396,21 @@ class KubernetesBackend:
             return None
         if self._deadline is not None and now >= self._deadline:
             raise self._timeout_error("")
-        for rep in self.replicas.values():
-            failure = self._failure(rep, now)
-            if failure is None:
-                continue
+        failures = {rep: f for rep in self.replicas.values() if (f := self._failure(rep, now)) is not None}
+        for rep, failure in failures.items():
             if failure.kind is FailureKind.TIMEOUT:
                 raise self._timeout_error(f"the Job {rep.name} hit its activeDeadlineSeconds")
+        for rep in failures:
+            # A failure brings down the replicas that depend on it (MWMS peers), which then
+            # fail too (exit 1): judge the failures of the group together, and a retryable one wins.
+            failed = [x for x in self._decision_group(rep) if x in failures]
+            retryable = [x for x in failed if failures[x].retryable]
+            cause = min(retryable or failed, key=self._failed_order)
+            failure = failures[cause]
             if failure.retryable and self.restarts < self.settings.max_restarts:
-                self._restart(rep, failure)
+                self._restart(cause, failure, failed)
                 return None
-            raise self._replica_error(rep, failure)
+            raise self._replica_error(cause, failure)
         for rep in self.replicas.values():
             if not (rep.view and rep.view.scheduled) and now - rep.created_at >= self.settings.schedule_timeout_s:
                 raise self._schedule_error(rep)
@@ -442,20 +448,38 @@ class KubernetesBackend:
                             self.restarts, objects.training_cluster_spec(self.job, self.settings))
 
     # -- restart ---------------------------------------------------------------------------------------------------
-    def _restart_group(self, rep: _Replica) -> list[_Replica]:
-        """The replicas to recreate with ``rep``: under MultiWorkerMirroredStrategy every chief and worker (a
-        collective cannot lose a member), else ``rep`` alone (ParameterServerStrategy tolerates it)."""
+    def _decision_group(self, rep: _Replica) -> list[_Replica]:
+        """The replicas whose failures are judged together with ``rep``'s: under MultiWorkerMirroredStrategy
+        every chief and worker; else ``rep`` alone."""
+        rtype, strategy = rep.replica.replica_type, self.job.counts.strategy()
         trainers = (ReplicaType.CHIEF, ReplicaType.WORKER)
-        if self.job.counts.strategy() == "multi_worker_mirrored" and rep.replica.replica_type in trainers:
+        if strategy == "multi_worker_mirrored" and rtype in trainers:
             return [x for r, x in self.replicas.items() if r.replica_type in trainers]
         return [rep]
 
-    def _restart(self, rep: _Replica, failure: Failure) -> None:
-        group = self._restart_group(rep)
+    def _restart_group(self, rep: _Replica) -> list[_Replica]:
+        """The replicas to recreate with ``rep``: under MultiWorkerMirroredStrategy every chief and worker (a
+        collective cannot lose a member), else ``rep`` alone (ParameterServerStrategy tolerates it)."""
+        return self._decision_group(rep)
+
+    def _failed_order(self, rep: _Replica) -> tuple[datetime, int]:
+        """Sort key: the earliest failure first (the container's ``finishedAt``; unknown: last), then by
+        replica order."""
+        finished = _parse_time(rep.view.finished_at if rep.view else None)
+        return (finished or datetime.max.replace(tzinfo=UTC), list(self.replicas.values()).index(rep))
+
+    def _restart(self, rep: _Replica, failure: Failure, failed: list[_Replica] | None = None) -> None:
+        """Recreate ``rep``'s restart group (and the other ``failed`` replicas of its decision group): one
+        restart of the budget."""
+        failed = failed or []
+        restart = self._restart_group(rep)
+        group = [x for x in self.replicas.values() if x in restart or x in failed]
         self.restarts += 1
         code = f" with exit code {failure.exit_code}" if failure.exit_code is not None else ""
+        also = ", ".join(x.replica.label for x in failed if x is not rep)
         self.log(f"{rep.replica.label} failed{code}: {failure.reason}"
-                 f"{f' ({failure.message})' if failure.message else ''}; retryable: recreating "
+                 f"{f' ({failure.message})' if failure.message else ''}"
+                 f"{f' (then {also} failed too)' if also else ''}; retryable: recreating "
                  f"{', '.join(x.replica.label for x in group)} (restart {self.restarts} of "
                  f"{self.settings.max_restarts})")
         self._drain_log(rep)  # its last lines are in the output before its pod is deleted

@@ -82,6 +82,7 @@ class PodState:
         failure: why it failed (also set while Pending for image pull / container config errors).
         waiting_reason: while unscheduled, the ``PodScheduled`` condition's reason (``Unschedulable``).
         waiting_message: while unscheduled, the scheduler's message (``0/3 nodes are available: ...``).
+        finished_at: the container's ``terminated.finishedAt`` (RFC 3339), once terminated.
     """
 
     phase: Phase
@@ -91,6 +92,7 @@ class PodState:
     failure: Failure | None = None
     waiting_reason: str = ""
     waiting_message: str = ""
+    finished_at: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -160,8 +162,10 @@ def classify_pod(pod: Mapping[str, Any]) -> PodState:
                      or phase_s in ("Running", "Succeeded", "Failed"))
     started = state.get("running") is not None or term is not None
     exit_code = term.get("exitCode") if term else None
+    finished_at = (term.get("finishedAt") or "") if term else ""
     if phase_s == "Succeeded":
-        return PodState(Phase.SUCCEEDED, scheduled, started, exit_code if exit_code is not None else 0)
+        return PodState(Phase.SUCCEEDED, scheduled, started, exit_code if exit_code is not None else 0,
+                        finished_at=finished_at)
     if phase_s == "Failed":
         disruption = _condition(pod, "DisruptionTarget")
         if disruption and disruption.get("status") == "True":
@@ -173,7 +177,7 @@ def classify_pod(pod: Mapping[str, Any]) -> PodState:
             failure = _terminated_failure(term)
         else:
             failure = Failure(FailureKind.RETRYABLE, "PodFailed", status.get("message") or "", None)
-        return PodState(Phase.FAILED, scheduled, started, exit_code, failure)
+        return PodState(Phase.FAILED, scheduled, started, exit_code, failure, finished_at=finished_at)
     reason = waiting.get("reason") or ""
     failure = None
     if reason in IMAGE_PULL_REASONS:
