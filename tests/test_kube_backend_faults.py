@@ -83,7 +83,6 @@ def wait_quietly(c: FakeCluster, predicate, timeout: float):
 
 # -- 1. ParameterServerStrategy: a ps restart alone cannot recover ------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="known bug: a retryable ps failure recreates only the ps; the chief then exits 1")
 def test_pss_retryable_ps_failure_recreates_the_coordinator_too(cluster):
     """TF2 ParameterServerStrategy: when a ps dies the coordinator (chief) gets UnavailableError/AbortedError and
     its variables are gone; recreating only the ps leaves a chief that then exits 1 -> PermanentFailureError."""
@@ -134,7 +133,6 @@ def test_mwms_peers_exit_1_after_a_retryable_failure_still_recreates_the_set(clu
     assert result.restarts == 1
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: a retryable ps failure recreates only the ps; the chief then exits 1")
 def test_pss_chief_exit_1_right_after_a_retryable_ps_failure_recreates_the_chief_and_ps(cluster):
     """Seen in one decision: the ps OOMKilled, then the chief's UnavailableError exit 1: the ps is the cause."""
     def script(c: FakeCluster) -> None:

@@ -13,7 +13,8 @@ Semantics follow the Kubeflow Training Operator's TFJob controller:
   ``job.grace_period_s`` seconds to finish by themselves; whatever still runs (ps, laggards) is stopped.
 - **Failure** (:mod:`tfk8s.kube.classify`): exit codes 1-127 are permanent; >= 128, OOMKilled, evictions,
   preemptions, node loss and a pod deleted under the job are retryable: the replica is recreated (under
-  MultiWorkerMirroredStrategy the whole chief/worker set, since a collective cannot lose a member) while
+  MultiWorkerMirroredStrategy the whole chief/worker set, since a collective cannot lose a member; under
+  ParameterServerStrategy a ps with the chief and every ps, since the coordinator loses its variables) while
   ``max_restarts`` lasts; every recreation uses one restart. The failures of such a group are judged
   together: a retryable one wins over its peers' follow-on exit 1s; else the earliest failure is reported. Image pull and container config errors fail at
   once with the kubelet's message; a replica unscheduled after ``schedule_timeout_s`` fails with the
@@ -401,7 +402,7 @@ class KubernetesBackend:
             if failure.kind is FailureKind.TIMEOUT:
                 raise self._timeout_error(f"the Job {rep.name} hit its activeDeadlineSeconds")
         for rep in failures:
-            # A failure brings down the replicas that depend on it (MWMS peers), which then
+            # A failure brings down the replicas that depend on it (MWMS peers, the PSS coordinator), which then
             # fail too (exit 1): judge the failures of the group together, and a retryable one wins.
             failed = [x for x in self._decision_group(rep) if x in failures]
             retryable = [x for x in failed if failures[x].retryable]
@@ -450,16 +451,23 @@ class KubernetesBackend:
     # -- restart ---------------------------------------------------------------------------------------------------
     def _decision_group(self, rep: _Replica) -> list[_Replica]:
         """The replicas whose failures are judged together with ``rep``'s: under MultiWorkerMirroredStrategy
-        every chief and worker; else ``rep`` alone."""
+        every chief and worker; under ParameterServerStrategy the chief (coordinator) and the ps, for a ps
+        failure makes the coordinator fail; else ``rep`` alone."""
         rtype, strategy = rep.replica.replica_type, self.job.counts.strategy()
         trainers = (ReplicaType.CHIEF, ReplicaType.WORKER)
         if strategy == "multi_worker_mirrored" and rtype in trainers:
             return [x for r, x in self.replicas.items() if r.replica_type in trainers]
+        coordination = (ReplicaType.CHIEF, ReplicaType.PS)
+        if strategy == "parameter_server" and rtype in coordination:
+            return [x for r, x in self.replicas.items() if r.replica_type in coordination]
         return [rep]
 
     def _restart_group(self, rep: _Replica) -> list[_Replica]:
         """The replicas to recreate with ``rep``: under MultiWorkerMirroredStrategy every chief and worker (a
-        collective cannot lose a member), else ``rep`` alone (ParameterServerStrategy tolerates it)."""
+        collective cannot lose a member); under ParameterServerStrategy, for a ps, the chief and every ps (the
+        coordinator loses the variables the ps held; workers reconnect by themselves); else ``rep`` alone."""
+        if rep.replica.replica_type is ReplicaType.CHIEF and self.job.counts.strategy() == "parameter_server":
+            return [rep]
         return self._decision_group(rep)
 
     def _failed_order(self, rep: _Replica) -> tuple[datetime, int]:
