@@ -172,7 +172,6 @@ def test_mwms_peers_all_failing_permanently_blames_the_earliest(cluster):
 
 
 # -- 3. A finished Job deleted (ttlSecondsAfterFinished) before the pod's update arrives -----------------------------------
-@pytest.mark.xfail(strict=True, reason="known bug: a Complete Job deleted by its TTL is reported as JobDeleted")
 def test_a_complete_job_deleted_by_its_ttl_is_not_a_job_deleted_failure(cluster):
     """ttl_seconds_after_finished=0 (accepted by the settings): the TTL controller deletes the chief's Job right
     after it completes. The Jobs watch delivers the DELETED (whose object says Complete) before the lagging pods

@@ -327,7 +327,7 @@ class KubernetesBackend:
                 if item.kind == "pods":
                     for name in [n for n in rep.pods if n not in names]:
                         self._pod_deleted(rep, rep.pods[name])
-                elif rep.job_seen and rep.name not in names and not rep.terminal:
+                elif rep.job_seen and rep.name not in names and not rep.terminal and not self._job_complete(rep):
                     rep.job_deleted = True
             for obj in item.items:
                 self._upsert(item.kind, obj)
@@ -338,10 +338,17 @@ class KubernetesBackend:
                     return
                 if item.kind == "pods":
                     self._pod_deleted(rep, item.obj)
-                elif not rep.terminal:
-                    rep.job_deleted = True
+                else:
+                    rep.job, rep.job_seen = item.obj, True  # its last state: Complete when deleted by its TTL
+                    if not rep.terminal and not self._job_complete(rep):
+                        rep.job_deleted = True
             else:
                 self._upsert(item.kind, item.obj)
+
+    @staticmethod
+    def _job_complete(rep: _Replica) -> bool:
+        """The replica's Job says ``Complete`` (its pod succeeded; a watch on the pod may lag behind)."""
+        return bool(rep.job and classify_job(rep.job).complete)
 
     def _owner(self, obj: dict[str, Any]) -> _Replica | None:
         """The replica whose *current* attempt ``obj`` belongs to (None: another job's, or an old attempt's)."""
@@ -373,6 +380,10 @@ class KubernetesBackend:
         for rep in self.replicas.values():
             pod = rep.pod()
             rep.view = classify_pod(pod) if pod else None
+            if self._job_complete(rep) and not rep.terminal:
+                # The Job controller saw the pod succeed; the pod's own update may come late, or never (the
+                # TTL controller deletes a finished Job and its pod right away).
+                rep.view = PodState(Phase.SUCCEEDED, True, True, 0)
             if rep.view and rep.view.started and rep.pod_name not in self._logs:
                 self._follow_log(rep)
             if rep.view and rep.view.terminal and not rep.reported:
