@@ -309,7 +309,6 @@ def test_reattached_objects_are_owned_by_the_new_launcher_pod(cluster, monkeypat
 
 
 # -- 7. An injected (non-native) sidecar keeps the pod Running after the tensorflow container exited --------------------------
-@pytest.mark.xfail(strict=True, reason="known bug: a sidecar keeping the pod Running hides the tensorflow container's exit")
 def test_tensorflow_container_exit_decides_even_if_a_sidecar_keeps_the_pod_running(cluster):
     """restartPolicy Never + a webhook-injected sidecar (linkerd, vault-agent, a log shipper; istio is off but
     others are not): the chief's tensorflow container terminates with 0 but the pod phase stays Running, so

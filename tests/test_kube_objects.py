@@ -350,6 +350,9 @@ def terminated(code: int, reason: str = "Error", **kw) -> dict:
      FailureKind.RETRYABLE, "PreemptionByScheduler", 143),
     (pod("Pending", {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}),
      FailureKind.IMAGE_PULL, "ImagePullBackOff", None),
+    # a sidecar keeps the pod Running after the tensorflow container exited
+    (pod("Running", terminated(137, "OOMKilled")), FailureKind.RETRYABLE, "OOMKilled", 137),
+    (pod("Running", terminated(1)), FailureKind.PERMANENT, "Error", 1),
     (pod("Pending", {"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "s" not found'}}),
      FailureKind.CONTAINER_CONFIG, "CreateContainerConfigError", None),
 ])

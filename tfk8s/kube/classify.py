@@ -10,7 +10,9 @@ Rules (Kubeflow Training Operator, ``pkg/util/train/train_util.go`` ``IsRetryabl
 - a container that cannot start (``StartError``, ``ContainerCannotRun``: a missing executable): permanent;
 - an image the kubelet cannot pull (``ErrImagePull``, ``ImagePullBackOff``...) and a container it cannot
   create (``CreateContainerConfigError``...): failed fast with the kubelet's message, while still Pending;
-- the Job failing with ``DeadlineExceeded`` (its ``activeDeadlineSeconds``): the job timed out.
+- the Job failing with ``DeadlineExceeded`` (its ``activeDeadlineSeconds``): the job timed out;
+- the ``tensorflow`` container terminated while the pod is still Running (a webhook-injected sidecar keeps
+  it up): its exit code decides, as above.
 """
 
 from __future__ import annotations
@@ -166,6 +168,12 @@ def classify_pod(pod: Mapping[str, Any]) -> PodState:
     if phase_s == "Succeeded":
         return PodState(Phase.SUCCEEDED, scheduled, started, exit_code if exit_code is not None else 0,
                         finished_at=finished_at)
+    if term and phase_s != "Failed":
+        # The training container has exited but another container (a webhook-injected sidecar: a log shipper,
+        # a proxy) keeps the pod Running: the training container's exit decides.
+        if exit_code == 0:
+            return PodState(Phase.SUCCEEDED, True, True, 0, finished_at=finished_at)
+        return PodState(Phase.FAILED, True, True, exit_code, _terminated_failure(term), finished_at=finished_at)
     if phase_s == "Failed":
         disruption = _condition(pod, "DisruptionTarget")
         if disruption and disruption.get("status") == "True":
