@@ -134,7 +134,7 @@ def train_pipeline(
         gpus: nvidia.com/gpu per replica.
         service_account: ServiceAccount of the replicas (empty: the namespace's default).
         max_restarts: recreations allowed for retryable failures (exit >= 128, OOMKilled, eviction...).
-        schedule_timeout_s: seconds a replica may stay unscheduled before the run fails.
+        schedule_timeout_s: seconds a replica may stay pending (unscheduled or not started) before the run fails.
         node_selector: JSON object of node labels for every replica, e.g. {"pool": "gpu"}.
         tolerations: JSON list of Kubernetes tolerations for every replica.
         replica_overrides: JSON object per replica type (chief, worker, ps, evaluator) overriding image,

@@ -27,7 +27,7 @@ from tests.test_kube_backend import (  # noqa: F401 - the autouse fixtures apply
     make_settings,
     name,
 )
-from tfk8s.kube.errors import KubernetesApiError
+from tfk8s.kube.errors import KubernetesApiError, ScheduleTimeoutError
 from tfk8s.kube.objects import job_manifest, service_manifest
 from tfk8s.kube.watch import Synced, Watcher, WatchFailed
 from tfk8s.launcher import ReplicaFailedError
@@ -192,7 +192,6 @@ def test_a_complete_job_deleted_by_its_ttl_is_not_a_job_deleted_failure(cluster)
 
 
 # -- 4. Scheduled but the container never starts (volume cannot be mounted) ------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="known bug: no start deadline for a scheduled pod that never starts")
 def test_a_pod_stuck_in_container_creating_does_not_hang_until_the_backstop(cluster):
     """A PVC that cannot be attached (RWO Multi-Attach, NFS down...): the pod is bound to a node, its container
     waits in ContainerCreating forever with FailedMount events. Neither the schedule deadline (the pod is
@@ -206,8 +205,10 @@ def test_a_pod_stuck_in_container_creating_does_not_hang_until_the_backstop(clus
         if not wait_quietly(c, lambda: False, 5) and not launcher_done(c):
             os.kill(os.getpid(), signal.SIGTERM)  # end the hang
 
-    with pytest.raises(ReplicaFailedError):
+    with pytest.raises(ScheduleTimeoutError) as info:
         cluster.launch(make_job(ps=0), make_settings(schedule_timeout_s=0.5, pvc_name="data"), script)
+    assert info.value.replica.label == "worker-1" and info.value.reason == "FailedAttachVolume"
+    assert "Multi-Attach error" in str(info.value) and "did not start within schedule_timeout_s=0.5s" in str(info.value)
 
 
 # -- 5. The watch gives up after ~5 s of API trouble, failing the whole training job ---------------------------------------

@@ -18,7 +18,8 @@ Semantics follow the Kubeflow Training Operator's TFJob controller:
   ``max_restarts`` lasts; every recreation uses one restart. The failures of such a group are judged
   together: a retryable one wins over its peers' follow-on exit 1s; else the earliest failure is reported. Image pull and container config errors fail at
   once with the kubelet's message; a replica unscheduled after ``schedule_timeout_s`` fails with the
-  scheduler's message; ``job.timeout_s`` fails the job.
+  scheduler's message, one scheduled but not started ``schedule_timeout_s`` later with the kubelet's Warning
+  event (FailedMount...); ``job.timeout_s`` fails the job.
 - **Logs.** Every replica's log is streamed with a ``[worker-1]`` prefix (:mod:`tfk8s.kube.logs`); a failed
   replica's last lines and the events of its pod and Job are printed, always before any pod is deleted.
 - **Cleanup.** At every end (success, failure, timeout, SIGTERM) all Jobs, Services and pods of the job are
@@ -77,6 +78,7 @@ class _Replica:
     name: str
     attempt: int = 0
     created_at: float = 0.0  # monotonic seconds when this attempt's Job was created or adopted
+    scheduled_at: float | None = None  # monotonic seconds when its pod was first seen bound to a node
     job: dict[str, Any] | None = None
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> latest state, this attempt only
     gone_pods: set[str] = field(default_factory=set)  # deleted by someone else before they finished
@@ -105,7 +107,7 @@ class _Replica:
         self.attempt, self.created_at = attempt, now
         self.job, self.pods, self.gone_pods = None, {}, set()
         self.job_seen = self.job_deleted = self.reported = False
-        self.job_failed_at, self.view = None, None
+        self.job_failed_at, self.view, self.scheduled_at = None, None, None
 
 
 def _parse_time(value: str | None) -> datetime | None:
@@ -301,6 +303,8 @@ class KubernetesBackend:
         for rep in self.replicas.values():
             if not (rep.view and rep.view.scheduled):
                 times.append(rep.created_at + s.schedule_timeout_s)
+            elif rep.scheduled_at is not None and not (rep.view.started or rep.view.terminal):
+                times.append(rep.scheduled_at + s.schedule_timeout_s)
             if rep.job_failed_at is not None:
                 times.append(rep.job_failed_at + s.log_wait_s)
         return max(0.0, min(times) - now)
@@ -380,6 +384,8 @@ class KubernetesBackend:
         for rep in self.replicas.values():
             pod = rep.pod()
             rep.view = classify_pod(pod) if pod else None
+            if rep.view and rep.view.scheduled and rep.scheduled_at is None:
+                rep.scheduled_at = now
             if self._job_complete(rep) and not rep.terminal:
                 # The Job controller saw the pod succeed; the pod's own update may come late, or never (the
                 # TTL controller deletes a finished Job and its pod right away).
@@ -423,9 +429,15 @@ class KubernetesBackend:
                 self._restart(cause, failure, failed)
                 return None
             raise self._replica_error(cause, failure)
+        timeout = self.settings.schedule_timeout_s
         for rep in self.replicas.values():
-            if not (rep.view and rep.view.scheduled) and now - rep.created_at >= self.settings.schedule_timeout_s:
-                raise self._schedule_error(rep)
+            view = rep.view
+            if not (view and view.scheduled):
+                if now - rep.created_at >= timeout:
+                    raise self._schedule_error(rep)
+            elif (not (view.started or view.terminal) and rep.scheduled_at is not None
+                  and now - rep.scheduled_at >= timeout):
+                raise self._start_error(rep)
         return None
 
     def _failure(self, rep: _Replica, now: float) -> Failure | None:
@@ -617,6 +629,31 @@ class KubernetesBackend:
             rep.replica, reason, None, (),
             f"{message}; not scheduled within schedule_timeout_s={t:g}s: free capacity or quota, lower the "
             f"requests (cpu, memory, gpus), check node_selector and tolerations, or raise schedule_timeout_s")
+
+    def _start_error(self, rep: _Replica) -> ScheduleTimeoutError:
+        """A pod bound to a node whose container has not started within ``schedule_timeout_s`` (a volume that
+        cannot be attached or mounted, a sandbox that cannot be created...): the kubelet's Warning events say
+        why."""
+        events = self._print_events(rep)
+        warnings = [e for e in events if e.get("type") == "Warning"]
+        pod = rep.pod() or {}
+        node = (pod.get("spec") or {}).get("nodeName") or "its node"
+        waiting: dict[str, Any] = {}
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            if cs.get("name") == objects.CONTAINER_NAME:
+                waiting = (cs.get("state") or {}).get("waiting") or {}
+        if warnings:
+            reason, message = warnings[-1].get("reason") or "NotStarted", warnings[-1].get("message") or ""
+        else:
+            reason = waiting.get("reason") or "NotStarted"
+            message = waiting.get("message") or f"the container is still waiting ({reason})"
+        t = self.settings.schedule_timeout_s
+        return ScheduleTimeoutError(
+            rep.replica, reason, None, (),
+            f"{message}; pod {rep.pod_name} was scheduled on {node} but its container did not start within "
+            f"schedule_timeout_s={t:g}s: check the events above (a volume that cannot be attached or mounted, "
+            f"e.g. a ReadWriteOnce PVC in use on another node or an NFS server down; a missing ConfigMap or "
+            f"Secret volume), or raise schedule_timeout_s for very large images")
 
     def _timeout_error(self, why: str) -> JobTimeoutError:
         running = [rep.replica.label for rep in self.replicas.values() if not rep.terminal]

@@ -29,7 +29,7 @@ _FLAGS: tuple[tuple[str, type, object, str], ...] = (
      'node_selector, tolerations, service_account, env; e.g. \'{"ps": {"cpu": "500m", "gpus": 0}}\'')),
     ("--cluster-domain", str, "", ("cluster DNS domain appended to Service names (e.g. cluster.local); "
                                   "empty: <svc>.<ns>.svc")),
-    ("--schedule-timeout-s", int, 600, "seconds a replica may stay unscheduled before the job fails"),
+    ("--schedule-timeout-s", int, 600, "seconds a replica may stay pending (unscheduled or not started) before the job fails"),
     ("--max-restarts", int, 3, "recreations allowed for retryable failures (exit >= 128, eviction, ...)"),
     ("--ttl-seconds-after-finished", int, 3600, "seconds Kubernetes keeps a finished Job (a backstop)"),
     ("--kueue-queue", str, "", "Kueue LocalQueue name (label kueue.x-k8s.io/queue-name on every Job)"),

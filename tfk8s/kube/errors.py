@@ -46,9 +46,10 @@ class RestartBudgetExhaustedError(ReplicaFailedError):
 
 
 class ScheduleTimeoutError(ReplicaFailedError):
-    """A replica was not scheduled within ``schedule_timeout_s``; the message carries the scheduler's (or the
-    Job controller's, e.g. quota exceeded) own message. Failing instead of waiting also breaks the
-    partial-allocation deadlock of two jobs each holding part of the cluster."""
+    """A replica stayed pending longer than ``schedule_timeout_s``: not scheduled (the message carries the
+    scheduler's, or the Job controller's, e.g. quota exceeded, own message), or scheduled but its container
+    never started (a volume that cannot be mounted: the kubelet's Warning event). Failing instead of waiting
+    also breaks the partial-allocation deadlock of two jobs each holding part of the cluster."""
 
 
 class CleanupError(LaunchError):

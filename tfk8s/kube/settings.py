@@ -208,8 +208,10 @@ class KubernetesSettings:
         volume_mount_path: where the PVC is mounted in every replica (the same path as in the pipeline).
         cluster_domain: appended to the Services' DNS names (``<svc>.<ns>.svc.<domain>``); empty: none,
             the names ``<svc>.<ns>.svc`` resolve through the pods' DNS search path.
-        schedule_timeout_s: seconds a replica may stay unscheduled (Pending without a node, no pod created,
-            or its Job suspended by a queue) before the job fails with the scheduler's message.
+        schedule_timeout_s: seconds a replica may stay pending: unscheduled (Pending without a node, no pod
+            created, or its Job suspended by a queue; counted from its Job's creation) or not started (bound to
+            a node but its container not running, e.g. a volume that cannot be mounted; counted from when it
+            was seen scheduled) before the job fails with the scheduler's or the kubelet's message.
         max_restarts: how many recreations (of one replica, or of the whole worker set under
             MultiWorkerMirroredStrategy) retryable failures may cause before the job fails.
         ttl_seconds_after_finished: seconds Kubernetes keeps a finished Job (a backstop; the launcher deletes
