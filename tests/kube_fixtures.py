@@ -16,6 +16,8 @@ kmock 0.8 quirks and how :class:`FakeApiServer` handles them (here, never in pro
 - uid, resourceVersion, creationTimestamp and namespace are left unset: they are stamped on every write,
   and lists carry the current resourceVersion;
 - there is no delete_collection: answered with 405, so a launcher relying on it fails loudly;
+- a JSON Patch (``application/json-patch+json``, a list of operations) would be merged as a dict: its
+  ``add``/``replace``/``remove`` operations are turned into the equivalent merge patch (lists replaced);
 - ``pods/<name>/log`` would return the pod object: it serves the lines the test wrote, following them.
 
 The test side never uses HTTP: every request kmock records is the launcher's.
@@ -68,6 +70,20 @@ def _dig(obj: Any, path: str) -> Any:
     for part in path.split("."):
         obj = obj.get(part) if isinstance(obj, dict) else None
     return obj
+
+
+def _json_patch_as_merge_patch(ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """The merge patch (kmock's only kind) equivalent to JSON Patch ``add``/``replace``/``remove`` operations
+    on object members."""
+    merged: dict[str, Any] = {}
+    for op in ops:
+        assert op.get("op") in ("add", "replace", "remove"), f"JSON Patch op {op.get('op')} is not emulated"
+        keys = [k.replace("~1", "/").replace("~0", "~") for k in op["path"].lstrip("/").split("/")]
+        target = merged
+        for key in keys[:-1]:
+            target = target.setdefault(key, {})
+        target[keys[-1]] = None if op["op"] == "remove" else op["value"]
+    return merged
 
 
 def selector_matches(labels: dict[str, str], selector: str) -> bool:
@@ -126,6 +142,8 @@ class FakeApiServer(kmock.KubernetesEmulator):
             return await self._serve_log(request)
         if request.method == enums.method.DELETE and request.resource is not None and request.name is None:
             return self._status(405, "MethodNotAllowed", "delete_collection is not emulated by kmock")
+        if request.action == enums.action.UPDATE and isinstance(request.data, list):
+            object.__setattr__(request, "data", _json_patch_as_merge_patch(request.data))
         if request.action in (enums.action.CREATE, enums.action.UPDATE) and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
             self.rv += 1

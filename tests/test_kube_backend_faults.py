@@ -277,7 +277,6 @@ def test_watcher_does_not_count_broken_streams_that_made_progress():
 
 
 # -- 6. Re-attach keeps the dead launcher pod as owner ----------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="known bug: adopted objects keep the old launcher pod as owner")
 def test_reattached_objects_are_owned_by_the_new_launcher_pod(cluster, monkeypatch, tmp_path):
     """The adopted Jobs and Services keep ownerReferences to the *previous* launcher pod: when that pod object
     is deleted (Argo podGC, node removal), the garbage collector deletes the replicas under the new launcher

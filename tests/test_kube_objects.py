@@ -397,10 +397,10 @@ def test_rbac_is_namespaced_and_grants_exactly_the_calls_the_launcher_makes():
                 granted.setdefault((group, resource), set()).update(rule["verbs"])
     assert granted == kube_api.required_rules()
     assert granted == {
-        ("batch", "jobs"): {"create", "delete", "list", "watch"},
+        ("batch", "jobs"): {"create", "delete", "list", "patch", "watch"},  # patch: the owner, on re-attach
         ("", "pods"): {"delete", "list", "watch"},
         ("", "pods/log"): {"get"},
-        ("", "services"): {"create", "delete", "list"},
+        ("", "services"): {"create", "delete", "list", "patch"},
         ("", "events"): {"list"},
         ("", "persistentvolumeclaims"): {"create", "get"},  # the ensure-volume step
     }

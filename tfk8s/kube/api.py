@@ -128,6 +128,18 @@ class KubeApi:
             raise
         return True
 
+    def _set_owners(self, what: str, fn: Callable[..., Any], name: str, refs: list[dict[str, Any]]) -> bool:
+        # A JSON Patch (a list body) replaces the whole list; a strategic merge patch would merge it by uid
+        # and keep the old owner.
+        body = [{"op": "add", "path": "/metadata/ownerReferences", "value": refs}]
+        try:
+            self._json(what, fn, name, self.namespace, body)
+        except KubernetesApiError as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
     # -- services ---------------------------------------------------------------------------------------------
     @_uses("", "services", "create")
     def create_service(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +156,19 @@ class KubeApi:
         """Delete a Service; False if it did not exist."""
         return self._delete(f"deleting Service {name}", self._core.delete_namespaced_service, name)
 
+    @_uses("", "services", "patch")
+    def set_service_owners(self, name: str, owner_references: list[dict[str, Any]]) -> bool:
+        """Replace a Service's ownerReferences; False if it does not exist."""
+        return self._set_owners(f"setting the owner of Service {name}", self._core.patch_namespaced_service, name,
+                                owner_references)
+
     # -- jobs ---------------------------------------------------------------------------------------------------
+    @_uses("batch", "jobs", "patch")
+    def set_job_owners(self, name: str, owner_references: list[dict[str, Any]]) -> bool:
+        """Replace a Job's ownerReferences; False if it does not exist."""
+        return self._set_owners(f"setting the owner of Job {name}", self._batch.patch_namespaced_job, name,
+                                owner_references)
+
     @_uses("batch", "jobs", "create")
     def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create a Job; raises :class:`AlreadyExistsError` if one with its name exists (maybe terminating)."""

@@ -242,11 +242,19 @@ class KubernetesBackend:
             self.log(f"launching {job.name} in namespace {s.namespace}: {job.counts.total} replicas, "
                      f"cluster spec {spec}")
         self.log(f"find its objects with: kubectl get jobs,pods,services -n {s.namespace} -l {self.selector}")
+        existing_services = False
         for r in self.replicas:
             try:
                 self.api.create_service(objects.service_manifest(job, r, s))
             except AlreadyExistsError:
-                pass  # created by a previous launcher of this run
+                existing_services = True  # created by a previous launcher of this run
+        ours = [o for o in existing
+                if (objects.replica_from_labels((o.get("metadata") or {}).get("labels")) or (None,))[0]
+                in self.replicas]
+        self._adopt("Job", ours, self.api.set_job_owners)
+        if existing_services:
+            self._adopt("Service", self.api.list_services(self.selector).get("items") or [],
+                        self.api.set_service_owners)
         next_attempt = max(adopted.values(), default=-1) + 1
         now = self._clock()
         for r, rep in self.replicas.items():
@@ -262,6 +270,21 @@ class KubernetesBackend:
                         timeout_s=s.watch_timeout_s)
             self._watchers.append(w)
             w.start()
+
+    def _adopt(self, kind: str, found: list[dict[str, Any]],
+               set_owners: Callable[[str, list[dict[str, Any]]], bool]) -> None:
+        """Make this launcher's pod the owner of the ``found`` objects a previous launcher created: the garbage
+        collector would delete them with the previous launcher's pod."""
+        refs = objects.owner_references(self.settings)
+        moved = []
+        for obj in found:
+            meta = obj.get("metadata") or {}
+            owners = [r.get("uid") for r in meta.get("ownerReferences") or []]
+            if owners != [r["uid"] for r in refs] and set_owners(meta["name"], refs):
+                moved.append(meta["name"])
+        if moved:
+            owner = f"launcher pod {refs[0]['name']}" if refs else "no owner (see above)"
+            self.log(f"re-attached {kind}s now owned by {owner}: {', '.join(sorted(moved))}")
 
     def _create_job(self, rep: _Replica) -> None:
         """Create the Job of ``rep``'s current attempt, retrying while its deleted predecessor still exists."""
