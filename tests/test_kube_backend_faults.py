@@ -326,3 +326,86 @@ def test_tensorflow_container_exit_decides_even_if_a_sidecar_keeps_the_pod_runni
 
     result = cluster.launch(make_job(ps=0), make_settings(), script)
     assert result.exit_codes.get("chief-0") == 0
+
+
+# -- 8. The root cause's status arrives after its peers' follow-on exit 1s ----------------------------------------------------
+SETTLE_S = 3.0  # group_settle_s of these tests
+
+
+def test_mwms_oomkilled_reported_after_its_peers_exit_1_still_recreates_the_set(cluster):
+    """worker-2 is OOMKilled; its peers' collectives abort and they exit 1, and the kubelet reports theirs first
+    (a separate event, 0.5 s before worker-2's): the permanent exit 1s wait group_settle_s for the rest of the
+    set, worker-2's OOMKilled arrives within it, and the set is recreated instead of failing on worker-0."""
+    seen: dict = {}
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1", "worker-2")
+        c.run()
+        c.log("worker-0", "step 10", "UnavailableError: Collective ops is aborted by: failed to connect to worker-2")
+        c.log("worker-1", "step 10", "AbortedError: collective aborted")
+        c.fail("worker-0", 1)
+        c.fail("worker-1", 1)
+        c.wait_for(lambda: any("waiting up to 3s" in line for line in c.output), "the launcher settling")
+        time.sleep(0.5)
+        c.oom("worker-2")
+        seen["recreated"] = c.wait_pods("worker-0", "worker-1", "worker-2", attempt=1)
+        c.run()
+        c.succeed("worker-0")
+
+    result = cluster.launch(make_job(chief=0, worker=3, ps=0), make_settings(group_settle_s=SETTLE_S), script)
+    assert seen["recreated"]
+    assert result.restarts == 1
+    assert result.exit_codes == {"worker-0": 0}
+    out = cluster.output
+    assert any("worker-2 failed with exit code 137: OOMKilled" in line and "(then worker-0, worker-1 failed too)"
+               in line and "recreating worker-0, worker-1, worker-2 (restart 1 of 3)" in line for line in out), out
+    shown = out.index("[launcher] last lines of worker-0 (failed after worker-2):")
+    assert out[shown + 2] == "[launcher]   UnavailableError: Collective ops is aborted by: failed to connect to worker-2"
+    assert "[launcher] last lines of worker-1 (failed after worker-2):" in out
+
+
+def test_mwms_peers_exit_1_with_nothing_retryable_fail_after_the_settle_window(cluster):
+    """The same without the OOMKilled: worker-2 keeps running, and once group_settle_s has passed the job fails
+    naming the earliest finishedAt (worker-1, exit 2), not the first replica in order."""
+    times: dict = {}
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1", "worker-2")
+        c.run()
+        c.fail("worker-1", 2)
+        times["failed"] = time.monotonic()
+        time.sleep(1.1)  # finishedAt has second resolution
+        c.fail("worker-0", 1)
+
+    with pytest.raises(ReplicaFailedError) as info:
+        cluster.launch(make_job(chief=0, worker=3, ps=0), make_settings(group_settle_s=SETTLE_S), script)
+    elapsed = time.monotonic() - times["failed"]
+    assert info.value.replica.label == "worker-1" and info.value.exit_code == 2
+    assert type(info.value).__name__ == "PermanentFailureError"
+    assert SETTLE_S - 0.5 < elapsed < SETTLE_S + 3.0, elapsed  # the window, then the report and the cleanup
+    assert cluster.count("POST", "jobs") == 3  # not recreated
+
+
+def test_pss_ps_oomkilled_reported_after_the_chief_exit_1_recreates_the_chief_and_ps(cluster):
+    """ParameterServerStrategy: the chief's UnavailableError exit 1 is reported, 0.5 s later ps-0's OOMKilled:
+    the chief and ps are recreated (the workers are not)."""
+    seen: dict = {}
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "worker-1", "ps-0")
+        c.run()
+        c.fail("chief-0", 1, message="UnavailableError: failed to connect to all addresses (ps-0)")
+        c.wait_for(lambda: any("chief-0 failed with exit code 1: Error; waiting up to 3s for ps-0" in line
+                               for line in c.output), "the launcher settling")
+        time.sleep(0.5)
+        c.oom("ps-0")
+        c.wait_pods("chief-0", "ps-0", attempt=1)
+        seen["workers"] = {w: c.replica_pod(w, 0) is not None for w in ("worker-0", "worker-1")}
+        c.run()
+        c.succeed("chief-0")
+
+    result = cluster.launch(make_job(), make_settings(group_settle_s=SETTLE_S), script)
+    assert result.restarts == 1
+    assert seen["workers"] == {"worker-0": True, "worker-1": True}
+    assert any("ps-0 failed with exit code 137: OOMKilled" in line and "(then chief-0 failed too)" in line
+               and "recreating chief-0, ps-0 (restart 1 of 3)" in line for line in cluster.output), cluster.output

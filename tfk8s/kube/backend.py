@@ -16,7 +16,9 @@ Semantics follow the Kubeflow Training Operator's TFJob controller:
   MultiWorkerMirroredStrategy the whole chief/worker set, since a collective cannot lose a member; under
   ParameterServerStrategy a ps with the chief and every ps, since the coordinator loses its variables) while
   ``max_restarts`` lasts; every recreation uses one restart. The failures of such a group are judged
-  together: a retryable one wins over its peers' follow-on exit 1s; else the earliest failure is reported. Image pull and container config errors fail at
+  together: a retryable one wins over its peers' follow-on exit 1s (a permanent one waits up to
+  ``group_settle_s`` for the members still running, whose status may come later); else the earliest failure
+  is reported. Image pull and container config errors fail at
   once with the kubelet's message; a replica unscheduled after ``schedule_timeout_s`` fails with the
   scheduler's message, one scheduled but not started ``schedule_timeout_s`` later with the kubelet's Warning
   event (FailedMount...); ``job.timeout_s`` fails the job.
@@ -62,6 +64,7 @@ from tfk8s.launcher import JobTimeoutError, LaunchResult, ReplicaFailedError, Tr
 MAX_WAIT_S = 5.0  # the main loop re-evaluates at least this often, events or not
 CLEANUP_POLL_S = 0.5
 EVENTS_SHOWN = 10
+PEER_LINES_SHOWN = 5  # last log lines shown of each peer that failed with a group's root cause
 _ERROR_CLASSES: dict[FailureKind, type[ReplicaFailedError]] = {
     FailureKind.PERMANENT: PermanentFailureError,
     FailureKind.IMAGE_PULL: ImagePullError,
@@ -85,6 +88,7 @@ class _Replica:
     job_seen: bool = False
     job_deleted: bool = False
     job_failed_at: float | None = None
+    failure_seen_at: float | None = None  # monotonic seconds when the launcher first saw this attempt fail
     reported: bool = False
     view: PodState | None = None
 
@@ -108,6 +112,7 @@ class _Replica:
         self.job, self.pods, self.gone_pods = None, {}, set()
         self.job_seen = self.job_deleted = self.reported = False
         self.job_failed_at, self.view, self.scheduled_at = None, None, None
+        self.failure_seen_at = None
 
 
 def _parse_time(value: str | None) -> datetime | None:
@@ -330,6 +335,8 @@ class KubernetesBackend:
                 times.append(rep.scheduled_at + s.schedule_timeout_s)
             if rep.job_failed_at is not None:
                 times.append(rep.job_failed_at + s.log_wait_s)
+            if rep.failure_seen_at is not None and rep.failure_seen_at + s.group_settle_s > now:
+                times.append(rep.failure_seen_at + s.group_settle_s)
         return max(0.0, min(times) - now)
 
     def _pump(self, timeout_s: float) -> None:
@@ -442,15 +449,29 @@ class KubernetesBackend:
             if failure.kind is FailureKind.TIMEOUT:
                 raise self._timeout_error(f"the Job {rep.name} hit its activeDeadlineSeconds")
         for rep in failures:
+            if rep.failure_seen_at is None:
+                rep.failure_seen_at = now
+        for rep, own in failures.items():
             # A failure brings down the replicas that depend on it (MWMS peers, the PSS coordinator), which then
             # fail too (exit 1): judge the failures of the group together, and a retryable one wins.
-            failed = [x for x in self._decision_group(rep) if x in failures]
+            group = self._decision_group(rep)
+            failed = [x for x in group if x in failures]
             retryable = [x for x in failed if failures[x].retryable]
             cause = min(retryable or failed, key=self._failed_order)
             failure = failures[cause]
             if failure.retryable and self.restarts < self.settings.max_restarts:
                 self._restart(cause, failure, failed)
                 return None
+            # The kubelet often reports the peers' follow-on exit 1s before the root cause's own status (an
+            # OOMKilled member): a permanent failure in a group waits group_settle_s for the members still
+            # running, whose failure may yet be the retryable cause.
+            pending = [x for x in group if x not in failures and not x.terminal]
+            first_seen = min((x.failure_seen_at for x in failed if x.failure_seen_at is not None), default=now)
+            if (failure.kind is FailureKind.PERMANENT and pending
+                    and now - first_seen < self.settings.group_settle_s):
+                if rep.failure_seen_at == now:
+                    self._note_settling(rep, own, pending)
+                continue
             raise self._replica_error(cause, failure)
         timeout = self.settings.schedule_timeout_s
         for rep in self.replicas.values():
@@ -462,6 +483,13 @@ class KubernetesBackend:
                   and now - rep.scheduled_at >= timeout):
                 raise self._start_error(rep)
         return None
+
+    def _note_settling(self, rep: _Replica, failure: Failure, peers: list[_Replica]) -> None:
+        """Say that ``rep``'s failure waits for its group's other members (``peers``) before it is decided."""
+        code = f" with exit code {failure.exit_code}" if failure.exit_code is not None else ""
+        self.log(f"{rep.replica.label} failed{code}: {failure.reason}; waiting up to "
+                 f"{self.settings.group_settle_s:g}s for {', '.join(x.replica.label for x in peers)} (a retryable "
+                 f"failure among them would be the cause, and the group recreated)")
 
     def _failure(self, rep: _Replica, now: float) -> Failure | None:
         view = rep.view
@@ -538,6 +566,13 @@ class KubernetesBackend:
                  f"{self.settings.max_restarts})")
         self._drain_log(rep)  # its last lines are in the output before its pod is deleted
         self._print_events(rep)
+        for x in failed:  # the peers that went down with it: their last lines, briefly
+            if x is not rep:
+                lines = self._drain_log(x)[-PEER_LINES_SHOWN:]
+                if lines:
+                    self.log(f"last lines of {x.replica.label} (failed after {rep.replica.label}):")
+                    for line in lines:
+                        self.log(f"  {line}")
         old_pods: set[str] = set()
         for x in group:
             self.api.delete_job(x.name)

@@ -30,6 +30,7 @@ ENV_LAUNCHER_POD_UID = "TFK8S_LAUNCHER_POD_UID"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_MOUNT_PATH = "/mnt/tfk8s"
 WEEK_S = 7 * 24 * 3600
+GROUP_SETTLE_S = 10.0  # seconds a group's permanent failure waits for its peers' statuses (see group_settle_s)
 
 # Keys a replica_overrides entry may set (the rest of the job is shared by every replica).
 OVERRIDE_KEYS = ("image", "command", "cpu", "memory", "cpu_limit", "memory_limit", "gpus", "node_selector",
@@ -228,6 +229,10 @@ class KubernetesSettings:
         log_tail_lines: log lines of a failed replica shown in the error.
         log_wait_s: seconds to wait for a finished replica's log stream to drain.
         create_retry_s: seconds to retry creating a Job whose deleted predecessor still exists (409).
+        group_settle_s: seconds a permanent failure in a group judged together (the MWMS chief/worker set,
+            the PSS chief and ps) waits for its peers' statuses before the job fails: a peer's retryable
+            failure reported later (an OOMKilled root cause behind its peers' follow-on exit 1s) recreates
+            the group instead.
 
     Raises:
         ValueError: a bad value; the message names the parameter and the fix.
@@ -252,6 +257,7 @@ class KubernetesSettings:
     log_tail_lines: int = 30
     log_wait_s: float = 5.0
     create_retry_s: float = 60.0
+    group_settle_s: float = GROUP_SETTLE_S
 
     def __post_init__(self) -> None:
         _require(bool(_DNS1123_LABEL.match(self.namespace)) and len(self.namespace) <= 63,
@@ -274,6 +280,8 @@ class KubernetesSettings:
             v = getattr(self, name)
             _require(len(v) <= 63 and bool(_LABEL_VALUE.match(v)),
                      f"{name} {v!r} must be at most 63 letters, digits, '-', '_' or '.'")
+        _require(isinstance(self.group_settle_s, int | float) and self.group_settle_s >= 0,
+                 f"group_settle_s must be >= 0 seconds, got {self.group_settle_s!r}")
         _require(self.run_as_user > 0, "run_as_user must be a non-root UID (> 0)")
         _require(self.backstop_deadline_s > 0 and self.watch_timeout_s > 0 and self.cleanup_timeout_s > 0,
                  "backstop_deadline_s, watch_timeout_s and cleanup_timeout_s must be > 0")
