@@ -24,6 +24,7 @@ from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_LEARNING_RATE, build_job,
 
 
 def train(data_dir: Path, out: Path, workers: int, epochs: int, batch: int) -> tuple[dict, float]:
+    """Train on ``data_dir`` with ``workers`` local workers; returns (training summary, job wall time in s)."""
     job = build_job(name=f"bench-{workers}w", counts=ReplicaCounts(worker=workers),
                     args=trainer_args(data_dir, out, epochs, batch, DEFAULT_LEARNING_RATE), backend="local")
     t0 = time.monotonic()
@@ -32,6 +33,7 @@ def train(data_dir: Path, out: Path, workers: int, epochs: int, batch: int) -> t
 
 
 def main() -> None:
+    """Prepare the subset once, train with 1 and N workers, print both and their ratios."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--examples", type=int, default=12000, help="training examples (a real MNIST subset)")

@@ -37,6 +37,7 @@ def ensure_volume(
 
 @main_guard
 def main(argv: list[str] | None = None) -> None:
+    """CLI: ``python -m components.ensure_volume --help``; prints the result as JSON."""
     p = argparse.ArgumentParser(prog="python -m components.ensure_volume", description=__doc__)
     p.add_argument("--backend", choices=("local", "kubernetes"), default="kubernetes")
     p.add_argument("--volume-root", default="/mnt/tfk8s", help="local: the folder standing for the volume")

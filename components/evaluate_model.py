@@ -74,6 +74,7 @@ def evaluate_model(
 
 @main_guard
 def main(argv: list[str] | None = None) -> None:
+    """CLI: ``python -m components.evaluate_model --help``; prints the metrics and verdict as JSON."""
     p = argparse.ArgumentParser(prog="python -m components.evaluate_model", description=__doc__)
     p.add_argument("--model-dir", required=True, help="an exported version folder <base>/<version>")
     p.add_argument("--data-dir", required=True, help="folder written by prepare_dataset")

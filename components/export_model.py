@@ -46,6 +46,7 @@ def export_model(
 
 @main_guard
 def main(argv: list[str] | None = None) -> None:
+    """CLI: ``python -m components.export_model --help``; prints path, version and signature as JSON."""
     p = argparse.ArgumentParser(prog="python -m components.export_model", description=__doc__)
     p.add_argument(
         "--saved-model-dir", required=True, help="the chief's SavedModel (<train dir>/saved_model)"

@@ -103,6 +103,8 @@ def launch_training(
 
 @main_guard
 def main(argv: list[str] | None = None) -> None:
+    """CLI: ``python -m components.launch_training --help``; prints the outcome as JSON, or with
+    ``--dry-run`` every Kubernetes object as YAML."""
     p = argparse.ArgumentParser(prog="python -m components.launch_training", description=__doc__)
     p.add_argument("--data-dir", required=True, help="folder written by prepare_dataset (metadata.json)")
     p.add_argument("--volume-root", default="/mnt/tfk8s", help="root of the shared volume")

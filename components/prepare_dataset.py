@@ -66,6 +66,7 @@ def prepare_dataset(
 
 @main_guard
 def main(argv: list[str] | None = None) -> None:
+    """CLI: ``python -m components.prepare_dataset --help``; prints the metadata as JSON."""
     p = argparse.ArgumentParser(prog="python -m components.prepare_dataset", description=__doc__)
     p.add_argument("--dataset-name", default="mnist", help="TFDS data set name")
     p.add_argument(

@@ -57,6 +57,7 @@ def reject_model(reasons: str):
 
 @main_guard
 def main(argv: list[str] | None = None) -> None:
+    """CLI: ``python -m components.push_model --help``; prints the pushed path and version as JSON."""
     p = argparse.ArgumentParser(prog="python -m components.push_model", description=__doc__)
     p.add_argument("--model-dir", required=True, help="the blessed export <root>/models/<name>/<version>")
     p.add_argument("--volume-root", default="/mnt/tfk8s", help="root of the shared volume")

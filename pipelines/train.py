@@ -47,6 +47,7 @@ DEFAULT_OUTPUT = REPO / "compiled" / "train.yaml"
 
 
 class Outputs(NamedTuple):
+    """The pipeline's outputs (shown on the run's page, read back by ``--local``)."""
     dataset: Dataset
     model: Model
     exported_model: Model
@@ -276,6 +277,7 @@ def _check_params(items: list[str], *, local: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """CLI: ``python pipelines/train.py --help`` (--compile, --local, --run, --schedule)."""
     p = argparse.ArgumentParser(prog="python pipelines/train.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = p.add_mutually_exclusive_group(required=True)

@@ -108,9 +108,11 @@ class PipelineIR:
         return self.spec["root"].get("inputDefinitions", {}).get("parameters", {})
 
     def executor(self, comp_ref: str) -> dict:
+        """The ``deploymentSpec`` executor of component ``comp_ref`` (its container)."""
         return self.spec["deploymentSpec"]["executors"][self.spec["components"][comp_ref]["executorLabel"]]
 
     def platform(self, comp_ref: str) -> dict:
+        """The kfp-kubernetes platform config of the executor of component ``comp_ref`` ({} if none)."""
         return self.kubernetes.get(self.spec["components"][comp_ref].get("executorLabel", ""), {})
 
 

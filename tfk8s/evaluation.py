@@ -34,6 +34,7 @@ class EvalResult:
     label_names: list[str]
 
     def to_dict(self) -> dict:
+        """All fields as a JSON-serialisable dict."""
         return asdict(self)
 
 

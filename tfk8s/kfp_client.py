@@ -385,6 +385,7 @@ def _api_errors(host: str, what: str):
 
 @dataclass(frozen=True)
 class SubmittedRun:
+    """A started run: its id, experiment id, UI URL, and the pipeline (version) ids when uploaded."""
     run_id: str
     experiment_id: str
     url: str
@@ -394,6 +395,7 @@ class SubmittedRun:
 
 @dataclass(frozen=True)
 class CreatedSchedule:
+    """A created recurring run: its id, name, cron, experiment id and UI URL."""
     recurring_run_id: str
     experiment_id: str
     name: str

@@ -148,6 +148,7 @@ class KubeApi:
 
     @_uses("", "services", "list")
     def list_services(self, label_selector: str) -> dict[str, Any]:
+        """Services matching ``label_selector`` (a ServiceList dict)."""
         return self._json("listing Services", self._core.list_namespaced_service, self.namespace,
                           label_selector=label_selector)
 
@@ -176,6 +177,7 @@ class KubeApi:
 
     @_uses("batch", "jobs", "list")
     def list_jobs(self, label_selector: str) -> dict[str, Any]:
+        """Jobs matching ``label_selector`` (a JobList dict with its resourceVersion)."""
         return self._json("listing Jobs", self._batch.list_namespaced_job, self.namespace,
                           label_selector=label_selector)
 
@@ -194,6 +196,7 @@ class KubeApi:
     # -- pods -----------------------------------------------------------------------------------------------------
     @_uses("", "pods", "list")
     def list_pods(self, label_selector: str) -> dict[str, Any]:
+        """Pods matching ``label_selector`` (a PodList dict with its resourceVersion)."""
         return self._json("listing pods", self._core.list_namespaced_pod, self.namespace,
                           label_selector=label_selector)
 

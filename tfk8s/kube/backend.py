@@ -108,6 +108,7 @@ class _Replica:
         return bool(self.view and self.view.terminal)
 
     def reset(self, attempt: int, now: float) -> None:
+        """Start tracking a new attempt (created at monotonic time ``now``)."""
         self.attempt, self.created_at = attempt, now
         self.job, self.pods, self.gone_pods = None, {}, set()
         self.job_seen = self.job_deleted = self.reported = False
@@ -155,10 +156,12 @@ class KubernetesBackend:
 
     # -- output ---------------------------------------------------------------------------------------------------
     def emit(self, line: str) -> None:
+        """Send one line to the log sink (thread-safe)."""
         with self._sink_lock:
             self._sink(line)
 
     def log(self, message: str) -> None:
+        """Send one of the launcher's own messages to the log sink."""
         self.emit(f"[launcher] {message}")
 
     # -- entry point --------------------------------------------------------------------------------------------------

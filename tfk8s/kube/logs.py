@@ -39,6 +39,7 @@ class LogStream:
         self._thread = threading.Thread(target=self._run, name=f"log-{label}", daemon=True)
 
     def start(self) -> None:
+        """Start following the pod's container log in a daemon thread."""
         self._thread.start()
 
     def _run(self) -> None:

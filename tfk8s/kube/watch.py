@@ -95,6 +95,7 @@ class Watcher:
         self._thread = threading.Thread(target=self._run, name=f"watch-{kind}", daemon=True)
 
     def start(self) -> None:
+        """Start the list-then-watch loop in a daemon thread; events go to the queue."""
         self._thread.start()
 
     def stop(self, timeout_s: float = 5.0) -> None:
