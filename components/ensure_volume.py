@@ -3,12 +3,12 @@ or create it when asked; locally, create the folder standing for it. A missing v
 once with the fix, instead of leaving every pod Pending."""
 
 import argparse
-import json
 
 from kfp import dsl
 
 from components import DEFAULT_IMAGE
 from tfk8s.cli import boolean, main_guard
+from tfk8s.step_results import add_results_dir_argument, emit
 
 CLI_IO = {
     "inputs": {},
@@ -47,16 +47,14 @@ def main(argv: list[str] | None = None) -> None:
                    help="create it (ReadWriteMany) if missing (default: false)")
     p.add_argument("--pvc-size", default="20Gi", help="size when creating, a Kubernetes quantity")
     p.add_argument("--pvc-storage-class", default="", help="StorageClass when creating (default: the cluster's)")
-    p.add_argument("--results-dir", default="", help="also write each result field to DIR/<field>")
+    add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from tfk8s.step_results import write_results
     from tfk8s.steps import ensure_volume_step
 
     out = ensure_volume_step(backend=a.backend, volume_root=a.volume_root, pvc_name=a.pvc_name,
                              namespace=a.namespace, create_pvc=a.create_pvc, pvc_size=a.pvc_size,
                              pvc_storage_class=a.pvc_storage_class)
-    print(json.dumps(out, indent=2))
-    write_results(a.results_dir, out)
+    emit(out, a.results_dir)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 confusion matrix, shown in the KFP UI, and the quality gate's verdict (blessing)."""
 
 import argparse
-import json
 from typing import NamedTuple
 
 from kfp import dsl
@@ -10,6 +9,7 @@ from kfp.dsl import ClassificationMetrics, Dataset, Input, Markdown, Metrics, Mo
 
 from components import DEFAULT_IMAGE
 from tfk8s.cli import main_guard
+from tfk8s.step_results import add_results_dir_argument, emit
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -89,14 +89,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--serving-base", default="", help="where blessed versions live (the baseline's base)")
     p.add_argument("--volume-root", default="", help="with --model-name: serving base <root>/serving/<name>")
     p.add_argument("--model-name", default="", help="the model under <root>/serving/ (see --volume-root)")
-    p.add_argument(
-        "--results-dir",
-        default="",
-        help="also write each field of the JSON result to DIR/<field> (Argo reads them as output parameters)",
-    )
+    add_results_dir_argument(p)
     a = p.parse_args(argv)
     from tfk8s.layout import RunLayout
-    from tfk8s.step_results import write_results
     from tfk8s.steps import evaluate_model_step
 
     result, blessing, baseline = evaluate_model_step(
@@ -109,8 +104,7 @@ def main(argv: list[str] | None = None) -> None:
         split=a.split,
     )
     out = {**result.to_dict(), "blessed": blessing.blessed, "reasons": blessing.reasons, "baseline": baseline}
-    print(json.dumps(out, indent=2))
-    write_results(a.results_dir, out)
+    emit(out, a.results_dir)
 
 
 if __name__ == "__main__":

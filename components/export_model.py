@@ -2,13 +2,13 @@
 layout), atomically, never overwriting a version, after checking it loads and has a serving signature."""
 
 import argparse
-import json
 
 from kfp import dsl
 from kfp.dsl import Input, Model, Output
 
 from components import DEFAULT_IMAGE
 from tfk8s.cli import main_guard
+from tfk8s.step_results import add_results_dir_argument, emit
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -53,21 +53,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--volume-root", default="/mnt/tfk8s", help="root of the shared volume")
     p.add_argument("--model-name", default="mnist-cnn", help="names the export base <root>/models/<name>")
-    p.add_argument(
-        "--results-dir",
-        default="",
-        help="also write each field of the JSON result to DIR/<field> (Argo reads them as output parameters)",
-    )
+    add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from tfk8s.step_results import write_results
     from tfk8s.steps import export_model_step
 
     r = export_model_step(
         saved_model_dir=a.saved_model_dir, volume_root=a.volume_root, model_name=a.model_name
     )
     out = {"path": r.path, "version": r.version, "serving_signature": r.signature}
-    print(json.dumps(out, indent=2))
-    write_results(a.results_dir, out)
+    emit(out, a.results_dir)
 
 
 if __name__ == "__main__":

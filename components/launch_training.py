@@ -6,13 +6,13 @@ one headless Service per replica (``--dry-run`` prints them as YAML instead).
 """
 
 import argparse
-import json
 
 from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
 from components import DEFAULT_IMAGE
 from tfk8s.cli import main_guard
+from tfk8s.step_results import add_results_dir_argument, emit
 from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
 
 CLI_IO = {
@@ -123,15 +123,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--timeout-s", type=int, default=0, help="job-level deadline in seconds (0: none)")
     p.add_argument("--dry-run", action="store_true", help="print the Kubernetes objects as YAML and exit")
     from tfk8s.kube.cli import add_kubernetes_arguments
-    from tfk8s.step_results import write_results
     from tfk8s.steps import KUBERNETES_PARAMS, launch_training_step
 
     add_kubernetes_arguments(p)
-    p.add_argument(
-        "--results-dir",
-        default="",
-        help="also write each field of the JSON result to DIR/<field> (Argo reads them as output parameters)",
-    )
+    add_results_dir_argument(p)
     a = p.parse_args(argv)
     result = launch_training_step(
         data_dir=a.data_dir,
@@ -162,8 +157,7 @@ def main(argv: list[str] | None = None) -> None:
             "saved_model": result.saved_model_dir,
             "summary": result.summary,
         }
-        print(json.dumps(out, indent=2))
-        write_results(a.results_dir, out)
+        emit(out, a.results_dir)
 
 
 if __name__ == "__main__":

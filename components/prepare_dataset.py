@@ -4,13 +4,13 @@ Every worker then reads its own shards (tf.data FILE auto-sharding): no data is 
 """
 
 import argparse
-import json
 
 from kfp import dsl
 from kfp.dsl import Dataset
 
 from components import DEFAULT_IMAGE
 from tfk8s.cli import boolean, main_guard
+from tfk8s.step_results import add_results_dir_argument, emit
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -35,7 +35,7 @@ def prepare_dataset(
 ):
     """Shard a TFDS data set into TFRecords + metadata.json on the volume; the Dataset artifact carries the
     metadata (splits, examples, shard files) and the data folder's ``path``."""
-    import json
+    import json  # the body runs on its own under KFP: module imports are not there
 
     from tfk8s.steps import prepare_dataset_step
 
@@ -80,13 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--download", type=boolean, default=False, metavar="{true,false}",
                    help="let TFDS download the data set if it is not in the data dir (needs network)")
     p.add_argument("--max-examples", type=int, default=0, help="cap per split (0: all)")
-    p.add_argument(
-        "--results-dir",
-        default="",
-        help="also write each field of the JSON result to DIR/<field> (Argo reads them as output parameters)",
-    )
+    add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from tfk8s.step_results import write_results
     from tfk8s.steps import prepare_dataset_step
 
     md = prepare_dataset_step(
@@ -100,8 +95,7 @@ def main(argv: list[str] | None = None) -> None:
         chief=a.chief,
         download=a.download,
     )
-    print(json.dumps(md, indent=2))
-    write_results(a.results_dir, md)
+    emit(md, a.results_dir)
 
 
 if __name__ == "__main__":

@@ -3,13 +3,13 @@ atomically and without overwriting; point TF Serving's model base path there. ``
 run with the gate's reasons when the pipeline is asked to fail on an unblessed model."""
 
 import argparse
-import json
 
 from kfp import dsl
 from kfp.dsl import Input, Model, Output
 
 from components import DEFAULT_IMAGE
 from tfk8s.cli import main_guard
+from tfk8s.step_results import add_results_dir_argument, emit
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine), per component of this module: each input artifact ->
@@ -62,15 +62,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model-dir", required=True, help="the blessed export <root>/models/<name>/<version>")
     p.add_argument("--volume-root", default="/mnt/tfk8s", help="root of the shared volume")
     p.add_argument("--model-name", default="mnist-cnn")
-    p.add_argument("--results-dir", default="", help="also write each result field to DIR/<field>")
+    add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from tfk8s.step_results import write_results
     from tfk8s.steps import push_model_step
 
     r = push_model_step(model_dir=a.model_dir, volume_root=a.volume_root, model_name=a.model_name)
     out = {"path": r.path, "version": r.version, "serving_signature": r.signature}
-    print(json.dumps(out, indent=2))
-    write_results(a.results_dir, out)
+    emit(out, a.results_dir)
 
 
 if __name__ == "__main__":

@@ -48,3 +48,18 @@ def write_results(directory: str | os.PathLike | None, result: Mapping[str, obje
         path.write_text(format_value(value), encoding="utf-8")
         written.append(path)
     return written
+
+
+RESULTS_DIR_HELP = "also write each field of the JSON result to DIR/<field> (Argo reads them as output parameters)"
+
+
+def add_results_dir_argument(parser) -> None:
+    """Add ``--results-dir DIR`` (default: none) to a step CLI's ``argparse`` parser."""
+    parser.add_argument("--results-dir", default="", metavar="DIR", help=RESULTS_DIR_HELP)
+
+
+def emit(result: Mapping[str, object], directory: str | os.PathLike | None) -> None:
+    """A step CLI's output: ``result`` as indented JSON on stdout, and each field under ``directory``
+    (see :func:`write_results`; nothing when ``directory`` is empty)."""
+    print(json.dumps(result, indent=2))
+    write_results(directory, result)
