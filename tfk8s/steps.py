@@ -174,6 +174,8 @@ def launch_training_step(
         backend=backend,
         success_policy=success_policy,
         timeout_s=timeout_s,
+        train_dir=layout.train_dir,
+        data_dir=data_dir,
     )
     kube = {**(kubernetes_params or {}), "volume_mount_path": volume_root}
     if dry_run:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfk8s.cluster import ReplicaCounts
+from tfk8s.contract import remove_scratch
 from tfk8s.launcher import LaunchError, LaunchResult, TrainingJob
 
 BACKENDS = ("local", "kubernetes")
@@ -51,7 +52,8 @@ def trainer_args(data_dir: str | os.PathLike, train_dir: str | os.PathLike, epoc
 
 
 def build_job(*, name: str, counts: ReplicaCounts, args: list[str], backend: str, success_policy: str = "",
-              timeout_s: float | None = None, env: Mapping[str, str] | None = None) -> TrainingJob:
+              timeout_s: float | None = None, env: Mapping[str, str] | None = None,
+              train_dir: str | os.PathLike = "", data_dir: str | os.PathLike = "") -> TrainingJob:
     """The training job every backend runs: each replica runs ``python -m trainer.task <args>``.
 
     The local backend runs the launcher's own interpreter; in a cluster the image's ``python``. With ps
@@ -68,7 +70,8 @@ def build_job(*, name: str, counts: ReplicaCounts, args: list[str], backend: str
     grace = {"grace_period_s": 0.0} if counts.ps else {}
     return TrainingJob(name=name, counts=counts, command=(python, "-m", TRAINER_MODULE, *args),
                        env={**TRAINER_ENV, **(env or {})}, success_policy=success_policy,
-                       timeout_s=timeout_s or None, **grace)
+                       timeout_s=timeout_s or None, train_dir=str(train_dir or ""), data_dir=str(data_dir or ""),
+                       **grace)
 
 
 def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
@@ -84,6 +87,13 @@ def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
             writing its SavedModel / training_summary.json.
     """
     sink = log_sink or (lambda line: print(line, flush=True))
+    try:
+        return _collect(job, _run(job, backend, train_dir, kubernetes_params, sink), train_dir)
+    finally:
+        remove_scratch(train_dir)  # the non-coordinators' model dirs (tfk8s.contract)
+
+
+def _run(job: TrainingJob, backend: str, train_dir, kubernetes_params, sink) -> LaunchResult:
     if backend == "local":
         from tfk8s.launcher.local import run_local
 
@@ -96,6 +106,10 @@ def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
         result = run_kubernetes(job, settings, log_sink=sink)
     else:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    return result
+
+
+def _collect(job: TrainingJob, result: LaunchResult, train_dir) -> TrainingOutcome:
     saved_model = Path(train_dir) / "saved_model"
     summary_file = Path(train_dir) / "training_summary.json"
     if not (saved_model / "saved_model.pb").is_file() or not summary_file.is_file():

@@ -5,7 +5,8 @@ Per replica ``<job>-<type>-<index>`` (:func:`tfk8s.cluster.replica_name`, as the
 - a headless Service (``clusterIP: None``) selecting that replica's pod, so that
   ``<name>.<namespace>.svc[.<cluster domain>]:<port>`` resolves to it;
 - a batch/v1 Job running one pod with TF_CONFIG built by :func:`tfk8s.cluster.cluster_spec` from those
-  Service addresses (the same cluster-spec code as the local backend).
+  Service addresses (the same cluster-spec code as the local backend), the contract's variables of
+  :func:`tfk8s.contract.replica_env` and its command's placeholders substituted for that replica.
 
 The Job never retries on its own (``backoffLimit: 0``, ``restartPolicy: Never``): the launcher classifies a
 failure and decides whether to recreate it (Training Operator: the TFJob controller owns restarts, not the
@@ -139,13 +140,14 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
     name = replica_name(job.name, replica)
     labels = {**replica_labels(job.name, replica), LABEL_ATTEMPT: str(attempt)}
     job_labels = {**labels, KUEUE_QUEUE_LABEL: settings.kueue_queue} if settings.kueue_queue else labels
-    env = {k: v for k, v in {**job.env, **rs.env}.items() if k != "TF_CONFIG"}
+    # The job's env, this type's, then the contract's (tfk8s.contract.replica_env) and TF_CONFIG: the launcher's win.
+    env = {k: v for k, v in {**job.env, **rs.env, **job.contract_env(replica)}.items() if k != "TF_CONFIG"}
     env_list = [{"name": k, "value": v} for k, v in env.items()]
     env_list.append({"name": "TF_CONFIG", "value": tf_config_json(training_cluster_spec(job, settings), replica)})
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": rs.image,
-        "command": list(rs.command or job.command),
+        "command": list(job.replica_command(replica, rs.command or None)),
         "env": env_list,
         "ports": [{"name": PORT_NAME, "containerPort": job.port, "protocol": "TCP"}],
         "resources": rs.resources(),

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tfk8s.cluster import ReplicaType
+from tfk8s.contract import CONTRACT_ENV, check_command
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SERVICEACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -139,6 +140,7 @@ class ReplicaSettings:
         _require(isinstance(self.command, Sequence) and not isinstance(self.command, str)
                  and all(isinstance(a, str) for a in self.command),
                  f"command must be a list of strings (argv), got {self.command!r}")
+        check_command(self.command)  # placeholders as in the job's command (tfk8s.contract)
         for name in ("cpu", "memory"):
             try:
                 request = parse_quantity(getattr(self, name))
@@ -169,6 +171,9 @@ class ReplicaSettings:
         bad = [k for k in env if not _ENV_NAME.match(k)]
         _require(not bad, f"env: invalid variable names {bad}")
         _require("TF_CONFIG" not in env, "env must not set TF_CONFIG: the launcher builds it for every replica")
+        taken = sorted(set(env) & set(CONTRACT_ENV))
+        _require(not taken, f"env must not set {taken}: the launcher sets them for every replica "
+                            "(docs/training-program.md); use the command's placeholders to pass them differently")
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "node_selector", dict(self.node_selector))
         object.__setattr__(self, "tolerations", tuple(dict(t) for t in self.tolerations))

@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tfk8s import contract
 from tfk8s.cluster import Replica, ReplicaCounts, ReplicaType, coordinator
 
 SUCCESS_POLICY_DEFAULT = ""
@@ -76,16 +77,22 @@ class TrainingJob:
         name: the job name, a DNS-1035 label of at most :data:`MAX_JOB_NAME_LEN` characters
             (use :func:`job_name` to derive one).
         counts: replica counts per type.
-        command: the program every replica runs (argv); each replica finds its role in TF_CONFIG.
+        command: the program every replica runs (argv); each replica finds its role in TF_CONFIG. It may
+            hold the placeholders of :mod:`tfk8s.contract` (``{model_dir}``...), substituted per replica
+            (:meth:`replica_command`); literal braces are written ``{{``/``}}``.
         env: extra environment variables for every replica.
         success_policy: ``""`` (chief, or worker 0) or ``"AllWorkers"``.
         port: the TensorFlow server port of each replica (Kubernetes: the Service port; local: ignored,
             each replica gets a free port).
         timeout_s: job-level deadline in seconds (None: no deadline).
         grace_period_s: after success, how long lagging workers may take to finish before being stopped.
+        train_dir: the run's train folder on the shared volume; with it every replica gets the contract's
+            environment (:func:`tfk8s.contract.replica_env`); empty: TF_CONFIG only (launcher tests).
+        data_dir: the prepared data folder (``TFK8S_DATA_DIR``).
 
     Raises:
-        ValueError: on an invalid name, an empty command or an unknown success policy.
+        ValueError: on an invalid name, an empty command, an unknown success policy, or an unknown
+            placeholder / unbalanced brace in the command (:class:`tfk8s.contract.PlaceholderError`).
     """
 
     name: str
@@ -96,6 +103,8 @@ class TrainingJob:
     port: int = DEFAULT_PORT
     timeout_s: float | None = None
     grace_period_s: float = 30.0
+    train_dir: str = ""
+    data_dir: str = ""
 
     def __post_init__(self) -> None:
         if not _DNS1035.match(self.name) or len(self.name) > MAX_JOB_NAME_LEN:
@@ -109,6 +118,30 @@ class TrainingJob:
             raise ValueError(f"success_policy must be one of {SUCCESS_POLICIES}, got {self.success_policy!r}")
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "env", dict(self.env))
+        object.__setattr__(self, "train_dir", str(self.train_dir or ""))
+        object.__setattr__(self, "data_dir", str(self.data_dir or ""))
+        contract.check_command(self.command)  # an unknown placeholder fails before any replica starts
+
+    def contract_env(self, replica: Replica) -> dict[str, str]:
+        """The contract's variables of ``replica`` (:func:`tfk8s.contract.replica_env`); ``{}`` without
+        ``train_dir``. Every backend sets them next to TF_CONFIG."""
+        if not self.train_dir:
+            return {}
+        return contract.replica_env(self.name, replica, coordinator(self.counts), self.train_dir,
+                                    self.data_dir)
+
+    def replica_command(self, replica: Replica, command: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        """``command`` (default: the job's; a per-type override otherwise) with this replica's placeholder
+        values substituted (:func:`tfk8s.contract.substitute`); ``{job_name}``, ``{replica_type}`` and
+        ``{replica_index}`` work even without ``train_dir``.
+
+        Raises:
+            tfk8s.contract.PlaceholderError: an unknown placeholder, or a directory one without ``train_dir``.
+        """
+        values = self.contract_env(replica) or {
+            contract.ENV_JOB_NAME: self.name, contract.ENV_REPLICA_TYPE: replica.replica_type.value,
+            contract.ENV_REPLICA_INDEX: str(replica.index)}
+        return contract.substitute(self.command if command is None else command, values)
 
 
 @dataclass

@@ -3,7 +3,9 @@
 Used by the tests and by ``make run``; the same cluster-spec, TF_CONFIG, naming and success-policy code as the
 Kubernetes backend, only "start a replica, watch it, stop it" differs:
 
-- start: ``subprocess.Popen`` in its own process group with TF_CONFIG in its environment, on a free port;
+- start: ``subprocess.Popen`` in its own process group with TF_CONFIG and the contract's variables
+  (:func:`tfk8s.contract.replica_env`) in its environment, its command's placeholders substituted, on a free
+  port;
 - watch: one thread per replica streams its merged stdout/stderr line by line with a ``[worker-1]`` prefix
   (and keeps the last lines for the error message); the main thread waits on exit codes;
 - stop: SIGTERM to the replica's process group, SIGKILL after a grace period.
@@ -173,10 +175,10 @@ def run_local(job: TrainingJob, *, log_sink: LogSink = _print_sink, log_dir: str
     try:
         with _sigterm_raises():
             for replica in replicas:
-                env = {**os.environ, **job.env, "TF_CONFIG": tf_config_json(spec, replica),
-                       "PYTHONUNBUFFERED": "1"}
+                env = {**os.environ, **job.env, **job.contract_env(replica),
+                       "TF_CONFIG": tf_config_json(spec, replica), "PYTHONUNBUFFERED": "1"}
                 popen = subprocess.Popen(
-                    list(job.command), env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    list(job.replica_command(replica)), env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True,
                 )
                 proc = _Proc(replica, popen)
