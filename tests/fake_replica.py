@@ -1,10 +1,15 @@
 """A stand-in replica program for launcher tests: behaves according to its TF_CONFIG task.
 
 Behaviour per replica label (e.g. ``worker-1``) comes from the env var FAKE_BEHAVIOUR, a JSON object
-``{"<label>": "exit:<code>" | "sleep" | "sleep:<seconds>" | "ignore-term"}``; unlisted replicas exit 0 at
+``{"<label>": BEHAVIOUR or [BEHAVIOUR of attempt 0, of attempt 1, ...]}`` (the last one repeats), where a
+BEHAVIOUR is ``"exit:<code>"``, ``"sleep"``, ``"sleep:<seconds>"``, ``"ignore-term"`` (sleep, ignoring SIGTERM),
+``"kill"`` / ``"kill:<seconds>"`` (SIGKILL itself, at once or after that long, as the OOM killer would),
+``"stall"`` (report progress once, then hang) or
+``"report:<seconds>"`` (report progress every 0.1 s for that long, then exit 0). Unlisted replicas exit 0 at
 once, except ps and evaluator, which sleep forever (as real parameter servers do).
 It prints its TF_CONFIG, its contract variables (``TFK8S_ENV=<json>``) and its argv (``ARGV=<json>``) and,
-if FAKE_PIDFILE_DIR is set, writes its pid to ``<dir>/<label>.pid``.
+if FAKE_PIDFILE_DIR is set, writes its pid to ``<dir>/<label>.pid``. Progress goes to ``$TFK8S_PROGRESS_FILE``
+(tfk8s.progress). The attempt number is counted in ``$FAKE_STATE_DIR/<label>.starts`` (always 0 without it).
 """
 
 import json
@@ -12,6 +17,8 @@ import os
 import signal
 import sys
 import time
+
+from tfk8s.progress import ProgressReporter
 
 cfg = json.loads(os.environ["TF_CONFIG"])
 label = f"{cfg['task']['type']}-{cfg['task']['index']}"
@@ -21,12 +28,41 @@ print("ARGV=" + json.dumps(sys.argv[1:]), flush=True)
 if os.environ.get("FAKE_PIDFILE_DIR"):
     with open(os.path.join(os.environ["FAKE_PIDFILE_DIR"], f"{label}.pid"), "w") as f:
         f.write(str(os.getpid()))
+attempt = 0
+if os.environ.get("FAKE_STATE_DIR"):
+    starts = os.path.join(os.environ["FAKE_STATE_DIR"], f"{label}.starts")
+    with open(starts, "a+") as f:
+        f.seek(0)
+        attempt = len(f.read().splitlines())
+        f.write(f"{os.getpid()}\n")
+print(f"{label} attempt {attempt}", flush=True)
 default = "sleep" if cfg["task"]["type"] in ("ps", "evaluator") else "exit:0"
 behaviour = json.loads(os.environ.get("FAKE_BEHAVIOUR", "{}")).get(label, default)
+if isinstance(behaviour, list):
+    behaviour = behaviour[min(attempt, len(behaviour) - 1)]
+reporter = ProgressReporter.from_env(label, min_interval_s=0)
 if behaviour.startswith("exit:"):
     print(f"{label} line 1", flush=True)
     print(f"{label} finishing with {behaviour}", flush=True)
     sys.exit(int(behaviour.split(":")[1]))
+if behaviour.startswith("kill"):
+    time.sleep(float(behaviour.split(":")[1]) if ":" in behaviour else 0)
+    print(f"{label} is being killed", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+if behaviour == "stall":
+    reporter.update(state="running", epoch=1, epochs=2, step=3, steps=10)
+    print(f"{label} reported step 3, now hanging", flush=True)
+    behaviour = "sleep"
+if behaviour.startswith("report:"):
+    end = time.monotonic() + float(behaviour.split(":")[1])
+    step = 0
+    while time.monotonic() < end:
+        step += 1
+        reporter.update(state="running", step=step)
+        time.sleep(0.1)
+    reporter.update(state="done", step=step)
+    print(f"{label} done after {step} steps", flush=True)
+    sys.exit(0)
 if behaviour == "ignore-term":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     behaviour = "sleep"

@@ -139,3 +139,109 @@ def test_sigterm_to_the_local_pipeline_reaches_every_descendant(tmp_path):
     while _alive(grandchild_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(grandchild_pid)
+
+
+# -- restarts and the progress watchdog (the policy shared with Kubernetes: tfk8s.launcher.policy) ---------------
+def _starts(state: Path) -> dict[str, int]:
+    return {p.stem: len(p.read_text().splitlines()) for p in state.glob("*.starts")}
+
+
+def _policy_job(counts: ReplicaCounts, behaviour: dict, tmp_path: Path, **kw) -> TrainingJob:
+    state = tmp_path / "state"
+    state.mkdir(exist_ok=True)
+    env = {"FAKE_BEHAVIOUR": json.dumps(behaviour), "FAKE_PIDFILE_DIR": str(tmp_path), "FAKE_STATE_DIR": str(state)}
+    return TrainingJob(name="test-job", counts=counts, command=(sys.executable, FAKE), env=env, **kw)
+
+
+def test_a_worker_killed_by_a_signal_recreates_the_whole_worker_set_and_counts_one_restart(tmp_path):
+    lines: list[str] = []
+    job = _policy_job(ReplicaCounts(worker=2), {"worker-0": ["sleep", "exit:0"], "worker-1": ["kill", "exit:0"]},
+                      tmp_path)
+    result = run_local(job, log_sink=lines.append, stop_grace_s=2, max_restarts=3)
+    assert result.restarts == 1
+    assert result.exit_codes == {"worker-0": 0, "worker-1": 0}
+    assert _starts(tmp_path / "state") == {"worker-0": 2, "worker-1": 2}  # the whole MWMS set, once
+    assert any("replica worker-1 exited -9 (killed by signal SIGKILL); retryable: recreating worker-0, worker-1 "
+               "(restart 1 of max_restarts=3)" in line for line in lines), lines
+    assert not any(_alive(pid) for pid in _pids(tmp_path).values())
+
+
+def test_exit_code_128_and_above_is_retryable_but_1_to_127_fails_at_once(tmp_path):
+    job = _policy_job(ReplicaCounts(worker=1), {"worker-0": ["exit:137", "exit:0"]}, tmp_path)
+    assert run_local(job, log_sink=lambda _: None, stop_grace_s=2).restarts == 1
+    (tmp_path / "state" / "worker-0.starts").unlink()
+    job = _policy_job(ReplicaCounts(worker=1), {"worker-0": ["exit:127", "exit:0"]}, tmp_path)
+    with pytest.raises(ReplicaFailedError, match="replica worker-0 failed with exit code 127: Error"):
+        run_local(job, log_sink=lambda _: None, stop_grace_s=2)
+    assert _starts(tmp_path / "state") == {"worker-0": 1}
+
+
+def test_the_restart_budget_is_honoured_then_the_failure_names_the_replica_and_the_budget(tmp_path):
+    from tfk8s.launcher import RestartBudgetExhaustedError
+
+    job = _policy_job(ReplicaCounts(worker=1), {"worker-0": "kill"}, tmp_path)
+    with pytest.raises(RestartBudgetExhaustedError) as err:
+        run_local(job, log_sink=lambda _: None, stop_grace_s=2, max_restarts=2)
+    assert _starts(tmp_path / "state") == {"worker-0": 3}
+    assert err.value.replica.label == "worker-0" and err.value.exit_code == -9
+    assert "restart budget is used up (2 of max_restarts=2)" in str(err.value)
+    assert "worker-0 is being killed" in str(err.value)  # its last lines
+
+
+def test_a_ps_failure_recreates_the_chief_and_every_ps_but_not_the_workers(tmp_path):
+    job = _policy_job(ReplicaCounts(chief=1, worker=2, ps=1),
+                      {"ps-0": ["kill:0.5", "sleep"], "chief-0": ["sleep", "exit:0"], "worker-0": "sleep",
+                       "worker-1": "sleep"}, tmp_path, grace_period_s=0)
+    result = run_local(job, log_sink=lambda _: None, stop_grace_s=2)
+    assert result.restarts == 1 and result.exit_codes == {"chief-0": 0}
+    assert _starts(tmp_path / "state") == {"chief-0": 2, "ps-0": 2, "worker-0": 1, "worker-1": 1}
+    assert not any(_alive(pid) for pid in _pids(tmp_path).values())
+
+
+def test_a_peers_follow_on_exit_1_does_not_hide_the_retryable_cause(tmp_path):
+    # worker-0 exits 1 first (as a collective's peer does when its partner dies), worker-1's SIGKILL comes
+    # 0.5 s later: judged together, the group is recreated instead of failing on the exit 1
+    job = _policy_job(ReplicaCounts(worker=2), {"worker-0": ["exit:1", "exit:0"], "worker-1": ["kill:0.5", "exit:0"]},
+                      tmp_path)
+    result = run_local(job, log_sink=lambda _: None, stop_grace_s=2)
+    assert result.restarts == 1 and _starts(tmp_path / "state") == {"worker-0": 2, "worker-1": 2}
+
+
+def test_a_replica_that_reported_then_stalled_is_restarted_as_hung(tmp_path):
+    lines: list[str] = []
+    job = _policy_job(ReplicaCounts(worker=1), {"worker-0": ["stall", "exit:0"]}, tmp_path,
+                      train_dir=str(tmp_path / "train"), progress_timeout_s=1)
+    result = run_local(job, log_sink=lines.append, stop_grace_s=2)
+    assert result.restarts == 1 and result.exit_codes == {"worker-0": 0}
+    restart = next(line for line in lines if "retryable: recreating" in line)
+    assert "replica worker-0 NoProgress: no progress for 1 s (last report: epoch 1/2, step 3/10 at" in restart
+
+
+def test_a_hung_replica_fails_the_job_with_no_progress_and_its_last_lines_when_the_budget_is_used(tmp_path):
+    from tfk8s.launcher import RestartBudgetExhaustedError
+
+    job = _policy_job(ReplicaCounts(worker=1, evaluator=1), {"worker-0": "stall"}, tmp_path,
+                      train_dir=str(tmp_path / "train"), progress_timeout_s=1)
+    t0 = time.monotonic()
+    with pytest.raises(RestartBudgetExhaustedError) as err:
+        run_local(job, log_sink=lambda _: None, stop_grace_s=2, max_restarts=1)
+    assert time.monotonic() - t0 < 30
+    e = err.value
+    assert (e.replica.label, e.reason) == ("worker-0", "NoProgress")
+    assert "replica worker-0 failed: NoProgress (no progress for 1 s" in str(e)
+    assert "worker-0 reported step 3, now hanging" in e.last_lines
+    assert _starts(tmp_path / "state")["worker-0"] == 2
+    assert not any(_alive(pid) for pid in _pids(tmp_path).values())
+
+
+def test_the_watchdog_spares_programs_that_never_report_keep_reporting_or_left_an_old_file(tmp_path):
+    from tfk8s.progress import Progress, progress_file, write_progress
+
+    train = tmp_path / "train"
+    # worker-1's file is from an earlier run (an hour old): it does not count as a report of this attempt
+    write_progress(progress_file(train, "worker-1"), Progress("worker-1", time.time() - 3600, step=5))
+    job = _policy_job(ReplicaCounts(worker=3), {"worker-0": "report:2.5", "worker-1": "sleep:2.5",
+                                                "worker-2": "sleep:2.5"},
+                      tmp_path, train_dir=str(train), progress_timeout_s=0.5, success_policy="AllWorkers")
+    result = run_local(job, log_sink=lambda _: None, stop_grace_s=2)
+    assert result.restarts == 0 and result.exit_codes == {"worker-0": 0, "worker-1": 0, "worker-2": 0}

@@ -59,7 +59,7 @@ from tfk8s.kube.errors import (
 from tfk8s.kube.logs import LogSink, LogStream
 from tfk8s.kube.settings import KubernetesSettings
 from tfk8s.kube.watch import Changed, Synced, Watcher, WatchFailed, WatchItem
-from tfk8s.launcher import JobTimeoutError, LaunchResult, ReplicaFailedError, TrainingJob, is_success
+from tfk8s.launcher import JobTimeoutError, LaunchResult, ReplicaFailedError, TrainingJob, is_success, policy
 
 MAX_WAIT_S = 5.0  # the main loop re-evaluates at least this often, events or not
 CLEANUP_POLL_S = 0.5
@@ -527,25 +527,12 @@ class KubernetesBackend:
 
     # -- restart ---------------------------------------------------------------------------------------------------
     def _decision_group(self, rep: _Replica) -> list[_Replica]:
-        """The replicas whose failures are judged together with ``rep``'s: under MultiWorkerMirroredStrategy
-        every chief and worker; under ParameterServerStrategy the chief (coordinator) and the ps, for a ps
-        failure makes the coordinator fail; else ``rep`` alone."""
-        rtype, strategy = rep.replica.replica_type, self.job.counts.strategy()
-        trainers = (ReplicaType.CHIEF, ReplicaType.WORKER)
-        if strategy == "multi_worker_mirrored" and rtype in trainers:
-            return [x for r, x in self.replicas.items() if r.replica_type in trainers]
-        coordination = (ReplicaType.CHIEF, ReplicaType.PS)
-        if strategy == "parameter_server" and rtype in coordination:
-            return [x for r, x in self.replicas.items() if r.replica_type in coordination]
-        return [rep]
+        """The replicas whose failures are judged together with ``rep``'s (:func:`policy.decision_group`)."""
+        return [self.replicas[r] for r in policy.decision_group(self.job.counts, rep.replica)]
 
     def _restart_group(self, rep: _Replica) -> list[_Replica]:
-        """The replicas to recreate with ``rep``: under MultiWorkerMirroredStrategy every chief and worker (a
-        collective cannot lose a member); under ParameterServerStrategy, for a ps, the chief and every ps (the
-        coordinator loses the variables the ps held; workers reconnect by themselves); else ``rep`` alone."""
-        if rep.replica.replica_type is ReplicaType.CHIEF and self.job.counts.strategy() == "parameter_server":
-            return [rep]
-        return self._decision_group(rep)
+        """The replicas to recreate with ``rep`` (:func:`policy.restart_group`)."""
+        return [self.replicas[r] for r in policy.restart_group(self.job.counts, rep.replica)]
 
     def _failed_order(self, rep: _Replica) -> tuple[datetime, int]:
         """Sort key: the earliest failure first (the container's ``finishedAt``; unknown: last), then by

@@ -1,6 +1,6 @@
 """What a replica's pod and Job status mean: running, succeeded, or failed how, and is that retryable.
 
-Rules (Kubeflow Training Operator, ``pkg/util/train/train_util.go`` ``IsRetryableExitCode`` and the TFJob
+Rules (the shared table :mod:`tfk8s.launcher.policy`; Kubeflow Training Operator, ``pkg/util/train/train_util.go`` ``IsRetryableExitCode`` and the TFJob
 ``ExitCode`` restart policy, plus the kubelet's own reasons):
 
 - exit code 0: success; 1-127: a permanent error of the program (not retried);
@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfk8s.kube.objects import CONTAINER_NAME
+# FailureKind is defined in the table both backends share (and importable from here, as before)
+from tfk8s.launcher.policy import FailureKind, exit_code_kind
 
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
                                 "RegistryUnavailable", "SignatureValidationFailed"})
@@ -38,16 +40,6 @@ class Phase(enum.Enum):
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
-
-
-class FailureKind(enum.Enum):
-    """How the launcher reacts to a failure."""
-
-    PERMANENT = "permanent"  # fail the job
-    RETRYABLE = "retryable"  # recreate while the restart budget lasts
-    IMAGE_PULL = "image-pull"  # fail fast, the kubelet's message
-    CONTAINER_CONFIG = "container-config"  # fail fast, the kubelet's message
-    TIMEOUT = "timeout"  # the Job's activeDeadlineSeconds passed: the job timed out
 
 
 @dataclass(frozen=True)
@@ -143,9 +135,10 @@ def _terminated_failure(term: Mapping[str, Any]) -> Failure:
                        "the container exceeded its memory limit", code)
     if reason in START_FAILURE_REASONS:
         return Failure(FailureKind.PERMANENT, reason, message or "the container could not start", code)
-    if code is not None and 1 <= code <= 127:
+    kind = exit_code_kind(code) if code is not None and code > 0 else None
+    if kind is FailureKind.PERMANENT:
         return Failure(FailureKind.PERMANENT, reason or "Error", "", code)
-    if code is not None and code >= 128:
+    if kind is FailureKind.RETRYABLE:
         named = reason if reason and reason != "Error" else "Signal"
         return Failure(FailureKind.RETRYABLE, named, f"killed by {signal_name(code)}", code)
     return Failure(FailureKind.RETRYABLE, reason or "PodFailed", message, code)

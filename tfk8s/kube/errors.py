@@ -8,9 +8,10 @@ what to do.
 
 from __future__ import annotations
 
-from tfk8s.launcher import LaunchError, LauncherTerminatedError, ReplicaFailedError
+from tfk8s.launcher import LaunchError, LauncherTerminatedError, ReplicaFailedError, RestartBudgetExhaustedError
 
-# LauncherTerminatedError is re-exported: it is defined beside the other backend-neutral errors.
+# LauncherTerminatedError and RestartBudgetExhaustedError are re-exported: they are defined beside the other
+# backend-neutral errors.
 __all__ = [
     "AlreadyExistsError",
     "CleanupError",
@@ -38,11 +39,6 @@ class ImagePullError(ReplicaFailedError):
 class ContainerConfigError(ReplicaFailedError):
     """The kubelet cannot create a replica's container (CreateContainerConfigError: a missing Secret or
     ConfigMap, CreateContainerError...). Failed fast with the kubelet's message."""
-
-
-class RestartBudgetExhaustedError(ReplicaFailedError):
-    """A retryable failure (exit code >= 128, OOMKilled, eviction, preemption, node loss) after the restart
-    budget (``max_restarts``) was used up. ``reason`` names the last failure."""
 
 
 class ScheduleTimeoutError(ReplicaFailedError):

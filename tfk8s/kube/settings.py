@@ -23,6 +23,7 @@ from typing import Any
 
 from tfk8s.cluster import ReplicaType
 from tfk8s.contract import CONTRACT_ENV, check_command
+from tfk8s.launcher.policy import DEFAULT_MAX_RESTARTS, STOP_GRACE_S
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SERVICEACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -226,7 +227,10 @@ class KubernetesSettings:
         scheduler_name: the pods' ``schedulerName`` (e.g. ``volcano``); empty: the default scheduler.
         launcher_pod: the launcher's own pod, owner of the replica objects (None: no owner references).
         run_as_user: the non-root UID (and GID, fsGroup) of the replicas.
-        stop_grace_period_s: seconds a replica gets to exit after the launcher deletes its pod.
+        stop_grace_period_s: seconds a replica gets to exit after SIGTERM (its pod's
+            ``terminationGracePeriodSeconds``, and the grace of the launcher's deletes) before the kubelet
+            SIGKILLs it; short (:data:`tfk8s.launcher.policy.STOP_GRACE_S`), as TensorFlow may swallow SIGTERM.
+            A pod still not gone this long (+ 30 s) after its deletion (its node lost) is force-deleted.
         cleanup_timeout_s: seconds the launcher waits for every object to be gone after deleting them.
         backstop_deadline_s: ``activeDeadlineSeconds`` of the Jobs when the job has no timeout, so that
             replicas (a ps never exits) cannot outlive a launcher that died without cleaning up.
@@ -249,13 +253,13 @@ class KubernetesSettings:
     volume_mount_path: str = DEFAULT_MOUNT_PATH
     cluster_domain: str = ""
     schedule_timeout_s: float = 600
-    max_restarts: int = 3
+    max_restarts: int = DEFAULT_MAX_RESTARTS
     ttl_seconds_after_finished: int = 3600
     kueue_queue: str = ""
     scheduler_name: str = ""
     launcher_pod: LauncherPod | None = None
     run_as_user: int = 10001  # the project image's user (Dockerfile: USER 10001, owns /home/tfk8s, /mnt/tfk8s)
-    stop_grace_period_s: int = 10
+    stop_grace_period_s: int = STOP_GRACE_S
     cleanup_timeout_s: float = 120
     backstop_deadline_s: int = WEEK_S
     watch_timeout_s: int = 300

@@ -61,6 +61,12 @@ class ReplicaFailedError(LaunchError):
         super().__init__(msg)
 
 
+class RestartBudgetExhaustedError(ReplicaFailedError):
+    """A retryable failure (exit code >= 128, killed by a signal, OOMKilled, eviction, preemption, node loss, no
+    progress) after the restart budget (``max_restarts``) was used up. ``reason`` names the last failure.
+    Both backends raise it (:mod:`tfk8s.launcher.policy`)."""
+
+
 class LauncherTerminatedError(LaunchError):
     """The launcher got SIGTERM (the pipeline run was cancelled or its pod evicted); every replica was stopped."""
 
@@ -87,12 +93,19 @@ class TrainingJob:
         timeout_s: job-level deadline in seconds (None: no deadline).
         grace_period_s: after success, how long lagging workers may take to finish before being stopped.
         train_dir: the run's train folder on the shared volume; with it every replica gets the contract's
-            environment (:func:`tfk8s.contract.replica_env`); empty: TF_CONFIG only (launcher tests).
+            environment (:func:`tfk8s.contract.replica_env`); empty: TF_CONFIG only (launcher tests). The
+            progress watchdog reads each replica's ``<train dir>/progress/<type>-<index>.json``
+            (:mod:`tfk8s.progress`).
         data_dir: the prepared data folder (``TFK8S_DATA_DIR``).
+        progress_timeout_s: seconds a replica that has reported progress at least once (in its current
+            attempt) may go without a new report before it counts as hung: it is stopped and its restart
+            group recreated while the restart budget lasts, then the job fails (reason ``NoProgress``).
+            0 disables the watchdog; replicas that never report are never treated as hung.
 
     Raises:
-        ValueError: on an invalid name, an empty command, an unknown success policy, or an unknown
-            placeholder / unbalanced brace in the command (:class:`tfk8s.contract.PlaceholderError`).
+        ValueError: on an invalid name, an empty command, an unknown success policy, a negative progress
+            timeout, or an unknown placeholder / unbalanced brace in the command
+            (:class:`tfk8s.contract.PlaceholderError`).
     """
 
     name: str
@@ -105,6 +118,7 @@ class TrainingJob:
     grace_period_s: float = 30.0
     train_dir: str = ""
     data_dir: str = ""
+    progress_timeout_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not _DNS1035.match(self.name) or len(self.name) > MAX_JOB_NAME_LEN:
@@ -116,6 +130,9 @@ class TrainingJob:
             raise ValueError("command must name the program every replica runs, e.g. python -m trainer.task")
         if self.success_policy not in SUCCESS_POLICIES:
             raise ValueError(f"success_policy must be one of {SUCCESS_POLICIES}, got {self.success_policy!r}")
+        if not self.progress_timeout_s >= 0:
+            raise ValueError(f"progress_timeout_s must be >= 0 seconds (0: no watchdog), got "
+                             f"{self.progress_timeout_s!r}")
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "env", dict(self.env))
         object.__setattr__(self, "train_dir", str(self.train_dir or ""))
@@ -154,8 +171,9 @@ class LaunchResult:
             replicas stopped by the launcher (ps, evaluator) are absent.
         stopped: labels of the replicas the launcher stopped after success.
         wall_time_s: seconds from the launcher's start (or re-attach) to success.
-        restarts: how many recreations (of one replica, or of the whole worker set under
-            MultiWorkerMirroredStrategy) were used from the restart budget (Kubernetes backend only).
+        restarts: how many recreations (of one replica, or of its restart group: the whole worker set under
+            MultiWorkerMirroredStrategy, the chief and every ps for a ps under ParameterServerStrategy) were
+            used from the restart budget (``max_restarts``), on either backend.
         cluster_spec: the cluster spec the replicas ran with (``{"worker": ["host:port", ...], ...}``).
     """
 

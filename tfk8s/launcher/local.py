@@ -8,7 +8,13 @@ Kubernetes backend, only "start a replica, watch it, stop it" differs:
   port;
 - watch: one thread per replica streams its merged stdout/stderr line by line with a ``[worker-1]`` prefix
   (and keeps the last lines for the error message); the main thread waits on exit codes;
-- stop: SIGTERM to the replica's process group, SIGKILL after a grace period.
+- stop: SIGTERM to the replica's process group, SIGKILL after ``stop_grace_s`` (10 s: TensorFlow's preemption
+  notifier swallows SIGTERM in some states, so the SIGKILL must follow soon);
+- restart: the same policy as on Kubernetes (:mod:`tfk8s.launcher.policy`): a replica killed by a signal or
+  exiting >= 128, or hung (no progress for ``job.progress_timeout_s``, :mod:`tfk8s.launcher.watchdog`), has its
+  restart group (under MultiWorkerMirroredStrategy every chief and worker; under ParameterServerStrategy, for a
+  ps, the chief and every ps) stopped and started again on the same ports while ``max_restarts`` lasts; the
+  program resumes from its checkpoints (the trainer's BackupAndRestore).
 
 Every replica still running at the end (success, failure, timeout, KeyboardInterrupt or SIGTERM of the
 launcher) is stopped: a parameter server never exits by itself.
@@ -36,13 +42,17 @@ from tfk8s.launcher import (
     LauncherTerminatedError,
     LaunchResult,
     ReplicaFailedError,
+    RestartBudgetExhaustedError,
     TrainingJob,
     is_success,
+    policy,
 )
+from tfk8s.launcher.watchdog import ProgressWatch
 
 LogSink = Callable[[str], None]
 LAST_LINES = 30
 _POLL_S = 0.2
+LOCAL_GROUP_SETTLE_S = 2.0  # see run_local(group_settle_s)
 
 
 def _print_sink(line: str) -> None:
@@ -69,10 +79,16 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
 
 @dataclass
 class _Proc:
+    """One attempt of one replica: its process, the tail of its output, its log reader."""
+
     replica: Replica
     popen: subprocess.Popen
+    attempt: int = 0
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=LAST_LINES))
     reader: threading.Thread | None = None
+    stopping: bool = False  # stopped by the launcher: its exit is not a failure
+    exit_code: int | None = None  # once seen
+    failed_at: float | None = None  # monotonic seconds when its failure was first seen
 
 
 class _Terminated(Exception):
@@ -114,6 +130,7 @@ def _stop(procs: list[_Proc], grace_s: float) -> None:
     """SIGTERM every live process group, then SIGKILL what is left after ``grace_s`` seconds."""
     live = [p for p in procs if p.popen.poll() is None]
     for p in live:
+        p.stopping = True
         try:
             os.killpg(p.popen.pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -139,107 +156,220 @@ def _exit_reason(code: int) -> str:
             return f"killed by signal {signal.Signals(-code).name}"
         except ValueError:
             return f"killed by signal {-code}"
+    if code >= policy.RETRYABLE_EXIT_CODE_MIN:
+        try:
+            return f"Signal (exit code {code}: 128 + {signal.Signals(code - 128).name})"
+        except ValueError:
+            return "Signal"
     return "Error"
 
 
+@dataclass(frozen=True)
+class _Failure:
+    proc: _Proc
+    kind: policy.FailureKind
+    reason: str
+    detail: str = ""
+
+
+class _LocalRun:
+    """One run of a training job as local processes: start, watch (exits, progress), restart, decide."""
+
+    def __init__(self, job: TrainingJob, log_sink: LogSink, log_dir: str | os.PathLike | None,
+                 cwd: str | os.PathLike | None, stop_grace_s: float, max_restarts: int, group_settle_s: float):
+        self.job, self.sink, self.cwd = job, log_sink, cwd
+        self.log_dir = Path(log_dir) if log_dir else None
+        self.stop_grace_s, self.max_restarts, self.group_settle_s = stop_grace_s, max_restarts, group_settle_s
+        self.replicas = list(job.counts.replicas())
+        ports = dict(zip(self.replicas, free_ports(len(self.replicas)), strict=True))
+        self.spec = cluster_spec(job.counts, lambda r: f"127.0.0.1:{ports[r]}")
+        self.procs: dict[Replica, _Proc] = {}
+        self.finished: list[_Proc] = []  # earlier attempts, for the final cleanup
+        self.watches = {r: ProgressWatch.for_replica(job.train_dir, r.label, job.progress_timeout_s)
+                        for r in self.replicas}
+        self.restarts = 0
+        self.exit_codes: dict[str, int] = {}
+        self.start = time.monotonic()
+
+    def all_procs(self) -> list[_Proc]:
+        return [*self.finished, *self.procs.values()]
+
+    def _env(self, replica: Replica) -> dict[str, str]:
+        return {**os.environ, **self.job.env, **self.job.contract_env(replica),
+                "TF_CONFIG": tf_config_json(self.spec, replica), "PYTHONUNBUFFERED": "1"}
+
+    def launch(self, replica: Replica, attempt: int = 0) -> None:
+        """Start ``replica``'s process (attempt ``attempt``) and its log reader."""
+        self.watches[replica].new_attempt()
+        popen = subprocess.Popen(
+            list(self.job.replica_command(replica)), env=self._env(replica), cwd=self.cwd, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True,
+        )
+        proc = _Proc(replica, popen, attempt)
+        log_file = self.log_dir / f"{replica.label}.log" if self.log_dir else None
+        proc.reader = threading.Thread(target=_stream, args=(proc, self.sink, log_file), daemon=True,
+                                       name=f"log-{replica.label}")
+        proc.reader.start()
+        self.procs[replica] = proc
+
+    # -- wait ---------------------------------------------------------------------------------------------------
+    def wait(self) -> LaunchResult:
+        succeeded: set[Replica] = set()
+        success_at: float | None = None
+        counted = (ReplicaType.CHIEF, ReplicaType.WORKER)
+        while True:
+            now = time.monotonic()
+            failures: dict[Replica, _Failure] = {}
+            for r, p in self.procs.items():
+                code = p.popen.poll()
+                if code is not None and p.exit_code is None and not p.stopping:
+                    if p.reader:
+                        p.reader.join(timeout=5)  # the last lines belong in the error message
+                    p.exit_code = code
+                    self.exit_codes[r.label] = code
+                    if code == 0:
+                        succeeded.add(r)
+                        self.sink(f"replica {r.label} succeeded")
+                    elif success_at is not None:
+                        self.sink(f"replica {r.label} exited {code} after the job succeeded; ignored")
+                    else:
+                        p.failed_at = now
+                if success_at is None and p.exit_code not in (None, 0):
+                    kind = policy.exit_code_kind(p.exit_code)
+                    assert kind is not None
+                    failures[r] = _Failure(p, kind, _exit_reason(p.exit_code))
+                elif success_at is None and code is None and not p.stopping:
+                    stalled = self.watches[r].poll()
+                    if stalled is not None:
+                        failures[r] = _Failure(p, policy.FailureKind.RETRYABLE, policy.NO_PROGRESS,
+                                               self.watches[r].describe(stalled))
+            if success_at is None and is_success(self.job.success_policy, self.job.counts, succeeded):
+                success_at = now
+                self.sink(f"{self.job.name} succeeded in {now - self.start:.1f}s")
+            if success_at is not None:
+                lagging = [p for p in self.procs.values() if p.popen.poll() is None
+                           and p.replica.replica_type in counted]
+                if not lagging or now - success_at >= self.job.grace_period_s:
+                    stopped = [p.replica.label for p in self.procs.values() if p.popen.poll() is None]
+                    if stopped:
+                        self.sink(f"stopping remaining replicas: {', '.join(stopped)}")
+                    return LaunchResult(self.job.name, dict(self.exit_codes), stopped, success_at - self.start,
+                                        self.restarts, self.spec)
+            elif failures and self._decide(failures, now, succeeded):
+                continue
+            if self.job.timeout_s is not None and now - self.start > self.job.timeout_s:
+                raise JobTimeoutError(
+                    f"{self.job.name} did not finish within its timeout of {self.job.timeout_s:.0f}s; "
+                    f"raise the timeout or lower epochs. Replicas still running: "
+                    f"{[p.replica.label for p in self.procs.values() if p.popen.poll() is None]}"
+                )
+            time.sleep(_POLL_S)
+
+    def _decide(self, failures: dict[Replica, _Failure], now: float, succeeded: set[Replica]) -> bool:
+        """Restart a failed group (True) or raise its failure; False: a permanent failure waits for its group.
+
+        A group's failures are judged together (:func:`policy.decision_group`): a retryable one wins over its
+        peers' follow-on exits; a permanent one waits ``group_settle_s`` for the members still running."""
+        for r in failures:
+            group = policy.decision_group(self.job.counts, r)
+            failed = [x for x in group if x in failures]
+            retryable = [x for x in failed if failures[x].kind is policy.FailureKind.RETRYABLE]
+            cause = failures[(retryable or failed)[0]]
+            if retryable and self.restarts < self.max_restarts:
+                self._restart(cause, [failures[x] for x in failed], succeeded)
+                return True
+            pending = [x for x in group if x not in failures and self.procs[x].popen.poll() is None]
+            first = min((failures[x].proc.failed_at or now for x in failed), default=now)
+            if not retryable and pending and now - first < self.group_settle_s:
+                continue
+            raise self._error(cause)
+        return False
+
+    def _restart(self, cause: _Failure, failed: list[_Failure], succeeded: set[Replica]) -> None:
+        """Stop and recreate ``cause``'s restart group (and the other failed members of its decision group)."""
+        group = set(policy.restart_group(self.job.counts, cause.proc.replica)) | {f.proc.replica for f in failed}
+        ordered = [r for r in self.replicas if r in group]
+        self.restarts += 1
+        code = cause.proc.exit_code
+        what = f"exited {code} ({cause.reason})" if code is not None else f"{cause.reason}: {cause.detail}"
+        also = ", ".join(f.proc.replica.label for f in failed if f is not cause)
+        self.sink(f"replica {cause.proc.replica.label} {what}{f' (then {also} failed too)' if also else ''}; "
+                  f"retryable: recreating {', '.join(r.label for r in ordered)} (restart {self.restarts} of "
+                  f"max_restarts={self.max_restarts})")
+        procs = [self.procs[r] for r in ordered]
+        _stop(procs, self.stop_grace_s)
+        for p in procs:
+            self.finished.append(p)
+            self.exit_codes.pop(p.replica.label, None)
+            succeeded.discard(p.replica)
+            self.launch(p.replica, p.attempt + 1)
+
+    def _error(self, failure: _Failure) -> ReplicaFailedError:
+        p = failure.proc
+        if failure.kind is policy.FailureKind.PERMANENT:
+            return ReplicaFailedError(p.replica, failure.reason, exit_code=p.exit_code, last_lines=p.tail)
+        if failure.reason == policy.NO_PROGRESS:
+            _stop([p], self.stop_grace_s)  # hung: stopped before its failure is reported
+        budget = (f"retryable, but the restart budget is used up ({self.restarts} of max_restarts="
+                  f"{self.max_restarts}): raise max_restarts, or see the last log lines")
+        detail = f"{failure.detail}; {budget}" if failure.detail else budget
+        return RestartBudgetExhaustedError(p.replica, failure.reason, exit_code=p.exit_code, last_lines=p.tail,
+                                           detail=detail)
+
+
 def run_local(job: TrainingJob, *, log_sink: LogSink = _print_sink, log_dir: str | os.PathLike | None = None,
-              cwd: str | os.PathLike | None = None, stop_grace_s: float = 10.0) -> LaunchResult:
+              cwd: str | os.PathLike | None = None, stop_grace_s: float = policy.STOP_GRACE_S,
+              max_restarts: int = policy.DEFAULT_MAX_RESTARTS,
+              group_settle_s: float = LOCAL_GROUP_SETTLE_S) -> LaunchResult:
     """Run ``job`` as local processes and wait until it succeeds or fails.
 
     Args:
-        job: the training job; ``job.command`` is run for every replica with TF_CONFIG set.
+        job: the training job; ``job.command`` is run for every replica with TF_CONFIG set (and
+            the contract's variables, ``TFK8S_PROGRESS_FILE`` among them, when ``job.train_dir`` is set); ``job.progress_timeout_s`` arms the
+            progress watchdog (:mod:`tfk8s.launcher.watchdog`).
         log_sink: receives every replica output line, prefixed ``[<type>-<index>]``.
-        log_dir: if set, each replica's output is also written to ``<log_dir>/<type>-<index>.log``.
+        log_dir: if set, each replica's output (every attempt) is also written to ``<log_dir>/<type>-<index>.log``.
         cwd: working directory of the replicas (default: the launcher's).
-        stop_grace_s: seconds between SIGTERM and SIGKILL when stopping replicas.
+        stop_grace_s: seconds between SIGTERM and SIGKILL when stopping replicas (kept short: TensorFlow's
+            preemption notifier swallows SIGTERM in some states, so stopping may rely on the SIGKILL).
+        max_restarts: recreations retryable failures may use (exit code >= 128, killed by a signal, no
+            progress; :mod:`tfk8s.launcher.policy`), as on Kubernetes.
+        group_settle_s: seconds a permanent failure waits for the other members of its group still running
+            (a retryable failure among them is the cause, and the group is recreated). Short locally: a
+            process's exit is seen within a poll, unlike a kubelet's report.
 
     Returns:
         A :class:`LaunchResult`; ``stopped`` lists the replicas (ps, evaluator, lagging workers after
-        ``job.grace_period_s``) the launcher stopped after success.
+        ``job.grace_period_s``) the launcher stopped after success; ``restarts`` the recreations used.
 
     Raises:
-        ReplicaFailedError: a replica exited non-zero (or was killed); names the replica, exit code, reason
-            and its last log lines. A non-coordinator failing after success does not fail the job.
+        ReplicaFailedError: a replica exited with 1-127; names the replica, exit code, reason and its last log
+            lines. A non-coordinator failing after success does not fail the job.
+        RestartBudgetExhaustedError: a retryable failure (killed, exit >= 128, ``NoProgress``) with the budget
+            used up.
         JobTimeoutError: ``job.timeout_s`` elapsed first.
         LauncherTerminatedError: the launcher got SIGTERM (after stopping every replica).
         KeyboardInterrupt: the launcher was interrupted (after stopping every replica).
     """
-    replicas = list(job.counts.replicas())
-    ports = dict(zip(replicas, free_ports(len(replicas)), strict=True))
-    spec = cluster_spec(job.counts, lambda r: f"127.0.0.1:{ports[r]}")
     if log_dir:
         Path(log_dir).mkdir(parents=True, exist_ok=True)
-    procs: list[_Proc] = []
-    start = time.monotonic()
-    log_sink(f"launching {job.name}: {job.counts.total} replicas, cluster spec {spec}")
+    run = _LocalRun(job, log_sink, log_dir, cwd, stop_grace_s, max_restarts, group_settle_s)
+    log_sink(f"launching {job.name}: {job.counts.total} replicas, cluster spec {run.spec}")
     try:
         with _sigterm_raises():
-            for replica in replicas:
-                env = {**os.environ, **job.env, **job.contract_env(replica),
-                       "TF_CONFIG": tf_config_json(spec, replica), "PYTHONUNBUFFERED": "1"}
-                popen = subprocess.Popen(
-                    list(job.replica_command(replica)), env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True,
-                )
-                proc = _Proc(replica, popen)
-                log_file = Path(log_dir) / f"{replica.label}.log" if log_dir else None
-                proc.reader = threading.Thread(target=_stream, args=(proc, log_sink, log_file), daemon=True,
-                                               name=f"log-{replica.label}")
-                proc.reader.start()
-                procs.append(proc)
-            result = _wait(job, procs, start, log_sink)
-            result.cluster_spec = spec
-            return result
+            for replica in run.replicas:
+                run.launch(replica)
+            return run.wait()
     except _Terminated:
         log_sink(f"launcher got SIGTERM: stopping every replica of {job.name}")
         raise LauncherTerminatedError(
             f"the launcher got SIGTERM (run cancelled or pod evicted); every replica of {job.name} was stopped"
         ) from None
     finally:
-        _stop(procs, stop_grace_s)
-        left = [p.replica.label for p in procs if p.popen.poll() is None]
+        _stop(run.all_procs(), stop_grace_s)
+        left = [p.replica.label for p in run.all_procs() if p.popen.poll() is None]
         if left:  # cannot happen after SIGKILL + wait; say so loudly if it ever does
             log_sink(f"WARNING: replicas still running after cleanup: {left}")
-
-
-def _wait(job: TrainingJob, procs: list[_Proc], start: float, log_sink: LogSink) -> LaunchResult:
-    succeeded: set[Replica] = set()
-    exit_codes: dict[str, int] = {}
-    success_at: float | None = None
-    counted = (ReplicaType.CHIEF, ReplicaType.WORKER)
-    while True:
-        for p in procs:
-            code = p.popen.poll()
-            if code is None or p.replica.label in exit_codes:
-                continue
-            if p.reader:
-                p.reader.join(timeout=5)  # the last lines belong in the error message
-            exit_codes[p.replica.label] = code
-            if code == 0:
-                succeeded.add(p.replica)
-                log_sink(f"replica {p.replica.label} succeeded")
-            elif success_at is None:
-                raise ReplicaFailedError(p.replica, _exit_reason(code), exit_code=code, last_lines=p.tail)
-            else:
-                log_sink(f"replica {p.replica.label} exited {code} after the job succeeded; ignored")
-        now = time.monotonic()
-        if success_at is None and is_success(job.success_policy, job.counts, succeeded):
-            success_at = now
-            log_sink(f"{job.name} succeeded in {now - start:.1f}s")
-        if success_at is not None:
-            lagging = [p for p in procs if p.popen.poll() is None and p.replica.replica_type in counted]
-            if not lagging or now - success_at >= job.grace_period_s:
-                stopped = [p.replica.label for p in procs if p.popen.poll() is None]
-                if stopped:
-                    log_sink(f"stopping remaining replicas: {', '.join(stopped)}")
-                return LaunchResult(job.name, exit_codes, stopped, success_at - start)
-        if job.timeout_s is not None and now - start > job.timeout_s:
-            raise JobTimeoutError(
-                f"{job.name} did not finish within its timeout of {job.timeout_s:.0f}s; "
-                f"raise the timeout or lower epochs. Replicas still running: "
-                f"{[p.replica.label for p in procs if p.popen.poll() is None]}"
-            )
-        time.sleep(_POLL_S)
 
 
 def python_command(module: str, *args: str) -> tuple[str, ...]:
