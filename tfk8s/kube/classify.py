@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfk8s.kube.objects import CONTAINER_NAME
-# FailureKind is defined in the table both backends share (and importable from here, as before)
-from tfk8s.launcher.policy import FailureKind, exit_code_kind
+from tfk8s.launcher.policy import FailureKind, exit_code_kind  # FailureKind: shared by both backends
 
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
                                 "RegistryUnavailable", "SignatureValidationFailed"})

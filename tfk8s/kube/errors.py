@@ -8,7 +8,12 @@ what to do.
 
 from __future__ import annotations
 
-from tfk8s.launcher import LaunchError, LauncherTerminatedError, ReplicaFailedError, RestartBudgetExhaustedError
+from tfk8s.launcher import (
+    LaunchError,
+    LauncherTerminatedError,
+    ReplicaFailedError,
+    RestartBudgetExhaustedError,
+)
 
 # LauncherTerminatedError and RestartBudgetExhaustedError are re-exported: they are defined beside the other
 # backend-neutral errors.
