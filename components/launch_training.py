@@ -12,8 +12,9 @@ from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
 from components import DEFAULT_IMAGE
 from tfk8s.cli import main_guard
+from tfk8s.launcher.policy import DEFAULT_PROGRESS_TIMEOUT_S
 from tfk8s.step_results import add_results_dir_argument, emit
-from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
+from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE, DEFAULT_TIMEOUT_S
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -43,7 +44,8 @@ def launch_training(
     backend: str = "kubernetes",
     job_name_prefix: str = "tfk8s",
     success_policy: str = "",
-    timeout_s: int = 0,
+    timeout_s: int = 86400,
+    progress_timeout_s: int = 600,
     namespace: str = "",
     image: str = "ghcr.io/tfk8s/tfk8s:0.1.0",  # a literal: KFP runs this source without module globals
     pvc_name: str = "",
@@ -82,6 +84,7 @@ def launch_training(
         job_name_prefix=job_name_prefix,
         success_policy=success_policy,
         timeout_s=timeout_s,
+        progress_timeout_s=progress_timeout_s,
         kubernetes_params={k: params[k] for k in KUBERNETES_PARAMS},
     )
     s = outcome.summary
@@ -120,7 +123,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--backend", choices=("local", "kubernetes"), default="kubernetes")
     p.add_argument("--job-name-prefix", default="tfk8s")
     p.add_argument("--success-policy", choices=("", "AllWorkers"), default="")
-    p.add_argument("--timeout-s", type=int, default=0, help="job-level deadline in seconds (0: none)")
+    p.add_argument("--timeout-s", type=int, default=DEFAULT_TIMEOUT_S,
+                   help="job-level deadline in seconds (0: none; default: %(default)s, a day)")
+    p.add_argument("--progress-timeout-s", type=int, default=DEFAULT_PROGRESS_TIMEOUT_S,
+                   help="seconds a replica that reported progress may go without a new report before it counts "
+                   "as hung and is restarted (0: no watchdog; default: %(default)s)")
     p.add_argument("--dry-run", action="store_true", help="print the Kubernetes objects as YAML and exit")
     from tfk8s.kube.cli import add_kubernetes_arguments
     from tfk8s.steps import KUBERNETES_PARAMS, launch_training_step
@@ -144,6 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         job_name_prefix=a.job_name_prefix,
         success_policy=a.success_policy,
         timeout_s=a.timeout_s,
+        progress_timeout_s=a.progress_timeout_s,
         kubernetes_params={k: getattr(a, k) for k in KUBERNETES_PARAMS},
         dry_run=a.dry_run,
     )

@@ -38,7 +38,8 @@ from pipelines.cli_extras import handle as handle_cluster
 from tfk8s.kfp_client import ParameterError, parse_param_items, resolve_params
 from tfk8s.launcher.local import sigterm_reaches_children
 from tfk8s.layout import DEFAULT_ROOT
-from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
+from tfk8s.launcher.policy import DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_TIMEOUT_S
+from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE, DEFAULT_TIMEOUT_S
 
 PIPELINE_NAME = "tfk8s-train"
 VOLUME_MOUNT_PATH = DEFAULT_ROOT  # where every step and every replica mounts the PVC
@@ -73,7 +74,8 @@ def train_pipeline(
     batch_size: int = DEFAULT_BATCH_SIZE,
     learning_rate: float = DEFAULT_LEARNING_RATE,
     success_policy: str = "",
-    timeout_s: int = 0,
+    timeout_s: int = DEFAULT_TIMEOUT_S,
+    progress_timeout_s: int = DEFAULT_PROGRESS_TIMEOUT_S,
     model_name: str = "mnist-cnn",
     min_accuracy: float = 0.98,
     max_accuracy_drop: float = -1.0,
@@ -90,7 +92,7 @@ def train_pipeline(
     memory: str = "2Gi",
     gpus: int = 0,
     service_account: str = "",
-    max_restarts: int = 3,
+    max_restarts: int = DEFAULT_MAX_RESTARTS,
     schedule_timeout_s: int = 600,
     node_selector: str = "",
     tolerations: str = "",
@@ -117,7 +119,9 @@ def train_pipeline(
         batch_size: global batch size (without ps: a multiple of chief + workers).
         learning_rate: initial learning rate (cosine decay to 0 over the training).
         success_policy: '' (the chief, or worker 0, succeeds) or 'AllWorkers'.
-        timeout_s: job-level deadline of the training in seconds (0: none).
+        timeout_s: job-level deadline of the training in seconds (default a day; 0: none).
+        progress_timeout_s: seconds a replica that has reported progress may go without a new report before it
+            counts as hung and is restarted (as a retryable failure); 0: no watchdog.
         model_name: names the export base <volume>/models/<model_name> and serving/<model_name>.
         min_accuracy: quality gate: lowest test accuracy that is blessed.
         max_accuracy_drop: quality gate: largest accuracy drop vs the last blessed model (< 0: no check).
@@ -134,7 +138,8 @@ def train_pipeline(
         memory: memory request and limit per replica, e.g. 4Gi.
         gpus: nvidia.com/gpu per replica.
         service_account: ServiceAccount of the replicas (empty: the namespace's default).
-        max_restarts: recreations allowed for retryable failures (exit >= 128, OOMKilled, eviction...).
+        max_restarts: recreations allowed for retryable failures (exit >= 128, killed by a signal, OOMKilled,
+            eviction, no progress...), on either backend.
         schedule_timeout_s: seconds a replica may stay pending (unscheduled or not started) before the run fails.
         node_selector: JSON object of node labels for every replica, e.g. {"pool": "gpu"}.
         tolerations: JSON list of Kubernetes tolerations for every replica.
@@ -165,7 +170,8 @@ def train_pipeline(
     launch = launch_training(
         dataset=prepare.outputs["dataset"], volume_root=volume_root, run_id=run_id, chief=chief, workers=workers,
         ps=ps, evaluator=evaluator, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-        backend=backend, success_policy=success_policy, timeout_s=timeout_s, namespace=namespace, image=image,
+        backend=backend, success_policy=success_policy, timeout_s=timeout_s,
+        progress_timeout_s=progress_timeout_s, namespace=namespace, image=image,
         pvc_name=pvc_name, cpu=cpu, memory=memory, gpus=gpus, service_account=service_account,
         max_restarts=max_restarts, schedule_timeout_s=schedule_timeout_s, node_selector=node_selector,
         tolerations=tolerations, replica_overrides=replica_overrides, job_name_prefix=job_name_prefix,

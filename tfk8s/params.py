@@ -34,7 +34,7 @@ def problems(params: Mapping[str, Any]) -> list[str]:
         except ClusterConfigError as e:
             out.append(str(e).replace("worker >= 1", "workers >= 1").replace("use more workers", "raise workers"))
     for key, minimum in (("epochs", 1), ("batch_size", 1), ("max_examples", 0), ("num_shards", 0),
-                         ("timeout_s", 0), ("max_restarts", 0), ("schedule_timeout_s", 1), ("gpus", 0)):
+                         ("timeout_s", 0), ("progress_timeout_s", 0), ("max_restarts", 0), ("schedule_timeout_s", 1), ("gpus", 0)):
         if key in params and get(key) < minimum:
             out.append(f"{key} must be >= {minimum}, got {get(key)}")
     if "learning_rate" in params and not get("learning_rate") > 0:

@@ -141,9 +141,13 @@ def launch_training_step(
     timeout_s: int = 0,
     kubernetes_params: dict | None = None,
     dry_run: bool = False,
+    progress_timeout_s: int = 0,
 ):
     """Build the training job from the step's parameters and run it (or, with ``dry_run``, return the
     Kubernetes objects it would create).
+
+    ``progress_timeout_s`` (0: off) arms the progress watchdog; ``kubernetes_params["max_restarts"]`` is the
+    restart budget on either backend.
 
     Returns:
         A :class:`tfk8s.training.TrainingOutcome`, or with ``dry_run`` the list of manifests (dicts).
@@ -160,7 +164,8 @@ def launch_training_step(
 
     checked = {"chief": chief, "workers": workers, "ps": ps, "evaluator": evaluator, "epochs": epochs,
                "batch_size": batch_size, "learning_rate": learning_rate, "backend": backend,
-               "success_policy": success_policy, "timeout_s": timeout_s, "volume_root": volume_root}
+               "success_policy": success_policy, "timeout_s": timeout_s, "volume_root": volume_root,
+               "progress_timeout_s": progress_timeout_s}
     if backend == "kubernetes":
         checked["pvc_name"] = (kubernetes_params or {}).get("pvc_name", "")
     params.check(checked)  # before any replica exists
@@ -176,6 +181,7 @@ def launch_training_step(
         timeout_s=timeout_s,
         train_dir=layout.train_dir,
         data_dir=data_dir,
+        progress_timeout_s=progress_timeout_s,
     )
     kube = {**(kubernetes_params or {}), "volume_mount_path": volume_root}
     if dry_run:

@@ -27,6 +27,10 @@ REPLICA_LOG_DIR = "replica-logs"  # under the train dir: one <type>-<index>.log 
 DEFAULT_EPOCHS = 2
 DEFAULT_BATCH_SIZE = 512
 DEFAULT_LEARNING_RATE = 6e-3
+# A job-level deadline by default, so that a program that hangs without ever reporting progress (which the
+# progress watchdog cannot judge) fails within a day instead of at the Kubernetes backstop (7 days); MNIST trains
+# in about a minute, and a longer training sets timeout_s (0: no deadline).
+DEFAULT_TIMEOUT_S = 24 * 3600
 TRAINER_MODULE = "trainer.task"
 # Keras 3's fit() breaks under multi-worker strategies (keras-team/keras#20585): every replica uses tf-keras.
 TRAINER_ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -53,12 +57,14 @@ def trainer_args(data_dir: str | os.PathLike, train_dir: str | os.PathLike, epoc
 
 def build_job(*, name: str, counts: ReplicaCounts, args: list[str], backend: str, success_policy: str = "",
               timeout_s: float | None = None, env: Mapping[str, str] | None = None,
-              train_dir: str | os.PathLike = "", data_dir: str | os.PathLike = "") -> TrainingJob:
+              train_dir: str | os.PathLike = "", data_dir: str | os.PathLike = "",
+              progress_timeout_s: float = 0) -> TrainingJob:
     """The training job every backend runs: each replica runs ``python -m trainer.task <args>``.
 
     The local backend runs the launcher's own interpreter; in a cluster the image's ``python``. With ps
     replicas (ParameterServerStrategy) the workers never exit by themselves, so the grace period lagging
-    workers get after the chief's success is 0.
+    workers get after the chief's success is 0. ``train_dir`` and ``progress_timeout_s`` arm the progress
+    watchdog (:class:`~tfk8s.launcher.TrainingJob`).
 
     Raises:
         ValueError: unknown backend (the message lists the known ones) or invalid job fields.
@@ -71,16 +77,18 @@ def build_job(*, name: str, counts: ReplicaCounts, args: list[str], backend: str
     return TrainingJob(name=name, counts=counts, command=(python, "-m", TRAINER_MODULE, *args),
                        env={**TRAINER_ENV, **(env or {})}, success_policy=success_policy,
                        timeout_s=timeout_s or None, train_dir=str(train_dir or ""), data_dir=str(data_dir or ""),
-                       **grace)
+                       progress_timeout_s=progress_timeout_s, **grace)
 
 
 def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
-            kubernetes_params: Mapping | None = None, log_sink: Callable[[str], None] | None = None
-            ) -> TrainingOutcome:
+            kubernetes_params: Mapping | None = None, log_sink: Callable[[str], None] | None = None,
+            max_restarts: int | None = None) -> TrainingOutcome:
     """Run ``job`` on ``backend`` and read the chief's outputs from ``train_dir``.
 
     Args:
         kubernetes_params: keyword arguments of ``KubernetesSettings.from_params`` (kubernetes backend only).
+        max_restarts: the local backend's restart budget (default: ``kubernetes_params["max_restarts"]``, else
+            :data:`tfk8s.launcher.policy.DEFAULT_MAX_RESTARTS`); on Kubernetes it is the settings'.
 
     Raises:
         LaunchError (and subclasses): a replica failed, the job timed out, or the chief succeeded without
@@ -88,16 +96,20 @@ def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
     """
     sink = log_sink or (lambda line: print(line, flush=True))
     try:
-        return _collect(job, _run(job, backend, train_dir, kubernetes_params, sink), train_dir)
+        return _collect(job, _run(job, backend, train_dir, kubernetes_params, sink, max_restarts), train_dir)
     finally:
         remove_scratch(train_dir)  # the non-coordinators' model dirs (tfk8s.contract)
 
 
-def _run(job: TrainingJob, backend: str, train_dir, kubernetes_params, sink) -> LaunchResult:
+def _run(job: TrainingJob, backend: str, train_dir, kubernetes_params, sink, max_restarts: int | None
+         ) -> LaunchResult:
     if backend == "local":
         from tfk8s.launcher.local import run_local
+        from tfk8s.launcher.policy import DEFAULT_MAX_RESTARTS
 
-        result = run_local(job, log_sink=sink, log_dir=Path(train_dir) / REPLICA_LOG_DIR)
+        if max_restarts is None:
+            max_restarts = int((kubernetes_params or {}).get("max_restarts", DEFAULT_MAX_RESTARTS))
+        result = run_local(job, log_sink=sink, log_dir=Path(train_dir) / REPLICA_LOG_DIR, max_restarts=max_restarts)
     elif backend == "kubernetes":
         from tfk8s.kube.settings import KubernetesSettings
         from tfk8s.launcher.kubernetes import run_kubernetes

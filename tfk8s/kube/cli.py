@@ -30,7 +30,8 @@ _FLAGS: tuple[tuple[str, type, object, str], ...] = (
     ("--cluster-domain", str, "", ("cluster DNS domain appended to Service names (e.g. cluster.local); "
                                   "empty: <svc>.<ns>.svc")),
     ("--schedule-timeout-s", int, 600, "seconds a replica may stay pending (unscheduled or not started) before the job fails"),
-    ("--max-restarts", int, 3, "recreations allowed for retryable failures (exit >= 128, eviction, ...)"),
+    ("--max-restarts", int, 3, ("recreations allowed for retryable failures (exit >= 128, killed by a signal, OOMKilled, eviction, no "
+                                   "progress...), on either backend")),
     ("--ttl-seconds-after-finished", int, 3600, "seconds Kubernetes keeps a finished Job (a backstop)"),
     ("--kueue-queue", str, "", "Kueue LocalQueue name (label kueue.x-k8s.io/queue-name on every Job)"),
     ("--scheduler-name", str, "", "schedulerName of the replica pods (e.g. volcano)"),
