@@ -5,7 +5,8 @@ Behaviour per replica label (e.g. ``worker-1``) comes from the env var FAKE_BEHA
 BEHAVIOUR is ``"exit:<code>"``, ``"sleep"``, ``"sleep:<seconds>"``, ``"ignore-term"`` (sleep, ignoring SIGTERM),
 ``"kill"`` / ``"kill:<seconds>"`` (SIGKILL itself, at once or after that long, as the OOM killer would),
 ``"stall"`` (report progress once, then hang) or
-``"report:<seconds>"`` (report progress every 0.1 s for that long, then exit 0). Unlisted replicas exit 0 at
+``"report:<seconds>"`` (report progress every 0.1 s for that long, then exit 0) or ``"train:<seconds>"`` (2 epochs
+of 10 steps over that long, a progress report with epoch, steps and examples/sec and a line per step, exit 0). Unlisted replicas exit 0 at
 once, except ps and evaluator, which sleep forever (as real parameter servers do).
 It prints its TF_CONFIG, its contract variables (``TFK8S_ENV=<json>``) and its argv (``ARGV=<json>``) and,
 if FAKE_PIDFILE_DIR is set, writes its pid to ``<dir>/<label>.pid``. Progress goes to ``$TFK8S_PROGRESS_FILE``
@@ -62,6 +63,15 @@ if behaviour.startswith("report:"):
         time.sleep(0.1)
     reporter.update(state="done", step=step)
     print(f"{label} done after {step} steps", flush=True)
+    sys.exit(0)
+if behaviour.startswith("train:"):
+    for step in range(1, 21):
+        time.sleep(float(behaviour.split(":")[1]) / 20)
+        reporter.update(epoch=1 + (step - 1) // 10, epochs=2, step=step, steps=20, examples_per_sec=1000.0 + step,
+                        loss=1.0 / step)
+        print(f"{label} step {step}/20", flush=True)
+    reporter.update(state="done", epoch=2, epochs=2, step=20, steps=20, force=True)
+    print(f"{label} done training", flush=True)
     sys.exit(0)
 if behaviour == "ignore-term":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -18,7 +18,7 @@ from tfk8s.contract import remove_scratch
 from tfk8s.launcher import LaunchError, LaunchResult, TrainingJob
 
 BACKENDS = ("local", "kubernetes")
-REPLICA_LOG_DIR = "replica-logs"  # under the train dir: one <type>-<index>.log per replica (local backend)
+REPLICA_LOG_DIR = "replica-logs"  # under the train dir: one <type>-<index>.log per replica, all attempts
 
 # Defaults measured with 2 workers on 2 shared CPU cores, full MNIST (60,000 training examples): ~8-9 s per
 # epoch, test accuracy 0.984-0.988 over 11 runs (1 epoch: 0.980-0.982, not robust). A large global batch keeps
@@ -94,9 +94,20 @@ def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
         LaunchError (and subclasses): a replica failed, the job timed out, or the chief succeeded without
             writing its SavedModel / training_summary.json.
     """
-    sink = log_sink or (lambda line: print(line, flush=True))
+    from tfk8s.tracking import tracked
+
+    namespace = ""
+    if backend == "kubernetes":
+        from tfk8s.kube.settings import KubernetesSettings
+
+        namespace = KubernetesSettings.from_params(**dict(kubernetes_params or {})).namespace
     try:
-        return _collect(job, _run(job, backend, train_dir, kubernetes_params, sink, max_restarts), train_dir)
+        # The job record (<train dir>/job.json), every replica's log kept on the volume, the progress display.
+        with tracked(job, backend, train_dir, log_sink, namespace=namespace) as track:
+            result = _run(job, backend, train_dir, kubernetes_params, track.sink, max_restarts)
+            outcome = _collect(job, result, train_dir)
+            track.recorder.result = result
+        return outcome
     finally:
         remove_scratch(train_dir)  # the non-coordinators' model dirs (tfk8s.contract)
 

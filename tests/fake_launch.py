@@ -1,0 +1,26 @@
+"""A launch step with the tracking of the real one (job record, progress display) around the local backend
+running tests/fake_replica.py: ``python tests/fake_launch.py TRAIN_DIR BEHAVIOUR_JSON [WORKERS]``."""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tfk8s.cluster import ReplicaCounts  # noqa: E402
+from tfk8s.launcher import TrainingJob  # noqa: E402
+from tfk8s.launcher.local import run_local  # noqa: E402
+from tfk8s.tracking import tracked  # noqa: E402
+
+train_dir = Path(sys.argv[1])
+workers = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+env = {"FAKE_BEHAVIOUR": sys.argv[2], "FAKE_PROGRESS_DIR": str(train_dir / "progress"),
+       "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+job = TrainingJob(name="tfk8s-" + train_dir.parent.name, counts=ReplicaCounts(worker=workers),
+                  command=(sys.executable, str(Path(__file__).with_name("fake_replica.py"))), env=env)
+try:
+    with tracked(job, "local", train_dir) as t:
+        t.recorder.result = run_local(job, log_sink=t.sink, log_dir=train_dir / "replica-logs", stop_grace_s=2)
+except Exception as e:  # noqa: BLE001
+    print(f"launch failed: {e}", flush=True)
+    sys.exit(1)

@@ -1,0 +1,163 @@
+"""How far a training job is, shown while it runs: one live bar on a terminal, a plain line every few
+seconds elsewhere (a pod log, a pipe, CI).
+
+On a terminal: ``tfk8s-123 [########----------------]  33%  epoch 1/2  step 26/78  5,120 ex/s  ETA 40s
+2/2 up``, redrawn in place (other output is printed above it). Off a terminal: no bar and no control
+characters, ``tfk8s: tfk8s-123 Running  33%  epoch 1/2  step 26/78  5,120 ex/s  ETA 40s  replicas 2/2 up``
+every :data:`PLAIN_INTERVAL_S` seconds (``$TFK8S_PROGRESS_INTERVAL_S`` overrides both intervals). The
+numbers come from :func:`tfk8s.jobs.job_status` (the job record plus the replicas' progress files); a
+program that reports no progress still shows its replicas' states.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+from collections.abc import Callable
+from typing import IO
+
+from tfk8s.jobs import JobStatus
+
+PLAIN_INTERVAL_S = 5.0
+TTY_INTERVAL_S = 0.5
+INTERVAL_ENV = "TFK8S_PROGRESS_INTERVAL_S"
+PLAIN_PREFIX = "tfk8s: "  # the lines a short `make run` shows from a step
+BAR_WIDTH = 24
+_CLEAR = "\r\x1b[K"
+
+
+def format_duration(seconds: float | None) -> str:
+    """``42s``, ``3m05s``, ``1h02m`` (``?`` for None)."""
+    if seconds is None:
+        return "?"
+    s = int(round(max(0.0, seconds)))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def progress_fields(status: JobStatus, *, replicas_word: bool = True) -> list[str]:
+    """The parts of a progress line that are known: percent, epoch, step, examples/sec, ETA, replicas up."""
+    parts: list[str] = []
+    if status.fraction is not None:
+        parts.append(f"{status.fraction * 100:3.0f}%")
+    if status.epoch is not None:
+        parts.append(f"epoch {status.epoch}/{status.epochs}" if status.epochs else f"epoch {status.epoch}")
+    if status.step is not None:
+        parts.append(f"step {status.step}/{status.steps}" if status.steps else f"step {status.step}")
+    if status.examples_per_sec:
+        parts.append(f"{status.examples_per_sec:,.0f} ex/s")
+    if status.eta_s is not None and status.state == "Running":
+        parts.append(f"ETA {format_duration(status.eta_s)}")
+    up, total = status.replicas_up
+    parts.append(f"replicas {up}/{total} up" if replicas_word else f"{up}/{total} up")
+    if status.restarts:
+        parts.append(f"restarts {status.restarts}")
+    return parts
+
+
+def bar(fraction: float | None, width: int = BAR_WIDTH) -> str:
+    """``[#####-----]``; all ``-`` when the fraction is unknown."""
+    done = int(round((fraction or 0.0) * width))
+    return "[" + "#" * done + "-" * (width - done) + "]"
+
+
+def tty_line(status: JobStatus, columns: int = 120) -> str:
+    """The live bar's text, cut to ``columns`` characters."""
+    text = f"{status.name} {bar(status.fraction)} " + "  ".join(progress_fields(status, replicas_word=False))
+    return text[: max(10, columns - 1)]
+
+
+def plain_line(status: JobStatus) -> str:
+    """One progress line without bar or control characters (for logs and pipes)."""
+    return f"{PLAIN_PREFIX}{status.name} {status.state}  " + "  ".join(progress_fields(status))
+
+
+def _interval(tty: bool) -> float:
+    try:
+        return float(os.environ[INTERVAL_ENV])
+    except (KeyError, ValueError):
+        return TTY_INTERVAL_S if tty else PLAIN_INTERVAL_S
+
+
+class ProgressMonitor:
+    """Show a job's progress from a thread while it runs (see the module docstring); a context manager.
+
+    Args:
+        status: returns the job's current :class:`~tfk8s.jobs.JobStatus` (None: nothing to show yet).
+        stream: where to write (default ``sys.stdout``).
+        tty: draw a live bar (default: whether ``stream`` is a terminal).
+        interval_s: seconds between updates (default: 0.5 on a terminal, 5 elsewhere, or
+            ``$TFK8S_PROGRESS_INTERVAL_S``).
+    """
+
+    def __init__(self, status: Callable[[], JobStatus | None], stream: IO[str] | None = None,
+                 tty: bool | None = None, interval_s: float | None = None):
+        self._status = status
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.interval_s = _interval(self.tty) if interval_s is None else interval_s
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tfk8s-progress", daemon=True)
+        self._shown = ""  # the bar currently on screen (tty)
+
+    def __enter__(self) -> ProgressMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _current(self) -> JobStatus | None:
+        try:
+            return self._status()
+        except Exception:  # noqa: BLE001 - a display must never fail the job
+            return None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Draw (tty) or print (plain) the current status once."""
+        status = self._current()
+        if status is None:
+            return
+        with self._lock:
+            if self.tty:
+                columns = shutil.get_terminal_size((120, 24)).columns
+                self._shown = tty_line(status, columns)
+                self.stream.write(_CLEAR + self._shown)
+            else:
+                self.stream.write(plain_line(status) + "\n")
+            self.stream.flush()
+
+    def print_line(self, line: str) -> None:
+        """Print ``line`` above the live bar (plainly when not on a terminal)."""
+        with self._lock:
+            if self.tty and self._shown:
+                self.stream.write(_CLEAR + line + "\n" + self._shown)
+            else:
+                self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def stop(self) -> None:
+        """Stop updating; on a terminal the bar's last state stays on its own line."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2 * self.interval_s + 1)
+        with self._lock:
+            if self.tty and self._shown:
+                status = self._current()
+                if status is not None:
+                    self._shown = tty_line(status, shutil.get_terminal_size((120, 24)).columns)
+                self.stream.write(_CLEAR + self._shown + "\n")
+                self.stream.flush()
+                self._shown = ""
