@@ -5,7 +5,7 @@ import argparse
 from typing import NamedTuple
 
 from kfp import dsl
-from kfp.dsl import ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
+from kfp.dsl import HTML, ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
 
 from components import DEFAULT_IMAGE
 from tfk8s.cli import main_guard
@@ -27,14 +27,16 @@ def evaluate_model(
     metrics: Output[Metrics],
     classification: Output[ClassificationMetrics],
     summary: Output[Markdown],
+    report: Output[HTML],
     min_accuracy: float = 0.98,
     max_accuracy_drop: float = -1.0,
     volume_root: str = "/mnt/tfk8s",
     model_name: str = "mnist-cnn",
 ) -> NamedTuple("GateOutputs", [("blessed", bool), ("reasons", str)]):
     """Evaluate the exported model on the test split against the quality gate (and the last blessed model);
-    outputs Metrics, the confusion matrix under the real label names, a Markdown run summary, and whether the
-    model is blessed (with the reasons)."""
+    outputs Metrics, the confusion matrix under the real label names, a Markdown run summary, an HTML report
+    with pictures (training curves, confusion matrix heat map, throughput, restarts), and whether the model is
+    blessed (with the reasons)."""
     from collections import namedtuple
 
     from tfk8s.layout import RunLayout
@@ -69,6 +71,11 @@ def evaluate_model(
     with open(summary.path, "w") as f:
         f.write(text)
     print(text, flush=True)
+    from tfk8s.steps import write_report_step
+
+    page = write_report_step(data_dir=dataset.metadata["path"], result=result, blessing=blessing,
+                             export=exported_model.metadata, output=report.path)
+    print(f"tfk8s: report {page}", flush=True)
     return namedtuple("GateOutputs", ["blessed", "reasons"])(blessing.blessed, "; ".join(blessing.reasons))
 
 

@@ -31,7 +31,7 @@ def prepare_dataset(
     num_workers: int = 2,
     max_examples: int = 0,
     chief: int = 0,
-    download: bool = False,
+    download: bool = True,
 ):
     """Shard a TFDS data set into TFRecords + metadata.json on the volume; the Dataset artifact carries the
     metadata (splits, examples, shard files) and the data folder's ``path``."""
@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--num-shards", type=int, default=0, help="shards per split (0: 4 per worker)")
     p.add_argument("--num-workers", type=int, default=2, help="worker replicas reading the shards")
     p.add_argument("--chief", type=int, default=0, help="chief replicas (0 or 1) reading the shards")
-    p.add_argument("--download", type=boolean, default=False, metavar="{true,false}",
-                   help="let TFDS download the data set if it is not in the data dir (needs network)")
+    p.add_argument("--download", type=boolean, default=True, metavar="{true,false}",
+                   help="download the data set when it is not in the data dir (default: true; offline it "
+                        "fails within seconds)")
     p.add_argument("--max-examples", type=int, default=0, help="cap per split (0: all)")
     add_results_dir_argument(p)
     a = p.parse_args(argv)

@@ -14,6 +14,7 @@ standing for the volume and the replicas as local processes.
 
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -24,7 +25,7 @@ if __package__ in (None, ""):  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kfp import compiler, dsl, kubernetes
-from kfp.dsl import ClassificationMetrics, Dataset, Markdown, Metrics, Model
+from kfp.dsl import HTML, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
 from components import DEFAULT_IMAGE
 from components.ensure_volume import ensure_volume
@@ -55,6 +56,7 @@ class Outputs(NamedTuple):
     metrics: Metrics
     confusion_matrix: ClassificationMetrics
     summary: Markdown
+    report: HTML
     blessed: bool
 
 
@@ -63,7 +65,7 @@ class Outputs(NamedTuple):
 def train_pipeline(
     dataset_name: str = "mnist",
     tfds_data_dir: str = "",
-    tfds_download: bool = False,
+    tfds_download: bool = True,
     num_shards: int = 0,
     max_examples: int = 0,
     chief: int = 0,
@@ -108,7 +110,8 @@ def train_pipeline(
     Args:
         dataset_name: TFDS data set with image + label features, e.g. mnist, fashion_mnist.
         tfds_data_dir: TFDS data directory to read it from (empty: TFDS_DATA_DIR / TFDS's default).
-        tfds_download: let TFDS download the data set when it is missing (needs network).
+        tfds_download: use the local copy if present, else download it (true, the default; offline that fails
+            within seconds saying how to point tfds_data_dir at a copy); false: never download.
         num_shards: TFRecord files per split (0: 4 per chief/worker replica; at least one per replica).
         max_examples: examples per split to use (0: all), for smoke runs.
         chief: chief replicas, 0 or 1 (1 is required with ps).
@@ -210,6 +213,7 @@ def train_pipeline(
         dataset=prepare.outputs["dataset"], model=launch.outputs["model"],
         exported_model=export.outputs["exported_model"], metrics=evaluate.outputs["metrics"],
         confusion_matrix=evaluate.outputs["classification"], summary=evaluate.outputs["summary"],
+        report=evaluate.outputs["report"],
         blessed=evaluate.outputs["blessed"],
     )
 
@@ -222,16 +226,46 @@ def compile_pipeline(output: str | os.PathLike = DEFAULT_OUTPUT) -> Path:
     return out
 
 
-def run_local(volume: str | os.PathLike, params: dict) -> dict:
+@contextlib.contextmanager
+def quiet_steps(volume: str | os.PathLike):
+    """While inside, ``kfp.local`` runs each step through :class:`tfk8s.step_output.QuietSteps`: the step's
+    output goes to ``<pipeline root>/<run>/<step>/output.log`` and the terminal gets one line per step, the
+    training's progress and a failing step's last lines; kfp.local's own messages (each step's executor
+    input, its outputs, separators) are dropped."""
+    import logging
+
+    from kfp.local import logging_utils, subprocess_task_handler
+
+    from tfk8s.step_output import QuietSteps
+
+    class _DropKfpLocal(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "kfp/local/" not in record.pathname.replace(os.sep, "/")
+
+    steps = QuietSteps(volume)
+    drop, root = _DropKfpLocal(), logging.getLogger()
+    saved = subprocess_task_handler.run_local_subprocess, logging_utils.print_horizontal_line
+    root.addFilter(drop)
+    subprocess_task_handler.run_local_subprocess = steps.run_step
+    logging_utils.print_horizontal_line = lambda: None
+    try:
+        yield steps
+    finally:
+        subprocess_task_handler.run_local_subprocess, logging_utils.print_horizontal_line = saved
+        root.removeFilter(drop)
+
+
+def run_local(volume: str | os.PathLike, params: dict, verbose: bool = True) -> dict:
     """Run the whole pipeline on this machine with ``kfp.local`` (SubprocessRunner, this interpreter).
 
     Args:
         volume: the local folder standing for the PVC (the pipeline root lives under it too).
         params: pipeline parameters overriding the defaults (``backend`` is forced to ``local``).
+        verbose: print every step's whole output (kfp.local's way); False: :func:`quiet_steps`.
 
     Returns:
-        ``{"accuracy", "loss", "export_path", "run_dir", "version", "blessed", "summary", "volume",
-        "pipeline_root", "wall_time_s"}``.
+        ``{"accuracy", "loss", "export_path", "run_dir", "version", "blessed", "summary", "report", "job",
+        "volume", "pipeline_root", "wall_time_s"}`` (``job``: the training job's record, ``{}`` if none).
     """
     import warnings
 
@@ -249,14 +283,18 @@ def run_local(volume: str | os.PathLike, params: dict) -> dict:
     args = {"tfds_data_dir": default_tfds_data_dir() or "", **params, "backend": "local",
             "volume_root": str(volume)}
     t0 = time.monotonic()
-    with sigterm_reaches_children():  # the launch step then stops its replicas: nothing is left running
+    quiet = contextlib.nullcontext() if verbose else quiet_steps(volume)
+    with sigterm_reaches_children(), quiet:  # the launch step stops its replicas on SIGTERM: nothing is left
         task = train_pipeline(**args)
     out = task.outputs
     metrics, exported = out["metrics"].metadata, out["exported_model"].metadata
-    run_dir = str(Path(out["dataset"].metadata["path"]).parent)
+    run_dir = Path(out["dataset"].metadata["path"]).parent
+    from tfk8s.jobs import read_record, record_path
+
     return {"accuracy": metrics["accuracy"], "loss": metrics["loss"], "export_path": exported["path"],
-            "run_dir": run_dir,
+            "run_dir": str(run_dir),
             "version": int(exported["version"]), "blessed": out["blessed"], "summary": out["summary"].path,
+            "report": str(run_dir / "report.html"), "job": read_record(record_path(run_dir / "train")) or {},
             "volume": str(volume), "pipeline_root": str(pipeline_root), "wall_time_s": time.monotonic() - t0}
 
 
@@ -296,6 +334,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="--local: folder standing for the shared volume (default: %(default)s)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="pipeline parameter, repeatable (e.g. --param epochs=2)")
+    p.add_argument("--verbose", action="store_true",
+                   help="--local: print every step's whole output (default: one line per step, the progress "
+                        "and the result; the whole output is in each step's output.log)")
     add_cluster_arguments(p, mode)  # --run, --schedule CRON, --format, --host, --experiment, --upload, ...
     a = p.parse_args(argv)
     if a.compile and a.param:
@@ -309,18 +350,26 @@ def main(argv: list[str] | None = None) -> None:
         print(f"compiled {PIPELINE_NAME} to {compile_pipeline(a.output)}")
         return
     params = resolve_params(DEFAULT_OUTPUT, parse_param_items(a.param))
+    if not a.verbose:
+        print(f"tfk8s: running {PIPELINE_NAME} locally on {Path(a.volume).resolve()} (each step's whole output "
+              f"goes to its output.log; --verbose prints it)", flush=True)
     try:
-        r = run_local(a.volume, params)
+        r = run_local(a.volume, params, verbose=a.verbose)
     except RuntimeError as e:  # kfp.local: a step failed; its log (above) says why
         raise SystemExit(f"tfk8s: {e}. The failing step's log above gives the reason.") from None
+    job = r["job"]
     print(f"\ntfk8s: pipeline finished in {r['wall_time_s']:.0f}s")
     print(f"  test accuracy : {r['accuracy']:.4f}   (loss {r['loss']:.4f})")
     print(f"  exported model: {r['export_path']}  (version {r['version']})")
     verdict = "blessed, pushed to the serving base" if r["blessed"] else "NOT blessed, not pushed"
     print(f"  quality gate  : {verdict}  (summary: {r['summary']})")
+    print(f"  report        : {r['report']}  (training curves, confusion matrix, throughput)")
     print(f"  run folder    : {r['run_dir']}  (data, checkpoints, TensorBoard logs, replica logs)")
+    if job:
+        print(f"  job           : {job['name']}  (tfk8s describe {job['name']} --volume {r['volume']})")
+        print(f"  TensorBoard   : {job.get('tensorboard_command')}  (pip install 'tfk8s[tensorboard]')")
     print(f"  volume        : {r['volume']}  (models/ every export, serving/ blessed versions)")
-    print(f"  artifacts     : {r['pipeline_root']}")
+    print(f"  artifacts     : {r['pipeline_root']}  (each step's output.log under <run>/<step>/)")
 
 
 if __name__ == "__main__":

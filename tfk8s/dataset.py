@@ -41,8 +41,8 @@ _PROBE_HOST = ("storage.googleapis.com", 443)
 _PROBE_TIMEOUT_S = 5.0
 _FIX_HINT = (
     "point the pipeline parameter tfds_data_dir (CLI: --tfds-data-dir, or the env var TFDS_DATA_DIR) at a TFDS "
-    "data directory that holds it, e.g. ../shared/data/tensorflow_datasets, or set tfds_download=true "
-    "(--download true) on a machine with network access"
+    "data directory that holds it, e.g. ../shared/data/tensorflow_datasets, or run with tfds_download=true "
+    "(--download true; the pipeline's default) on a machine with network access"
 )
 
 

@@ -3,7 +3,7 @@ seconds elsewhere (a pod log, a pipe, CI).
 
 On a terminal: ``tfk8s-123 [########----------------]  33%  epoch 1/2  step 26/78  5,120 ex/s  ETA 40s
 2/2 up``, redrawn in place (other output is printed above it). Off a terminal: no bar and no control
-characters, ``tfk8s: tfk8s-123 Running  33%  epoch 1/2  step 26/78  5,120 ex/s  ETA 40s  replicas 2/2 up``
+characters, ``tfk8s: progress tfk8s-123 Running  33%  epoch 1/2  step 26/78  5,120 ex/s  ETA 40s  replicas 2/2 up``
 every :data:`PLAIN_INTERVAL_S` seconds (``$TFK8S_PROGRESS_INTERVAL_S`` overrides both intervals). The
 numbers come from :func:`tfk8s.jobs.job_status` (the job record plus the replicas' progress files); a
 program that reports no progress still shows its replicas' states.
@@ -24,6 +24,7 @@ PLAIN_INTERVAL_S = 5.0
 TTY_INTERVAL_S = 0.5
 INTERVAL_ENV = "TFK8S_PROGRESS_INTERVAL_S"
 PLAIN_PREFIX = "tfk8s: "  # the lines a short `make run` shows from a step
+PROGRESS_PREFIX = PLAIN_PREFIX + "progress "  # a plain progress line
 BAR_WIDTH = 24
 _CLEAR = "\r\x1b[K"
 
@@ -74,7 +75,7 @@ def tty_line(status: JobStatus, columns: int = 120) -> str:
 
 def plain_line(status: JobStatus) -> str:
     """One progress line without bar or control characters (for logs and pipes)."""
-    return f"{PLAIN_PREFIX}{status.name} {status.state}  " + "  ".join(progress_fields(status))
+    return f"{PROGRESS_PREFIX}{status.name} {status.state}  " + "  ".join(progress_fields(status))
 
 
 def _interval(tty: bool) -> float:

@@ -81,7 +81,7 @@ def prepare_dataset_step(
     num_workers: int,
     max_examples: int,
     chief: int = 0,
-    download: bool = False,
+    download: bool = True,
 ) -> dict:
     """Prepare the data set under ``<volume_root>/runs/<run_id>/data``.
 
@@ -90,7 +90,8 @@ def prepare_dataset_step(
             needs at least as many files as readers).
         num_workers, chief: worker and chief replicas; together they read the shards.
         max_examples: cap per split (0: all), for smoke runs.
-        download: let TFDS download the data set when it is not in the data directory (needs network).
+        download: let TFDS download the data set when it is not in the data directory (the default; offline
+            it fails within seconds with the fix).
 
     Returns:
         The metadata as a dict (see :class:`tfk8s.dataset.DatasetMetadata`), plus ``path`` (the data folder).
@@ -231,6 +232,30 @@ def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, m
     if baseline_dir and thresholds.max_accuracy_drop >= 0:
         baseline = {"path": baseline_dir, "accuracy": evaluate_saved_model(baseline_dir, data_dir, split).accuracy}
     return result, bless(result, thresholds, baseline and baseline["accuracy"]), baseline
+
+
+def write_report_step(*, data_dir: str, result, blessing, export: dict, output: str | None = None) -> str:
+    """Save the evaluation as ``<run dir>/evaluation.json`` and write the run's HTML report
+    (:mod:`tfk8s.html_report`) to ``<run dir>/report.html`` and, if given, to ``output`` (the KFP HTML artifact).
+
+    The run dir is the data dir's parent (``<root>/runs/<run id>``, :class:`tfk8s.layout.RunLayout`).
+
+    Returns:
+        the path of ``<run dir>/report.html``.
+    """
+    import shutil
+    from pathlib import Path
+
+    from tfk8s.html_report import write_evaluation, write_run_report
+
+    run_dir = Path(data_dir).parent
+    write_evaluation(run_dir, {**result.to_dict(), "blessed": blessing.blessed, "reasons": blessing.reasons,
+                               "export": {"path": export.get("path"), "version": export.get("version")}})
+    page = write_run_report(run_dir)
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(page, output)
+    return str(page)
 
 
 def push_model_step(*, model_dir: str, volume_root: str, model_name: str):
