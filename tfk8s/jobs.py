@@ -124,7 +124,12 @@ def effective_state(record: Mapping[str, Any]) -> str:
 
 def list_records(volume: str | os.PathLike) -> list[dict[str, Any]]:
     """Every job recorded under ``<volume>/runs/*/train/job.json``, oldest first (by ``created``)."""
-    records = [r for p in Path(volume).glob(f"runs/*/train/{RECORD_FILE}") if (r := read_record(p))]
+    records = []
+    for p in Path(volume).glob(f"runs/*/train/{RECORD_FILE}"):
+        r = read_record(p)
+        if r:
+            r.setdefault("run_id", p.parent.parent.name)
+            records.append(r)
     return sorted(records, key=lambda r: r.get("created") or 0)
 
 
@@ -201,9 +206,10 @@ def job_status(record: Mapping[str, Any], progress: Mapping[str, Progress] | Non
     state = effective_state(record)
     total = {t: int(n) for t, n in (record.get("replicas") or {}).items() if int(n)}
     ready = dict.fromkeys(total, 0)
+    up = ("Running", "Succeeded") if state == "Running" else ("Succeeded",)  # a lost job's "Running" is stale
     for label, rstate in (record.get("replica_states") or {}).items():
         rtype = label.rsplit("-", 1)[0]
-        if rtype in ready and rstate in ("Running", "Succeeded"):
+        if rtype in ready and rstate in up:
             ready[rtype] += 1
     p = coordinator_progress(progress)
     fraction = 1.0 if state == "Succeeded" else (p.fraction if p else None)
