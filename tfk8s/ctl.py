@@ -395,8 +395,10 @@ class Ctl:
                 api.delete_pod(item["metadata"]["name"])
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            latest = self.find(name)
-            if jobs.effective_state(latest) in jobs.TERMINAL_STATES:
+            try:
+                if jobs.effective_state(self.find(name)) in jobs.TERMINAL_STATES:
+                    break
+            except CtlError:  # known only to the cluster, and gone from it now
                 break
             time.sleep(POLL_S)
         record_file = Path((r.get("paths") or {}).get("train_dir", "")) / jobs.RECORD_FILE
