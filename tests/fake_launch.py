@@ -14,13 +14,14 @@ from tfk8s.tracking import tracked  # noqa: E402
 
 train_dir = Path(sys.argv[1])
 workers = int(sys.argv[3]) if len(sys.argv) > 3 else 2
-env = {"FAKE_BEHAVIOUR": sys.argv[2], "FAKE_PROGRESS_DIR": str(train_dir / "progress"),
-       "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+env = {"FAKE_BEHAVIOUR": sys.argv[2], "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
 job = TrainingJob(name="tfk8s-" + train_dir.parent.name, counts=ReplicaCounts(worker=workers),
-                  command=(sys.executable, str(Path(__file__).with_name("fake_replica.py"))), env=env)
+                  command=(sys.executable, str(Path(__file__).with_name("fake_replica.py"))), env=env,
+                  train_dir=str(train_dir))  # the contract's TFK8S_PROGRESS_FILE: <train dir>/progress/<label>.json
 try:
     with tracked(job, "local", train_dir) as t:
-        t.recorder.result = run_local(job, log_sink=t.sink, log_dir=train_dir / "replica-logs", stop_grace_s=2)
+        t.recorder.result = run_local(job, log_sink=t.sink, log_dir=train_dir / "replica-logs", stop_grace_s=2,
+                                       max_restarts=0)
 except Exception as e:  # noqa: BLE001
     print(f"launch failed: {e}", flush=True)
     sys.exit(1)

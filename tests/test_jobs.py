@@ -56,7 +56,7 @@ def wait_for(predicate, what: str, timeout: float = 30.0):
 
 
 def test_get_describe_logs_wait_while_a_local_job_runs_and_after_it_ended(tmp_path):
-    launch = start_launch(tmp_path, "r1", {"worker-0": "sleep:6", "worker-1": "sleep:6"})
+    launch = start_launch(tmp_path, "r1", {"worker-0": "train:6", "worker-1": "train:6"})
     try:
         # running: a progress file says how far; the record says which replicas are up
         wait_for(lambda: (jobs.job_status(jobs.find_record(tmp_path, "r1")).step or 0) >= 3
@@ -88,8 +88,8 @@ def test_get_describe_logs_wait_while_a_local_job_runs_and_after_it_ended(tmp_pa
         assert code == EXIT_OK
         lines = out.splitlines()
         assert lines[0].startswith("TF_CONFIG=") and '"index":1' in lines[0]
-        assert [x for x in lines if "step" in x] == [f"worker-1 step {i}/20" for i in range(1, 21)]
-        assert lines[-1] == "worker-1 done sleeping"
+        assert [x for x in lines if " step " in x] == [f"worker-1 step {i}/20" for i in range(1, 21)]
+        assert lines[-1] == "worker-1 done training"
     finally:
         out, _ = launch.communicate(timeout=30)
     assert launch.returncode == 0, out
@@ -103,7 +103,7 @@ def test_get_describe_logs_wait_while_a_local_job_runs_and_after_it_ended(tmp_pa
     code, out, _ = ctl(tmp_path, "get")
     assert out.splitlines()[1].split()[:7] == ["tfk8s-r1", "local", "worker", "2/2", "Succeeded", "100%", "2/2"]
     code, out, _ = ctl(tmp_path, "logs", "r1")
-    assert "[worker-0] worker-0 step 20/20" in out and "[worker-1] worker-1 done sleeping" in out
+    assert "[worker-0] worker-0 step 20/20" in out and "[worker-1] worker-1 done training" in out
     record = jobs.find_record(tmp_path, "r1")
     assert record["replica_states"] == {"worker-0": "Succeeded", "worker-1": "Succeeded"}
     assert record["finished"] >= record["created"] and record["wall_time_s"] > 5
