@@ -1,16 +1,15 @@
 """A launch step with the tracking of the real one (job record, progress display) around the local backend
 running tests/fake_replica.py: ``python tests/fake_launch.py TRAIN_DIR BEHAVIOUR_JSON [WORKERS]``."""
 
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tfk8s.cluster import ReplicaCounts  # noqa: E402
-from tfk8s.launcher import TrainingJob  # noqa: E402
-from tfk8s.launcher.local import run_local  # noqa: E402
-from tfk8s.tracking import tracked  # noqa: E402
+from tfk8s.cluster import ReplicaCounts
+from tfk8s.launcher import TrainingJob
+from tfk8s.launcher.local import run_local
+from tfk8s.tracking import tracked
 
 train_dir = Path(sys.argv[1])
 workers = int(sys.argv[3]) if len(sys.argv) > 3 else 2

@@ -105,7 +105,7 @@ def test_get_logs_describe_wait_while_running_and_logs_after_the_pods_are_delete
         c.succeed("worker-0")
 
     launch(cluster, job, settings(), train, script)
-    code, out = seen["get"]
+    _, out = seen["get"]
     row = out.splitlines()[1].split()
     # live: the pods' phases by label (worker-1 still Pending), progress from the volume
     assert row[:9] == [JOB, "kubernetes", "worker", "1/2", "Running", "25%", "1/2", "900", "0"]
@@ -117,11 +117,11 @@ def test_get_logs_describe_wait_while_running_and_logs_after_the_pods_are_delete
 
     # every pod, Job and Service is gone now; the logs are still there, whole, on the volume
     assert cluster.remaining() == {}
-    code, out = ctl(cluster, tmp_path, "logs", JOB, "worker-0")
+    _, out = ctl(cluster, tmp_path, "logs", JOB, "worker-0")
     assert out == "epoch 1/2 step 1\nepoch 1/2 step 2\nepoch 2/2 step 8\nsaved\n"
     assert (train / "replica-logs" / "worker-1.log").read_text() == "worker-1 training\n"
     assert ctl(cluster, tmp_path, "wait", JOB) == (EXIT_OK, f"{JOB} Succeeded\n")
-    code, out = ctl(cluster, tmp_path, "get")
+    _code, out = ctl(cluster, tmp_path, "get")
     assert out.splitlines()[1].split()[:6] == [JOB, "kubernetes", "worker", "2/2", "Succeeded", "100%"]
     record = jobs.find_record(tmp_path, JOB)
     assert record["namespace"] == NAMESPACE and record["cluster_spec"]["worker"][0].endswith(".svc:2222")
@@ -165,7 +165,7 @@ def test_a_job_only_the_cluster_knows_is_found_by_label(cluster, tmp_path):
         cluster.create(manifest)
     cluster.wait_pods("chief-0", "worker-0")
     cluster.run("chief-0")
-    code, out = ctl(cluster, tmp_path, "get", "-n", NAMESPACE)
+    _code, out = ctl(cluster, tmp_path, "get", "-n", NAMESPACE)
     assert out.splitlines()[1].split()[:4] == ["tfk8s-elsewhere", "kubernetes", "chief", "1/1,worker"]
     assert out.splitlines()[1].split()[4:6] == ["0/1", "Running"]
     cluster.log("chief-0", "hello from the chief")

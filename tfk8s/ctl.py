@@ -209,8 +209,8 @@ class Ctl:
             for pod in (r.get("pods") or {}).values():
                 try:
                     kube_events += api.list_events(pod)
-                except Exception:  # noqa: BLE001 - events are a bonus
-                    pass
+                except Exception as e:  # noqa: BLE001 - events are a bonus
+                    self.warn(f"cannot list the events of pod {pod}: {e}")
         if output in ("json", "yaml"):
             data = {**r, "status": _status_dict(status),
                     "progress": {k: vars(v) if hasattr(v, "__dict__") else v.__dict__ for k, v in progress.items()},
@@ -315,11 +315,10 @@ class Ctl:
             if not follow:
                 return EXIT_OK
             record = self.find(name)
-            if jobs.effective_state(record) in jobs.TERMINAL_STATES:
-                if not wrote:
-                    quiet_since = quiet_since or time.monotonic()
-                    if time.monotonic() - quiet_since > 1.0:
-                        return EXIT_OK
+            if jobs.effective_state(record) in jobs.TERMINAL_STATES and not wrote:
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since > 1.0:
+                    return EXIT_OK
             time.sleep(POLL_S)
 
     def _pod_logs(self, r: dict[str, Any], labels: list[str], follow: bool) -> int:

@@ -331,9 +331,9 @@ class JobRecorder:
         if m and m.group(1) != "launcher":
             label = m.group(1)
             with self._lock:
-                if self.record["replica_states"].get(label) in ("Pending", "Stopped", "Failed"):
-                    if self._set_replica(label, "Running"):
-                        self.save()
+                if (self.record["replica_states"].get(label) in ("Pending", "Stopped", "Failed")
+                        and self._set_replica(label, "Running")):
+                    self.save()
             return
         message = m.group(2) if m else line
         if line.startswith("[launcher] "):
@@ -399,7 +399,7 @@ def _unix(timestamp: str | None) -> float:
     from datetime import datetime
 
     try:
-        return datetime.fromisoformat((timestamp or "").replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(timestamp or "").timestamp()
     except ValueError:
         return time.time()
 

@@ -16,7 +16,7 @@ import shutil
 import sys
 import threading
 from collections.abc import Callable
-from typing import IO
+from typing import IO, Self
 
 from tfk8s.jobs import JobStatus
 
@@ -33,7 +33,7 @@ def format_duration(seconds: float | None) -> str:
     """``42s``, ``3m05s``, ``1h02m`` (``?`` for None)."""
     if seconds is None:
         return "?"
-    s = int(round(max(0.0, seconds)))
+    s = round(max(0.0, seconds))
     if s < 60:
         return f"{s}s"
     if s < 3600:
@@ -63,7 +63,7 @@ def progress_fields(status: JobStatus, *, replicas_word: bool = True) -> list[st
 
 def bar(fraction: float | None, width: int = BAR_WIDTH) -> str:
     """``[#####-----]``; all ``-`` when the fraction is unknown."""
-    done = int(round((fraction or 0.0) * width))
+    done = round((fraction or 0.0) * width)
     return "[" + "#" * done + "-" * (width - done) + "]"
 
 
@@ -107,7 +107,7 @@ class ProgressMonitor:
         self._thread = threading.Thread(target=self._run, name="tfk8s-progress", daemon=True)
         self._shown = ""  # the bar currently on screen (tty)
 
-    def __enter__(self) -> ProgressMonitor:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
