@@ -1,0 +1,147 @@
+"""Benchmark 4, pipeline overhead: ``pipelines/train.py --local`` end to end vs the sum of the steps' own work.
+
+    python bench/pipeline_overhead.py [--reps 2] [--param key=value ...]
+
+Each repetition runs the whole pipeline (``python pipelines/train.py --local`` on a fresh volume folder, the
+default parameters unless ``--param`` says else) and times it from outside. Then, in one process with
+TensorFlow already imported, it times each step's own work on the same inputs: preparing the data set
+(``tfk8s.dataset.prepare_dataset``, the same shards and examples), exporting (``export_saved_model``: copy and
+load check), evaluating (``evaluate_saved_model``) and pushing (``push_saved_model``) the run's model; the
+training's own work is the sum of its epochs (``epoch_times_s`` of the run's training summary).
+
+Figures:
+
+- ``pipeline_overhead = end to end / sum of own work`` (goal <= 1.3);
+- ``pipeline_step_<step> = step wall / its own work`` (kfp.local's start/finish times of the step), where the
+  rest is the step's interpreter, its imports (KFP, TensorFlow) and, for the launch step, the replicas'
+  start-up (TensorFlow import, the cluster's rendezvous, building the model), saving and the waits;
+- ``pipeline_launch_replica = trainer's wall time / its epochs`` (the replica's share of that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import REPO, Figure, common_args, find_metric, median, python_env, report, reps_of, usable_cores
+
+_STEP = re.compile(r"^(\d\d:\d\d:\d\d\.\d+) - INFO - (?:Executing task '([\w-]+)'|Task '([\w-]+)' finished)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def step_walls(log: str) -> dict[str, float]:
+    """Seconds per step from kfp.local's ``Executing task 'x'`` / ``Task 'x' finished`` lines."""
+    started: dict[str, datetime] = {}
+    walls: dict[str, float] = {}
+    for raw in log.splitlines():
+        m = _STEP.match(_ANSI.sub("", raw).strip())
+        if not m:
+            continue
+        t = datetime.strptime(m.group(1), "%H:%M:%S.%f")
+        if m.group(2):
+            started[m.group(2)] = t
+        elif m.group(3) in started:
+            walls[m.group(3)] = (t - started[m.group(3)]).total_seconds() % 86400
+    return walls
+
+
+def run_pipeline(volume: Path, params: list[str]) -> tuple[float, str]:
+    """``pipelines/train.py --local``; returns (seconds end to end, its whole output)."""
+    cmd = [sys.executable, "pipelines/train.py", "--local", "--volume", str(volume)]
+    for item in params:
+        cmd += ["--param", item]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, cwd=REPO, env=python_env(), capture_output=True, text=True, timeout=3600)
+    wall = time.monotonic() - t0
+    if p.returncode != 0:
+        raise RuntimeError(f"the pipeline failed ({p.returncode}):\n" + "\n".join(
+            (p.stdout + p.stderr).splitlines()[-30:]))
+    return wall, p.stdout + p.stderr
+
+
+def own_work(volume: Path, scratch: Path) -> dict[str, float]:
+    """Each step's own work on the run in ``volume``, timed in this process with TensorFlow imported."""
+    import tensorflow as tf  # noqa: F401 - imported first: its start-up is not a step's own work
+
+    from tfk8s.dataset import default_tfds_data_dir, load_metadata, prepare_dataset
+    from tfk8s.evaluation import evaluate_saved_model
+    from tfk8s.export import export_saved_model, push_saved_model
+
+    (run,) = [d for d in (volume / "runs").iterdir() if d.is_dir()]
+    data, train = run / "data", run / "train"
+    meta = load_metadata(data)
+    shards = len(meta.files_for("train"))
+    examples = meta.splits["train"].num_examples
+    summary = json.loads((train / "training_summary.json").read_text())
+    times: dict[str, float] = {"launch-training": float(sum(find_metric(summary, "epoch_times_s") or []))}
+    t0 = time.perf_counter()
+    full = examples >= 60000 and meta.splits["test"].num_examples >= 10000
+    prepare_dataset(meta.dataset, scratch / "data", tfds_data_dir=default_tfds_data_dir(), num_shards=shards,
+                    max_examples=None if full else examples)
+    times["prepare-dataset"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    exported = export_saved_model(train / "saved_model", scratch / "models")
+    times["export-model"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    evaluate_saved_model(exported.path, data)
+    times["evaluate-model"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    push_saved_model(exported.path, scratch / "serving")
+    times["push-model"] = time.perf_counter() - t0
+    times["trainer_wall"] = float(find_metric(summary, "wall_time_s") or 0.0)
+    return times
+
+
+def main(argv: list[str] | None = None) -> list[Figure]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="pipeline parameter")
+    common_args(p, reps=2)
+    a = p.parse_args(argv)
+    params = list(a.param)
+    if a.smoke:
+        params += ["max_examples=1024", "epochs=1", "min_accuracy=0"]
+    walls, owns, steps, trainer = [], [], {}, []
+    for r in range(reps_of(a)):
+        tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
+        try:
+            wall, log = run_pipeline(tmp / "volume", params)
+            own = own_work(tmp / "volume", tmp / "scratch")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        step = step_walls(log)
+        total_own = sum(v for k, v in own.items() if k != "trainer_wall")
+        print(f"  rep {r + 1}: end to end {wall:.1f}s, own work {total_own:.1f}s; steps "
+              + ", ".join(f"{k} {v:.1f}s (own {own.get(k, 0):.1f}s)" for k, v in step.items()),
+              file=sys.stderr, flush=True)
+        walls.append(wall)
+        owns.append(total_own)
+        for k, v in step.items():
+            steps.setdefault(k, []).append((v, own.get(k, 0.0)))
+        trainer.append((own["trainer_wall"], own["launch-training"]))
+    cores = usable_cores()
+    note = f"params {' '.join(params) or 'defaults'}; median of {reps_of(a)}"
+    figures = [Figure("pipeline_overhead", median(walls), "end_to_end", median(owns), "own_work", "s", "<= 1.3",
+                      cores, note)]
+    for k, pairs in steps.items():
+        if all(own > 0 for _, own in pairs):
+            figures.append(Figure(f"pipeline_step_{k}", median([w for w, _ in pairs]), "step_wall",
+                                  median([o for _, o in pairs]), "own_work", "s", "", cores, note))
+    figures.append(Figure("pipeline_launch_replica", median([w for w, _ in trainer]), "trainer_wall",
+                          median([e for _, e in trainer]), "epochs", "s", "", cores,
+                          "the coordinator's wall time (start-up, rendezvous, epochs, saving) vs its epochs"))
+    report(figures, a.out)
+    return figures
+
+
+if __name__ == "__main__":
+    main()
