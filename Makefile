@@ -7,7 +7,7 @@ IMAGE  ?= ghcr.io/tfk8s/tfk8s:0.1.0
 # Extra pipeline parameters for `make run`, e.g. ARGS="--param epochs=1 --param workers=3"
 ARGS   ?=
 
-.PHONY: run test test-fast lint compile bench image clean
+.PHONY: run test test-fast lint compile bench bench-smoke image clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,8 +33,17 @@ compile: $(STAMP)
 	$(PY) pipelines/train.py --compile
 	$(PY) pipelines/train.py --compile --format argo
 
+# Benchmarks printing ratios (bench/README.md): one line per figure; each also appended to $(BENCH_OUT).
+BENCHES   := trainer_overhead worker_scaling input_headroom pipeline_overhead launcher_scale time_to_accuracy
+BENCH_OUT ?= volume/bench-results.jsonl
 bench: $(STAMP)
-	$(PY) bench/worker_scaling.py
+	@mkdir -p $(dir $(BENCH_OUT))
+	@for b in $(BENCHES); do echo "== bench/$$b.py"; $(PY) bench/$$b.py --out $(BENCH_OUT) || exit 1; done
+	$(PY) bench/table.py $(BENCH_OUT)
+
+# The same at tiny sizes (what tests/test_bench_smoke.py runs in make test): checks the figures appear.
+bench-smoke: $(STAMP)
+	@for b in $(BENCHES); do echo "== bench/$$b.py --smoke"; $(PY) bench/$$b.py --smoke || exit 1; done
 
 image:
 	docker build -t $(IMAGE) .

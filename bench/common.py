@@ -191,8 +191,8 @@ def run_python(args: Sequence[str], *, env: dict | None = None, timeout: float =
     Raises:
         RuntimeError: non-zero exit, with the last lines of its output.
     """
-    p = subprocess.run([sys.executable, *args], cwd=REPO, env=python_env(env), capture_output=True, text=True,
-                       timeout=timeout)
+    p = subprocess.run([sys.executable, *args], check=False, cwd=REPO, env=python_env(env), capture_output=True,
+                       text=True, timeout=timeout)
     if p.returncode != 0:
         tail = "\n".join((p.stdout + p.stderr).splitlines()[-25:])
         raise RuntimeError(f"{' '.join(args[:3])}... exited {p.returncode}:\n{tail}")

@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     if unknown:
         p.error(f"unknown --options {sorted(unknown)}; known: {OPTIONS}")
     if a.smoke:
-        a.examples, a.epochs, a.steps_per_epoch, a.per_worker_batch = 2048, 2, 3, 64
-        options = [o for o in options if o in ("trainer", "default")] or options[:1]
+        a.examples, a.epochs, a.steps_per_epoch, a.per_worker_batch = 1024, 2, 3, 64
+        options = [o for o in options if o == "trainer"] or options[:1]
     data = prepared_mnist(a.cache_dir, a.examples, 4 * a.workers)
     # One 1-worker baseline per distinct per-worker computation (collective options change nothing there).
     base_key = {o: ("trainer" if o == "trainer" else (_variant(o, a.per_worker_batch)["batch"],

@@ -3,7 +3,7 @@
 Semantics follow the Kubeflow Training Operator's TFJob controller:
 
 - **Create / re-attach.** Every replica gets a headless Service and a Job named ``<job>-<type>-<index>``
-  (:mod:`tfk8s.kube.objects`). The job name is derived from the pipeline run, so a restarted launcher finds
+  (:mod:`tfk8s.kube.objects`), created a few at a time concurrently (:mod:`tfk8s.kube.parallel`). The job name is derived from the pipeline run, so a restarted launcher finds
   the Jobs of its predecessor by label, adopts them (their attempt numbers and the restart budget already
   used, from the ``tfk8s.dev/restarts`` annotation) and creates only what is missing.
 - **Wait.** Two watches (pods and Jobs of the job, by label selector; :mod:`tfk8s.kube.watch`) feed one
@@ -57,6 +57,7 @@ from tfk8s.kube.errors import (
     ScheduleTimeoutError,
 )
 from tfk8s.kube.logs import LogSink, LogStream
+from tfk8s.kube.parallel import run_all
 from tfk8s.kube.settings import KubernetesSettings
 from tfk8s.kube.watch import Changed, Synced, Watcher, WatchFailed, WatchItem
 from tfk8s.launcher import JobTimeoutError, LaunchResult, ReplicaFailedError, TrainingJob, is_success, policy
@@ -250,12 +251,15 @@ class KubernetesBackend:
             self.log(f"launching {job.name} in namespace {s.namespace}: {job.counts.total} replicas, "
                      f"cluster spec {spec}")
         self.log(f"find its objects with: kubectl get jobs,pods,services -n {s.namespace} -l {self.selector}")
-        existing_services = False
-        for r in self.replicas:
+        def create_service(r: Replica) -> bool:
             try:
                 self.api.create_service(objects.service_manifest(job, r, s))
+                return False
             except AlreadyExistsError:
-                existing_services = True  # created by a previous launcher of this run
+                return True  # created by a previous launcher of this run
+
+        # Concurrently (tfk8s.kube.parallel): 2 requests per replica, a few in flight at a time.
+        existing_services = any(run_all(create_service, list(self.replicas)))
         ours = [o for o in existing
                 if (objects.replica_from_labels((o.get("metadata") or {}).get("labels")) or (None,))[0]
                 in self.replicas]
@@ -265,12 +269,14 @@ class KubernetesBackend:
                         self.api.set_service_owners)
         next_attempt = max(adopted.values(), default=-1) + 1
         now = self._clock()
+        missing = []
         for r, rep in self.replicas.items():
             if r in adopted:
                 rep.reset(adopted[r], now)
             else:
                 rep.reset(next_attempt if adopted else 0, now)
-                self._create_job(rep)
+                missing.append(rep)
+        run_all(self._create_job, missing)
         for kind, lister, watcher in (("pods", self.api.list_pods, self.api.watch_pods),
                                       ("jobs", self.api.list_jobs, self.api.watch_jobs)):
             w = Watcher(kind, lambda lister=lister: lister(self.selector),
