@@ -176,8 +176,9 @@ def confusion_figure(matrix: list[list[int]], label_names: list[str]) -> Any:
     if n <= 30:
         for i in range(n):
             for j in range(n):
-                ax.text(j, i, f"{int(cm[i, j])}", ha="center", va="center", fontsize=8,
-                        color="white" if top and cm[i, j] > top / 2 else "black")
+                count = int(cm[i, j])
+                color = "white" if top and count > top / 2 else ("#999999" if count == 0 else "black")
+                ax.text(j, i, str(count), ha="center", va="center", fontsize=8, color=color)
     return fig
 
 
@@ -241,11 +242,16 @@ def render_html(data: Mapping[str, Any]) -> str:
     replicas = ", ".join(f"{n} {t}" for t, n in (job.get("replicas") or {}).items())
     if replicas:
         rows.append(("replicas", replicas))
-    for key in ("strategy", "epochs", "global_batch_size", "train_examples", "final_loss", "final_accuracy",
-                "examples_per_sec", "wall_time_s"):
+    shown = {"strategy": ("strategy", "{}"), "epochs": ("epochs", "{}"),
+             "global_batch_size": ("global batch size", "{}"), "train_examples": ("training examples", "{:,}"),
+             "final_loss": ("final training loss", "{:.4f}"), "final_accuracy": ("final training accuracy", "{:.4f}"),
+             "examples_per_sec": ("examples/sec (all workers)", "{:,.0f}"), "wall_time_s": ("wall time", "{:.1f} s")}
+    for key, (what, fmt) in shown.items():
         if key in summary:
-            value = summary[key]
-            rows.append((key.replace("_", " "), f"{value:.4f}" if isinstance(value, float) else value))
+            try:
+                rows.append((what, fmt.format(summary[key])))
+            except (ValueError, TypeError):
+                rows.append((what, summary[key]))
     parts += ["<h2>Job</h2>", _kv_table(rows)]
 
     train, evs = data.get("train_scalars") or {}, data.get("eval_scalars") or {}
@@ -280,7 +286,9 @@ def render_html(data: Mapping[str, Any]) -> str:
 
     parts.append("<h2>Restarts</h2>")
     reasons = job.get("restart_reasons") or []
-    parts.append(f"<p>{int(job.get('restarts') or 0)} restarts</p>")
+    n = int(job.get("restarts") or 0)
+    parts.append(f"<p>{n} restart{'' if n == 1 else 's'}"
+                 f"{': every recreation of a replica (or of its group) and why' if n else ''}</p>")
     if reasons:
         import time as _time
 

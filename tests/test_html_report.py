@@ -1,0 +1,118 @@
+"""The run's HTML report, checked as a person would: written from a run folder (real TensorBoard event files
+as the trainer writes them, an evaluation with real label names, a job record with a restart), then rendered
+in headless Chromium and the screenshot looked at (skipped cleanly without Chromium)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tfk8s import jobs
+from tfk8s.html_report import collect_run, read_scalars, write_evaluation, write_run_report
+from tfk8s.progress import Progress, write_progress
+
+LABELS = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
+SCREENSHOT_DIR_ENV = "TFK8S_SCREENSHOT_DIR"  # keep the screenshot there to look at it
+
+
+def _write_scalars(log_dir: Path, series: dict[str, list[float]]) -> None:
+    """TensorBoard scalars the way trainer/task.py writes them (tf.summary.write + the scalars plugin)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    from tensorflow.core.framework import summary_pb2
+
+    meta = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+    writer = tf.summary.create_file_writer(str(log_dir))
+    with writer.as_default():
+        for tag, values in series.items():
+            for step, value in enumerate(values):
+                tf.summary.write(tag, tf.constant(value, tf.float32), step=step, metadata=meta)
+    writer.close()
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("volume") / "runs" / "42"
+    train = run / "train"
+    _write_scalars(train / "logs" / "train", {"epoch_loss": [0.9, 0.45, 0.3], "epoch_accuracy": [0.7, 0.85, 0.9],
+                                              "epoch_examples_per_sec": [4000.0, 4200.0, 4100.0]})
+    _write_scalars(train / "logs" / "eval", {"epoch_loss": [0.6, 0.4, 0.35], "epoch_accuracy": [0.78, 0.86, 0.88]})
+    (train / "training_summary.json").write_text(json.dumps(
+        {"epochs": 3, "global_batch_size": 512, "strategy": "multi_worker_mirrored", "final_loss": 0.3,
+         "final_accuracy": 0.9, "examples_per_sec": 8100.0, "wall_time_s": 41.5, "train_examples": 60000}))
+    now = time.time()
+    jobs.write_record(train / "job.json", {
+        "name": "tfk8s-42", "backend": "kubernetes", "namespace": "ml", "state": "Succeeded", "created": now - 60,
+        "finished": now, "replicas": {"worker": 2}, "replica_states": {"worker-0": "Succeeded", "worker-1": "Succeeded"},
+        "restarts": 1, "restart_reasons": [{"time": now - 30, "message": "worker-1 failed with exit code 137: "
+                                            "OOMKilled; retryable: recreating worker-0, worker-1 (restart 1 of 3)"}],
+        "paths": {"train_dir": str(train), "replica_logs": str(train / "replica-logs")},
+        "tensorboard_command": f"tensorboard --logdir {train / 'logs'}"})
+    for i, eps in enumerate((4050.0, 4010.0)):
+        write_progress(train / "progress" / f"worker-{i}.json",
+                       Progress(f"worker-{i}", now, "done", 3, 3, 351, 351, eps, 0.3))
+    cm = [[0] * 10 for _ in range(10)]
+    for i in range(10):
+        cm[i][i] = 850 + 10 * i
+        cm[i][(i + 1) % 10] = 60
+        cm[i][(i + 3) % 10] = 15
+    write_evaluation(run, {"num_examples": 10000, "accuracy": 0.8825, "loss": 0.33, "confusion_matrix": cm,
+                           "label_names": LABELS, "precision": [0.88] * 10, "recall": [0.88] * 10,
+                           "blessed": False, "reasons": ["accuracy 0.8825 < min_accuracy 0.9800"],
+                           "export": {"path": "/mnt/tfk8s/models/fashion-cnn/1", "version": 1}})
+    return run
+
+
+def test_scalars_are_read_back_from_the_event_files(run_dir):
+    scalars = read_scalars(run_dir / "train" / "logs" / "train")
+    assert [s for s, _ in scalars["epoch_loss"]] == [0, 1, 2]
+    assert [round(v, 4) for _, v in scalars["epoch_accuracy"]] == [0.7, 0.85, 0.9]
+    data = collect_run(run_dir)
+    assert data["throughput"] == {"worker-0": 4050.0, "worker-1": 4010.0}
+    assert data["job"]["restarts"] == 1 and data["evaluation"]["label_names"] == LABELS
+
+
+def test_report_embeds_the_curves_confusion_matrix_and_throughput_as_pngs(run_dir):
+    from PIL import Image
+
+    page = write_run_report(run_dir).read_text()
+    images = dict(re.findall(r"<img id='(\w+)' alt='[^']*' src='data:image/png;base64,([^']+)'>", page))
+    assert set(images) == {"curves", "confusion", "throughput"}
+    for name, data in images.items():
+        img = Image.open(io.BytesIO(base64.b64decode(data)))
+        assert img.format == "PNG" and img.width >= 400, name
+    assert "NOT BLESSED" in page and "0.8825" in page
+    assert "worker-1 failed with exit code 137: OOMKilled" in page and "<p>1 restart: " in page
+    assert "Ankle boot" in page and "T-shirt/top" in page  # the table beside the heat map: real names
+    assert "tensorboard --logdir" in page and "pip install &#x27;tfk8s[tensorboard]&#x27;" in page
+    assert "<script" not in page and "http" not in page  # stands alone in the KFP UI's sandboxed frame
+
+
+def test_report_renders_in_headless_chromium(run_dir, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if chromium is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    from PIL import Image
+
+    page = write_run_report(run_dir, tmp_path / "report.html")
+    shot = Path(os.environ.get(SCREENSHOT_DIR_ENV) or tmp_path) / "report.png"
+    subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    "--window-size=1200,3000", f"--screenshot={shot}", page.as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    img = Image.open(shot).convert("RGB")
+    assert img.size == (1200, 3000)
+    pixels = list(img.get_flattened_data() if hasattr(img, "get_flattened_data") else img.getdata())
+    # the heat map's darkest blue (matplotlib "Blues") and the curves' training line (C0) were drawn
+    dark_blue = sum(1 for r, g, b in pixels if b > 90 and r < 40 and g < 90)
+    line_blue = sum(1 for r, g, b in pixels if abs(r - 31) < 20 and abs(g - 119) < 20 and abs(b - 180) < 20)
+    assert dark_blue > 5000 and line_blue > 300, (dark_blue, line_blue)
+    assert sum(1 for p in pixels if p != (255, 255, 255)) > 0.1 * len(pixels)
