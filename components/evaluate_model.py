@@ -39,8 +39,10 @@ def evaluate_model(
     blessed (with the reasons)."""
     from collections import namedtuple
 
+    from pathlib import Path
+
     from tfk8s.layout import RunLayout
-    from tfk8s.report import run_summary_markdown
+    from tfk8s.report import run_files, run_summary_markdown
     from tfk8s.steps import evaluate_model_step
 
     serving_base = RunLayout(volume_root, "evaluate", model_name).serving_base
@@ -67,6 +69,7 @@ def evaluate_model(
         blessing=blessing,
         baseline=baseline,
         pushed_to=f"{serving_base}/{version}" if blessing.blessed else None,
+        files=run_files(Path(dataset.metadata["path"]).parent / "train"),
     )
     with open(summary.path, "w") as f:
         f.write(text)

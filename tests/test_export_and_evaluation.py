@@ -161,3 +161,24 @@ def test_summary_names_replicas_tf_config_metrics_and_verdict():
     assert "baseline: last blessed model `/v/serving/m/6`, accuracy 0.9900" in md
     assert md.rstrip().endswith("not pushed: only a blessed model is served")
     assert "| x | 1.0000 | 0.9700 |" in md  # per-class precision/recall under the label names
+
+
+def test_summary_links_every_replica_log_the_report_and_the_tensorboard_command(tmp_path):
+    from tfk8s.report import run_files, run_summary_markdown
+
+    train = tmp_path / "runs" / "r1" / "train"
+    for label in ("worker-0", "worker-1"):
+        (train / "replica-logs").mkdir(parents=True, exist_ok=True)
+        (train / "replica-logs" / f"{label}.log").write_text("x\n")
+    (train / "logs" / "train").mkdir(parents=True)
+    files = run_files(train)
+    assert list(files)[:2] == ["log of worker-0", "log of worker-1"]
+    assert files["log of worker-1"] == str(train / "replica-logs" / "worker-1.log")
+    assert files["HTML report"] == str(tmp_path / "runs" / "r1" / "report.html")
+    assert files["TensorBoard (pip install 'tfk8s[tensorboard]')"] == f"tensorboard --logdir {train / 'logs'}"
+    result = _result(0.99)
+    md = run_summary_markdown(training={"job_name": "j"}, export={"path": "/p", "version": 1}, result=result,
+                              blessing=bless(result, Thresholds(min_accuracy=0.98)), files=files)
+    assert md.rstrip().endswith(f"| TensorBoard (pip install 'tfk8s[tensorboard]') | `tensorboard --logdir "
+                                f"{train / 'logs'}` |")
+    assert f"| log of worker-0 | `{train / 'replica-logs' / 'worker-0.log'}` |" in md

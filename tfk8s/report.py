@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 
 from tfk8s.evaluation import Blessing, EvalResult
 
@@ -26,7 +27,8 @@ def _fmt(value) -> str:
 
 
 def run_summary_markdown(*, training: Mapping, export: Mapping, result: EvalResult, blessing: Blessing,
-                         baseline: Mapping | None = None, pushed_to: str | None = None) -> str:
+                         baseline: Mapping | None = None, pushed_to: str | None = None,
+                         files: Mapping[str, str] | None = None) -> str:
     """Render the summary.
 
     Args:
@@ -37,6 +39,8 @@ def run_summary_markdown(*, training: Mapping, export: Mapping, result: EvalResu
         blessing: the gate's verdict.
         baseline: ``{"path", "accuracy"}`` of the last blessed model, if any.
         pushed_to: where the blessed model will be pushed (None when it is not).
+        files: where the run's files are, ``{what: path or command}`` in display order (replica logs, the HTML
+            report, TensorBoard...), listed last; see :func:`run_files`.
 
     Returns:
         GitHub-flavoured Markdown (what the KFP UI renders for a Markdown artifact).
@@ -77,4 +81,26 @@ def run_summary_markdown(*, training: Mapping, export: Mapping, result: EvalResu
     lines += [f"- {reason}" for reason in blessing.reasons]
     lines.append("")
     lines.append(f"pushed to `{pushed_to}`" if pushed_to else "not pushed: only a blessed model is served")
+    if files:
+        lines += ["", "## Files", "", "| | |", "|---|---|"]
+        lines += [f"| {what} | `{where}` |" for what, where in files.items()]
     return "\n".join(lines) + "\n"
+
+
+def run_files(train_dir: str | Path) -> dict[str, str]:
+    """Where a run's files are, for the summary: each replica's whole log (``replica-logs/<label>.log``, every
+    attempt, kept after the pods are gone), the job record, checkpoints, TensorBoard logs and the exact
+    ``tensorboard`` command, and the HTML report. Only what exists is listed."""
+    from tfk8s.jobs import tensorboard_command
+
+    train = Path(train_dir)
+    out: dict[str, str] = {}
+    for log in sorted((train / "replica-logs").glob("*.log")):
+        out[f"log of {log.stem}"] = str(log)
+    for what, path in (("job record (tfk8s describe)", train / "job.json"), ("checkpoints", train / "checkpoints"),
+                       ("TensorBoard logs", train / "logs"), ("HTML report", train.parent / "report.html")):
+        if path.exists() or what == "HTML report":
+            out[what] = str(path)
+    if (train / "logs").is_dir():
+        out["TensorBoard (pip install 'tfk8s[tensorboard]')"] = tensorboard_command(train)
+    return out
