@@ -6,7 +6,9 @@
       runs/<run id>/data/          sharded TFRecords + metadata.json      (prepare_dataset)
       runs/<run id>/train/         backup/ (BackupAndRestore), checkpoints/ (per epoch, for the evaluator),
                                    logs/{train,eval}/ (TensorBoard), saved_model/ (the chief's),
-                                   training_summary.json, replica-logs/ (local backend)  (launch_training)
+                                   training_summary.json, replica-logs/ (every replica's whole log),
+                                   progress/ (tfk8s.progress), job.json (tfk8s.jobs)  (launch_training)
+      runs/<run id>/evaluation.json, report.html   the evaluation and the HTML report (evaluate_model)
       models/<model name>/<version>/   every exported SavedModel, TF Serving layout (export_model)
       serving/<model name>/<version>/  blessed versions only: point TF Serving here (push_model)
 
