@@ -38,7 +38,6 @@ def evaluate_model(
     with pictures (training curves, confusion matrix heat map, throughput, restarts), and whether the model is
     blessed (with the reasons)."""
     from collections import namedtuple
-
     from pathlib import Path
 
     from tfk8s.layout import RunLayout
