@@ -30,55 +30,69 @@ def evaluate_model(
     report: Output[HTML],
     min_accuracy: float = 0.98,
     max_accuracy_drop: float = -1.0,
+    gate_metric: str = "accuracy",
+    eval_command: str = "",
     volume_root: str = "/mnt/tfk8s",
-    model_name: str = "mnist-cnn",
+    model_name: str = "",
 ) -> NamedTuple("GateOutputs", [("blessed", bool), ("reasons", str)]):
-    """Evaluate the exported model on the test split against the quality gate (and the last blessed model);
-    outputs Metrics, the confusion matrix under the real label names, a Markdown run summary, an HTML report
-    with pictures (training curves, confusion matrix heat map, throughput, restarts), and whether the model is
-    blessed (with the reasons)."""
+    """Evaluate the exported model (the built-in classification evaluation when its serving signature fits
+    the data set, else ``eval_command``, else "not evaluated: <why>") and apply the quality gate on
+    ``gate_metric``; outputs Metrics, the confusion matrix (built-in evaluation), a Markdown run summary, an
+    HTML report with pictures (training curves, confusion matrix heat map, throughput, restarts), and whether
+    the model is blessed (with the reasons)."""
+    import os
     from collections import namedtuple
-    from pathlib import Path
 
     from tfk8s.layout import RunLayout
     from tfk8s.report import run_files, run_summary_markdown
     from tfk8s.steps import evaluate_model_step
+    from tfk8s.training import read_summary_file
 
-    serving_base = RunLayout(volume_root, "evaluate", model_name).serving_base
-    result, blessing, baseline = evaluate_model_step(
+    name = model_name or exported_model.metadata["model_name"]
+    serving_base = RunLayout(volume_root, "evaluate", name).serving_base
+    summary_file = model.metadata.get("training_summary", "")
+    training_summary = read_summary_file(summary_file)
+    outcome = evaluate_model_step(
         model_dir=exported_model.metadata["path"],
         data_dir=dataset.metadata["path"],
         min_accuracy=min_accuracy,
         max_accuracy_drop=max_accuracy_drop,
         serving_base=str(serving_base),
+        gate_metric=gate_metric,
+        eval_command=eval_command,
+        training_summary=training_summary,
+        train_dir=os.path.dirname(summary_file) or None,
     )
-    metrics.log_metric("accuracy", result.accuracy)
-    metrics.log_metric("loss", result.loss)
-    metrics.log_metric("examples", result.num_examples)
-    for key in ("examples_per_sec", "wall_time_s", "final_accuracy"):
-        if f"train_{key}" in model.metadata:
-            metrics.log_metric(f"train_{key}", float(model.metadata[f"train_{key}"]))
-    metrics.metadata["blessed"] = blessing.blessed
-    classification.log_confusion_matrix(result.label_names, result.confusion_matrix)
+    for key, value in outcome.metrics.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            metrics.log_metric(key, float(value))
+    for key in ("examples_per_sec", "wall_time_s"):
+        value = model.metadata.get(f"train_{key}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            metrics.log_metric(f"train_{key}", float(value))
+    metrics.metadata.update({"blessed": outcome.blessing.blessed, "evaluated": outcome.evaluated,
+                             "how": outcome.how, "not_evaluated": outcome.reason})
+    if outcome.result is not None:
+        classification.log_confusion_matrix(outcome.result.label_names, outcome.result.confusion_matrix)
     version = int(exported_model.metadata["version"])
     text = run_summary_markdown(
         training=model.metadata,
         export=exported_model.metadata,
-        result=result,
-        blessing=blessing,
-        baseline=baseline,
-        pushed_to=f"{serving_base}/{version}" if blessing.blessed else None,
-        files=run_files(Path(dataset.metadata["path"]).parent / "train"),
+        evaluation=outcome,
+        pushed_to=f"{serving_base}/{version}" if outcome.blessing.blessed else None,
+        files=run_files(os.path.dirname(summary_file) or os.path.join(os.path.dirname(dataset.metadata["path"]),
+                                                                      "train")),
     )
     with open(summary.path, "w") as f:
         f.write(text)
     print(text, flush=True)
     from tfk8s.steps import write_report_step
 
-    page = write_report_step(data_dir=dataset.metadata["path"], result=result, blessing=blessing,
-                             export=exported_model.metadata, output=report.path)
+    page = write_report_step(data_dir=dataset.metadata["path"], evaluation=outcome, export=exported_model.metadata,
+                             output=report.path)
     print(f"tfk8s: report {page}", flush=True)
-    return namedtuple("GateOutputs", ["blessed", "reasons"])(blessing.blessed, "; ".join(blessing.reasons))
+    return namedtuple("GateOutputs", ["blessed", "reasons"])(outcome.blessing.blessed,
+                                                             "; ".join(outcome.blessing.reasons))
 
 
 @main_guard
@@ -98,12 +112,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--serving-base", default="", help="where blessed versions live (the baseline's base)")
     p.add_argument("--volume-root", default="", help="with --model-name: serving base <root>/serving/<name>")
     p.add_argument("--model-name", default="", help="the model under <root>/serving/ (see --volume-root)")
+    p.add_argument("--gate-metric", default="accuracy", help="the metric the gate checks (default: accuracy)")
+    p.add_argument("--eval-command", default="", help="evaluates a model the built-in evaluation does not fit "
+                   "(docs/training-program.md)")
+    p.add_argument("--training-summary", default="", help="training_summary.json of the launch step (its "
+                   "metrics are gated when the model is not evaluated)")
     add_results_dir_argument(p)
     a = p.parse_args(argv)
     from tfk8s.layout import RunLayout
     from tfk8s.steps import evaluate_model_step
 
-    result, blessing, baseline = evaluate_model_step(
+    from pathlib import Path
+
+    from tfk8s.training import read_summary_file
+
+    outcome = evaluate_model_step(
         model_dir=a.model_dir,
         data_dir=a.data_dir,
         min_accuracy=a.min_accuracy,
@@ -111,8 +134,12 @@ def main(argv: list[str] | None = None) -> None:
         serving_base=a.serving_base
         or (str(RunLayout(a.volume_root, "evaluate", a.model_name).serving_base) if a.volume_root else None),
         split=a.split,
+        gate_metric=a.gate_metric,
+        eval_command=a.eval_command,
+        training_summary=read_summary_file(a.training_summary),
+        train_dir=str(Path(a.training_summary).parent) if a.training_summary else None,
     )
-    out = {**result.to_dict(), "blessed": blessing.blessed, "reasons": blessing.reasons, "baseline": baseline}
+    out = outcome.to_dict()
     emit(out, a.results_dir)
 
 

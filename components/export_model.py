@@ -23,12 +23,14 @@ def export_model(
     model: Input[Model],
     exported_model: Output[Model],
     volume_root: str = "/mnt/tfk8s",
-    model_name: str = "mnist-cnn",
+    model_name: str = "",
 ):
-    """Export the trained model as a new version; the Model artifact's metadata carries the export path,
-    version and serving signature."""
-    from tfk8s.steps import export_model_step
+    """Export the trained model (any SavedModel) as a new version; the Model artifact's metadata carries the
+    export path, version, serving signature and model name (empty: derived from the data set)."""
+    from tfk8s.steps import default_model_name, export_model_step
 
+    model_name = model_name or default_model_name(model.metadata.get("dataset") or "model",
+                                                  bool(model.metadata.get("builtin_trainer", True)))
     result = export_model_step(
         saved_model_dir=model.metadata["path"], volume_root=volume_root, model_name=model_name
     )

@@ -32,9 +32,11 @@ def prepare_dataset(
     max_examples: int = 0,
     chief: int = 0,
     download: bool = True,
+    data_dir: str = "",
 ):
-    """Shard a TFDS data set into TFRecords + metadata.json on the volume; the Dataset artifact carries the
-    metadata (splits, examples, shard files) and the data folder's ``path``."""
+    """Shard a TFDS data set into TFRecords + metadata.json on the volume, or (with ``data_dir``) check the
+    folder the user prepared; the Dataset artifact carries the metadata (splits, examples, shard files) and the
+    data folder's ``path``."""
     import json  # the body runs on its own under KFP: module imports are not there
 
     from tfk8s.steps import prepare_dataset_step
@@ -49,6 +51,7 @@ def prepare_dataset(
         max_examples=max_examples,
         chief=chief,
         download=download,
+        data_dir=data_dir,
     )
     with open(dataset.path, "w") as f:
         json.dump(md, f, indent=2)
@@ -56,8 +59,9 @@ def prepare_dataset(
         {
             "path": md["path"],
             "dataset": md["dataset"],
-            "version": md["version"],
-            "num_classes": md["num_classes"],
+            "format": md.get("format", "tfk8s"),
+            "version": md.get("version", ""),
+            "num_classes": md.get("num_classes", 0),
             "splits": {s: v["num_examples"] for s, v in md["splits"].items()},
             "shards": {s: len(v["files"]) for s, v in md["splits"].items()},
         }
@@ -81,6 +85,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="download the data set when it is not in the data dir (default: true; offline it "
                         "fails within seconds)")
     p.add_argument("--max-examples", type=int, default=0, help="cap per split (0: all)")
+    p.add_argument("--data-dir", default="", help="a folder you prepared (TFRecords + metadata.json, or a "
+                   "tf.data snapshot): checked, nothing prepared")
     add_results_dir_argument(p)
     a = p.parse_args(argv)
     from tfk8s.steps import prepare_dataset_step
@@ -95,6 +101,7 @@ def main(argv: list[str] | None = None) -> None:
         max_examples=a.max_examples,
         chief=a.chief,
         download=a.download,
+        data_dir=a.data_dir,
     )
     emit(md, a.results_dir)
 

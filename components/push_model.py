@@ -34,11 +34,13 @@ def push_model(
     exported_model: Input[Model],
     pushed_model: Output[Model],
     volume_root: str = "/mnt/tfk8s",
-    model_name: str = "mnist-cnn",
+    model_name: str = "",
 ):
-    """Copy the blessed version into the serving base; the Model artifact carries the served path/version."""
+    """Copy the blessed version into the serving base; the Model artifact carries the served path/version
+    (model_name empty: the export's)."""
     from tfk8s.steps import push_model_step
 
+    model_name = model_name or exported_model.metadata["model_name"]
     r = push_model_step(
         model_dir=exported_model.metadata["path"], volume_root=volume_root, model_name=model_name
     )

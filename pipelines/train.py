@@ -24,7 +24,8 @@ from typing import NamedTuple
 if __package__ in (None, ""):  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kfp import compiler, dsl, kubernetes
+from kfp import compiler, dsl
+from kfp import kubernetes as kfp_kubernetes
 from kfp.dsl import HTML, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
 from components import DEFAULT_IMAGE
@@ -38,9 +39,9 @@ from pipelines.cli_extras import add_arguments as add_cluster_arguments
 from pipelines.cli_extras import handle as handle_cluster
 from tfk8s.kfp_client import ParameterError, parse_param_items, resolve_params
 from tfk8s.launcher.local import sigterm_reaches_children
-from tfk8s.launcher.policy import DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_TIMEOUT_S
 from tfk8s.layout import DEFAULT_ROOT
-from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE, DEFAULT_TIMEOUT_S
+from tfk8s.launcher.policy import DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_TIMEOUT_S
+from tfk8s.specs import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE, DEFAULT_TIMEOUT_S
 
 PIPELINE_NAME = "tfk8s-train"
 VOLUME_MOUNT_PATH = DEFAULT_ROOT  # where every step and every replica mounts the PVC
@@ -64,10 +65,14 @@ class Outputs(NamedTuple):
               "a versioned, evaluated SavedModel.")
 def train_pipeline(
     dataset_name: str = "mnist",
+    data_dir: str = "",
     tfds_data_dir: str = "",
     tfds_download: bool = True,
     num_shards: int = 0,
     max_examples: int = 0,
+    command: str = "",
+    eval_command: str = "",
+    image: str = DEFAULT_IMAGE,
     chief: int = 0,
     workers: int = 2,
     ps: int = 0,
@@ -78,7 +83,10 @@ def train_pipeline(
     success_policy: str = "",
     timeout_s: int = DEFAULT_TIMEOUT_S,
     progress_timeout_s: int = DEFAULT_PROGRESS_TIMEOUT_S,
-    model_name: str = "mnist-cnn",
+    max_restarts: int = DEFAULT_MAX_RESTARTS,
+    job_name_prefix: str = "tfk8s",
+    model_name: str = "",
+    gate_metric: str = "accuracy",
     min_accuracy: float = 0.98,
     max_accuracy_drop: float = -1.0,
     fail_on_unblessed: bool = False,
@@ -89,45 +97,46 @@ def train_pipeline(
     pvc_size: str = "20Gi",
     pvc_storage_class: str = "",
     namespace: str = "",
-    image: str = DEFAULT_IMAGE,
-    cpu: str = "1",
-    memory: str = "2Gi",
-    gpus: int = 0,
-    service_account: str = "",
-    max_restarts: int = DEFAULT_MAX_RESTARTS,
-    schedule_timeout_s: int = 600,
-    node_selector: str = "",
-    tolerations: str = "",
-    replica_overrides: str = "",
-    job_name_prefix: str = "tfk8s",
-    cluster_domain: str = "",
-    ttl_seconds_after_finished: int = 3600,
-    kueue_queue: str = "",
-    scheduler_name: str = "",
+    kubernetes: dict = {},  # noqa: B006 - KFP reads the default; it is never mutated
 ) -> Outputs:
-    """Train a CNN on a TFDS image data set with distributed TensorFlow, export, evaluate and push it.
+    """Train with distributed TensorFlow (the built-in CNN or your own program), export, evaluate and push.
 
     Args:
         dataset_name: TFDS data set with image + label features, e.g. mnist, fashion_mnist.
-        tfds_data_dir: TFDS data directory to read it from (empty: TFDS_DATA_DIR / TFDS's default).
+        data_dir: a data folder you prepared on the volume (TFRecords + metadata.json, or a tf.data snapshot;
+            absolute, or relative to the volume); when given, nothing is prepared.
+        tfds_data_dir: TFDS data directory to read dataset_name from (empty: TFDS_DATA_DIR / TFDS's default).
         tfds_download: use the local copy if present, else download it (true, the default; offline that fails
             within seconds saying how to point tfds_data_dir at a copy); false: never download.
         num_shards: TFRecord files per split (0: 4 per chief/worker replica; at least one per replica).
         max_examples: examples per split to use (0: all), for smoke runs.
+        command: the program every replica runs, a JSON list (argv) or a shell-style string, with placeholders
+            {data_dir} {model_dir} {checkpoint_dir} {tensorboard_dir} {job_name} {replica_type} {replica_index}
+            (empty: the built-in trainer). Contract: docs/training-program.md.
+        eval_command: evaluates the exported model when the built-in evaluation does not fit it (same contract;
+            TFK8S_MODEL_DIR is the export); empty: such a model is "not evaluated" and gated on its training
+            metrics.
+        image: container image of the replicas (your program's image, FROM the project image).
         chief: chief replicas, 0 or 1 (1 is required with ps).
         workers: worker replicas.
         ps: parameter servers (ParameterServerStrategy; needs chief=1 and workers >= 1).
-        evaluator: 0 or 1 sidecar evaluator, evaluating each checkpoint on the test split.
-        epochs: training epochs.
-        batch_size: global batch size (without ps: a multiple of chief + workers).
-        learning_rate: initial learning rate (cosine decay to 0 over the training).
+        evaluator: 0 or 1 sidecar evaluator.
+        epochs: built-in trainer: training epochs.
+        batch_size: built-in trainer: global batch size (without ps: a multiple of chief + workers).
+        learning_rate: built-in trainer: initial learning rate (cosine decay to 0 over the training).
         success_policy: '' (the chief, or worker 0, succeeds) or 'AllWorkers'.
         timeout_s: job-level deadline of the training in seconds (default a day; 0: none).
         progress_timeout_s: seconds a replica that has reported progress may go without a new report before it
             counts as hung and is restarted (as a retryable failure); 0: no watchdog.
-        model_name: names the export base <volume>/models/<model_name> and serving/<model_name>.
-        min_accuracy: quality gate: lowest test accuracy that is blessed.
-        max_accuracy_drop: quality gate: largest accuracy drop vs the last blessed model (< 0: no check).
+        max_restarts: recreations allowed for retryable failures (exit >= 128, killed by a signal, OOMKilled,
+            eviction, no progress...), on either backend.
+        job_name_prefix: prefix of the training job's name (<prefix>-<run id>, cut to a DNS-1035 label).
+        model_name: names the export base <volume>/models/<model_name> and serving/<model_name> (empty:
+            <data set>-cnn for the built-in trainer, <data set>-model for your program).
+        gate_metric: the metric the quality gate checks against min_accuracy (default accuracy; from the
+            evaluation, else from what the training program reported).
+        min_accuracy: quality gate: lowest value of gate_metric that is blessed.
+        max_accuracy_drop: quality gate: largest drop vs the last blessed model (< 0: no check).
         fail_on_unblessed: fail the run when the model is not blessed (else it is just not pushed).
         backend: where the replicas run: kubernetes (Jobs + Services) or local (processes; --local sets it).
         volume_root: the PVC's mount path; must stay /mnt/tfk8s on Kubernetes (--local sets a folder).
@@ -136,24 +145,10 @@ def train_pipeline(
         pvc_size: its size when created, e.g. 20Gi.
         pvc_storage_class: its StorageClass when created (empty: the cluster's default).
         namespace: namespace of the training replicas (empty: the launcher pod's own).
-        image: container image of the replicas.
-        cpu: CPU request and limit per replica, e.g. 2 or 500m.
-        memory: memory request and limit per replica, e.g. 4Gi.
-        gpus: nvidia.com/gpu per replica.
-        service_account: ServiceAccount of the replicas (empty: the namespace's default).
-        max_restarts: recreations allowed for retryable failures (exit >= 128, killed by a signal, OOMKilled,
-            eviction, no progress...), on either backend.
-        schedule_timeout_s: seconds a replica may stay pending (unscheduled or not started) before the run fails.
-        node_selector: JSON object of node labels for every replica, e.g. {"pool": "gpu"}.
-        tolerations: JSON list of Kubernetes tolerations for every replica.
-        replica_overrides: JSON object per replica type (chief, worker, ps, evaluator) overriding image,
-            command, cpu, memory, cpu_limit, memory_limit, gpus, node_selector, tolerations, service_account,
-            env; e.g. {"ps": {"cpu": "500m", "gpus": 0}}.
-        job_name_prefix: prefix of the training job's name (<prefix>-<run id>, cut to a DNS-1035 label).
-        cluster_domain: cluster DNS domain in the replicas' addresses (empty: <svc>.<namespace>.svc).
-        ttl_seconds_after_finished: seconds Kubernetes keeps a finished replica Job (a backstop).
-        kueue_queue: Kueue LocalQueue name for the replica Jobs (gang admission hook).
-        scheduler_name: schedulerName of the replica pods, e.g. volcano.
+        kubernetes: the replicas' Kubernetes settings, any of cpu, memory, gpus, node_selector, tolerations,
+            service_account, replica_overrides, cluster_domain, schedule_timeout_s, ttl_seconds_after_finished,
+            kueue_queue, scheduler_name (tfk8s.kube.settings.KubernetesParams); e.g.
+            {"cpu": "2", "memory": "4Gi", "replica_overrides": {"ps": {"cpu": "500m"}}}.
     """
     run_id = dsl.PIPELINE_JOB_ID_PLACEHOLDER
 
@@ -167,23 +162,19 @@ def train_pipeline(
     prepare = prepare_dataset(
         dataset_name=dataset_name, tfds_data_dir=tfds_data_dir, volume_root=volume_root, run_id=run_id,
         num_shards=num_shards, num_workers=workers, chief=chief, max_examples=max_examples,
-        download=tfds_download,
+        download=tfds_download, data_dir=data_dir,
     ).set_display_name("prepare dataset").after(volume)
 
     launch = launch_training(
-        dataset=prepare.outputs["dataset"], volume_root=volume_root, run_id=run_id, chief=chief, workers=workers,
-        ps=ps, evaluator=evaluator, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-        backend=backend, success_policy=success_policy, timeout_s=timeout_s,
-        progress_timeout_s=progress_timeout_s, namespace=namespace, image=image,
-        pvc_name=pvc_name, cpu=cpu, memory=memory, gpus=gpus, service_account=service_account,
-        max_restarts=max_restarts, schedule_timeout_s=schedule_timeout_s, node_selector=node_selector,
-        tolerations=tolerations, replica_overrides=replica_overrides, job_name_prefix=job_name_prefix,
-        cluster_domain=cluster_domain, ttl_seconds_after_finished=ttl_seconds_after_finished,
-        kueue_queue=kueue_queue, scheduler_name=scheduler_name,
+        dataset=prepare.outputs["dataset"], volume_root=volume_root, run_id=run_id, backend=backend, chief=chief,
+        workers=workers, ps=ps, evaluator=evaluator, command=command, epochs=epochs, batch_size=batch_size,
+        learning_rate=learning_rate, success_policy=success_policy, timeout_s=timeout_s,
+        progress_timeout_s=progress_timeout_s, job_name_prefix=job_name_prefix, max_restarts=max_restarts, namespace=namespace, image=image,
+        pvc_name=pvc_name, kubernetes=kubernetes,
     ).set_display_name("launch training")
     # The launcher's own pod, for the replicas' ownerReferences (deleting the run deletes every replica).
-    kubernetes.use_field_path_as_env(launch, env_name="TFK8S_LAUNCHER_POD_NAME", field_path="metadata.name")
-    kubernetes.use_field_path_as_env(launch, env_name="TFK8S_LAUNCHER_POD_UID", field_path="metadata.uid")
+    kfp_kubernetes.use_field_path_as_env(launch, env_name="TFK8S_LAUNCHER_POD_NAME", field_path="metadata.name")
+    kfp_kubernetes.use_field_path_as_env(launch, env_name="TFK8S_LAUNCHER_POD_UID", field_path="metadata.uid")
 
     export = export_model(
         model=launch.outputs["model"], volume_root=volume_root, model_name=model_name,
@@ -192,19 +183,19 @@ def train_pipeline(
     evaluate = evaluate_model(
         exported_model=export.outputs["exported_model"], dataset=prepare.outputs["dataset"],
         model=launch.outputs["model"], min_accuracy=min_accuracy, max_accuracy_drop=max_accuracy_drop,
-        volume_root=volume_root, model_name=model_name,
+        gate_metric=gate_metric, eval_command=eval_command, volume_root=volume_root,
     ).set_display_name("evaluate")
 
     # Only a blessed model becomes the served version (TFX Evaluator -> Pusher).
     with dsl.If(evaluate.outputs["blessed"] == True, name="blessed"):
         push = push_model(
-            exported_model=export.outputs["exported_model"], volume_root=volume_root, model_name=model_name,
+            exported_model=export.outputs["exported_model"], volume_root=volume_root,
         ).set_display_name("push model")
     with dsl.Else(name="not-blessed"), dsl.If(fail_on_unblessed == True, name="fail-on-unblessed"):
         reject = reject_model(reasons=evaluate.outputs["reasons"]).set_display_name("reject model")
 
     for task in (prepare, launch, export, evaluate, push, reject):
-        kubernetes.mount_pvc(task, pvc_name=pvc_name, mount_path=VOLUME_MOUNT_PATH)
+        kfp_kubernetes.mount_pvc(task, pvc_name=pvc_name, mount_path=VOLUME_MOUNT_PATH)
         # Nothing here may come from the cache: the data, checkpoints and models live on the volume, which
         # KFP's cache does not see; a cached launch would train nothing, a cached evaluation check nothing.
         task.set_caching_options(False)
@@ -264,8 +255,10 @@ def run_local(volume: str | os.PathLike, params: dict, verbose: bool = True) -> 
         verbose: print every step's whole output (kfp.local's way); False: :func:`quiet_steps`.
 
     Returns:
-        ``{"accuracy", "loss", "export_path", "run_dir", "version", "blessed", "summary", "report", "job",
-        "volume", "pipeline_root", "wall_time_s"}`` (``job``: the training job's record, ``{}`` if none).
+        ``{"accuracy", "loss", "export_path", "run_dir", "metrics", "model_name", "version", "blessed",
+        "summary", "report", "job", "volume", "pipeline_root", "wall_time_s"}`` (``job``: the training job's
+        record, ``{}`` if none; accuracy and loss None when the model was not evaluated and its program reported
+        none; ``metrics`` holds what the gate saw, ``not_evaluated`` why).
     """
     import warnings
 
@@ -291,8 +284,8 @@ def run_local(volume: str | os.PathLike, params: dict, verbose: bool = True) -> 
     run_dir = Path(out["dataset"].metadata["path"]).parent
     from tfk8s.jobs import read_record, record_path
 
-    return {"accuracy": metrics["accuracy"], "loss": metrics["loss"], "export_path": exported["path"],
-            "run_dir": str(run_dir),
+    return {"accuracy": metrics.get("accuracy"), "loss": metrics.get("loss"), "export_path": exported["path"],
+            "run_dir": str(run_dir), "metrics": dict(metrics), "model_name": exported.get("model_name"),
             "version": int(exported["version"]), "blessed": out["blessed"], "summary": out["summary"].path,
             "report": str(run_dir / "report.html"), "job": read_record(record_path(run_dir / "train")) or {},
             "volume": str(volume), "pipeline_root": str(pipeline_root), "wall_time_s": time.monotonic() - t0}
@@ -305,8 +298,17 @@ def _check_params(items: list[str], *, local: bool) -> None:
 
     from tfk8s import params as pipeline_params
 
+    from tfk8s.kube.settings import KubernetesParams
+
     try:
-        given = resolve_params(DEFAULT_OUTPUT, parse_param_items(items))
+        items_given = parse_param_items(items)
+        moved = sorted(set(items_given) & (set(KubernetesParams.names()) - set(KubernetesParams.SHARED)))
+        if moved:  # a flat parameter before the Kubernetes settings were grouped
+            k = moved[0]
+            raise ParameterError(f"{', '.join(moved)} {'is a key' if len(moved) == 1 else 'are keys'} of the "
+                                 f"kubernetes parameter now: --param kubernetes.{k}={items_given[k]} (or --param "
+                                 f"kubernetes='{{\"{k}\": ...}}')")
+        given = resolve_params(DEFAULT_OUTPUT, items_given)
     except ParameterError as e:
         raise SystemExit(f"tfk8s: {e}") from None
     if local and {"backend", "volume_root"} & set(given):
@@ -359,7 +361,15 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"tfk8s: {e}. The failing step's log above gives the reason.") from None
     job = r["job"]
     print(f"\ntfk8s: pipeline finished in {r['wall_time_s']:.0f}s")
-    print(f"  test accuracy : {r['accuracy']:.4f}   (loss {r['loss']:.4f})")
+    m = r["metrics"]
+    if m.get("not_evaluated"):
+        print(f"  evaluation    : {m['not_evaluated']}")
+    shown = {k: v for k, v in m.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    if r["accuracy"] is not None and m.get("evaluated"):
+        loss = f"   (loss {r['loss']:.4f})" if r["loss"] is not None else ""
+        print(f"  test accuracy : {r['accuracy']:.4f}{loss}")
+    elif shown:
+        print("  metrics       : " + ", ".join(f"{k} {v:.4g}" for k, v in shown.items()))
     print(f"  exported model: {r['export_path']}  (version {r['version']})")
     verdict = "blessed, pushed to the serving base" if r["blessed"] else "NOT blessed, not pushed"
     print(f"  quality gate  : {verdict}  (summary: {r['summary']})")

@@ -15,6 +15,7 @@ import yaml
 
 from tfk8s import kfp_client
 from tfk8s.kfp_client import (
+    parse_param_items,
     CronError,
     KfpApiError,
     KfpClientError,
@@ -310,8 +311,15 @@ def test_unknown_parameter_lists_the_known_ones_before_any_request():
 def test_values_are_parsed_to_the_declared_types():
     assert resolve_params(
         PACKAGE,
-        {"workers": "3", "learning_rate": "1e-3", "fail_on_unblessed": "true", "model_name": "m", "gpus": 1},
-    ) == {"workers": 3, "learning_rate": 0.001, "fail_on_unblessed": True, "model_name": "m", "gpus": 1}
+        {"workers": "3", "learning_rate": "1e-3", "fail_on_unblessed": "true", "model_name": "m", "max_restarts": 1,
+         "kubernetes": '{"cpu": "2"}'},
+    ) == {"workers": 3, "learning_rate": 0.001, "fail_on_unblessed": True, "model_name": "m", "max_restarts": 1,
+          "kubernetes": {"cpu": "2"}}
+    # dotted items set keys of an object parameter, their values JSON where they parse
+    assert parse_param_items(["kubernetes.cpu=2", 'kubernetes.node_selector={"a": "b"}', "kubernetes.memory=4Gi"]) == {
+        "kubernetes": {"cpu": 2, "node_selector": {"a": "b"}, "memory": "4Gi"}}
+    with pytest.raises(ParameterError, match="given both whole and"):
+        parse_param_items(['kubernetes={"cpu": "1"}', "kubernetes.cpu=2"])
     with pytest.raises(ParameterError, match=r"workers='two': expected an integer"):
         resolve_params(PACKAGE, {"workers": "two"})
     with pytest.raises(ParameterError, match=r"fail_on_unblessed='maybe': expected true or false"):

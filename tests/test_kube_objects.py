@@ -27,7 +27,7 @@ from tfk8s.kube.classify import FailureKind, Phase, classify_job, classify_pod
 from tfk8s.kube.cli import add_kubernetes_arguments, settings_from_args
 from tfk8s.kube.errors import KubernetesApiError
 from tfk8s.kube.objects import job_manifest, job_selector, replica_from_labels
-from tfk8s.kube.settings import KubernetesSettings, LauncherPod, parse_quantity
+from tfk8s.kube.settings import KubernetesParams, KubernetesSettings, LauncherPod, parse_quantity
 from tfk8s.kube.watch import Changed, Synced, Watcher, WatchFailed
 from tfk8s.launcher import TrainingJob, job_name
 from tfk8s.launcher.kubernetes import render_manifests
@@ -264,12 +264,16 @@ def test_dry_run_of_the_launch_step_prints_yaml_that_validates(version, capsys, 
 
 
 # -- settings --------------------------------------------------------------------------------------------------------
-def test_from_params_takes_exactly_the_step_parameters():
-    params = set(inspect.signature(KubernetesSettings.from_params).parameters)
-    assert params == {"namespace", "image", "pvc_name", "volume_mount_path", "cpu", "memory", "gpus",
-                      "node_selector", "tolerations", "service_account", "replica_overrides", "cluster_domain",
-                      "schedule_timeout_s", "max_restarts", "ttl_seconds_after_finished", "kueue_queue",
-                      "scheduler_name"}
+def test_from_params_takes_exactly_the_kubernetes_params_and_names_an_unknown_one():
+    assert KubernetesParams.names() == (
+        "namespace", "image", "pvc_name", "cpu", "memory", "gpus", "node_selector", "tolerations",
+        "service_account", "replica_overrides", "cluster_domain", "schedule_timeout_s", "max_restarts",
+        "ttl_seconds_after_finished", "kueue_queue", "scheduler_name")
+    with pytest.raises(ValueError, match=r"unknown keys \['memroy'\] \(did you mean memory\?\)"):
+        KubernetesSettings.from_params(image="i", memroy="1Gi")
+    # structured values as parsed objects (the pipeline's dict parameter) or as JSON text (a CLI flag)
+    assert make_settings(node_selector={"pool": "gpu"}, replica_overrides={"ps": {"cpu": "500m"}}) == make_settings(
+        node_selector='{"pool": "gpu"}', replica_overrides='{"ps": {"cpu": "500m"}}')
 
 
 @pytest.mark.parametrize(("params", "message"), [
@@ -317,12 +321,8 @@ def test_cli_flags_build_the_same_settings():
         namespace="ml", image="img:2", gpus=2, max_restarts=5, replica_overrides='{"ps": {"gpus": 0}}',
         schedule_timeout_s=30, kueue_queue="q", scheduler_name="volcano")
     flags = {a.dest for a in parser._actions} - {"help"}
-    # the mount path is the launch step's --volume-root, not a flag of its own
-    assert flags == set(inspect.signature(KubernetesSettings.from_params).parameters) - {"volume_mount_path"}
-    # the KFP component passes exactly these through
-    from tfk8s.steps import KUBERNETES_PARAMS
-
-    assert set(KUBERNETES_PARAMS) == flags
+    # one flag per KubernetesParams field; the mount path is the launch step's --volume-root
+    assert flags == set(KubernetesParams.names())
 
 
 # -- failure classification (Training Operator rules) ------------------------------------------------------------------

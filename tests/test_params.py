@@ -34,9 +34,15 @@ def test_the_pipeline_defaults_pass():
     ({"model_name": "../evil"}, "model name '../evil' must be a single path segment"),
     ({"volume_root": "/data"}, "volume_root must be /mnt/tfk8s on Kubernetes"),
     ({"pvc_name": ""}, "pvc_name is empty"),
-    ({"node_selector": "{pool: gpu}"}, "node_selector"),
-    ({"replica_overrides": '{"boss": {"cpu": "1"}}'}, "replica_overrides has unknown replica types ['boss']"),
-    ({"memory": "lots"}, "'lots' is not a Kubernetes quantity"),
+    ({"kubernetes": {"node_selector": "{pool: gpu}"}}, "node_selector"),
+    ({"kubernetes": {"replica_overrides": {"boss": {"cpu": "1"}}}},
+     "replica_overrides has unknown replica types ['boss']"),
+    ({"kubernetes": {"memory": "lots"}}, "'lots' is not a Kubernetes quantity"),
+    ({"kubernetes": {"cpus": "2"}}, "kubernetes has unknown keys ['cpus'] (did you mean cpu?)"),
+    ({"kubernetes": {"image": "x"}}, "kubernetes must not set ['image']: they are pipeline parameters"),
+    ({"command": "python train.py --out {model}"}, "command: command uses unknown placeholder {model}"),
+    ({"eval_command": "python 'eval.py"}, "cannot be split like a shell line (No closing quotation)"),
+    ({"gate_metric": ""}, "gate_metric is empty"),
 ])
 def test_each_bad_parameter_is_named_with_its_fix(override, expected):
     found = problems({**DEFAULTS, **override})
@@ -67,14 +73,53 @@ def test_the_launch_step_checks_again_before_creating_any_replica(tmp_path):
     from tfk8s.steps import launch_training_step
 
     with pytest.raises(ValueError, match="make it a multiple of 3"):
-        launch_training_step(data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1", chief=0,
-                             workers=3, ps=0, evaluator=0, epochs=1, batch_size=512, learning_rate=0.01,
-                             backend="local")
+        launch_training_step(data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
+                             backend="local", params={"workers": 3, "epochs": 1})
     assert not (tmp_path / "runs").exists()
     with pytest.raises(ValueError, match="pvc_name is empty"):
-        launch_training_step(data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1", chief=1,
-                             workers=2, ps=0, evaluator=0, epochs=1, batch_size=512, learning_rate=0.01,
-                             backend="kubernetes", kubernetes_params={"pvc_name": ""}, dry_run=True)
+        launch_training_step(data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1",
+                             backend="kubernetes", params={"chief": 1, "pvc_name": ""}, dry_run=True)
+    with pytest.raises(ValueError, match=r"data_dir .*data does not exist: prepare it on the volume"):
+        launch_training_step(data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
+                             backend="local", params={"command": "python train.py"})
+    (tmp_path / "data").mkdir()
+    with pytest.raises(ValueError, match=r"data_dir .*data is empty"):
+        launch_training_step(data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
+                             backend="local", params={"command": "python train.py"})
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_cli_takes_kubernetes_settings_as_dotted_params_and_says_where_flat_ones_went(tmp_path):
+    from pipelines.train import _check_params
+
+    _check_params(["kubernetes.cpu=2", 'kubernetes.node_selector={"pool": "gpu"}', "workers=4"], local=False)
+    with pytest.raises(SystemExit, match=r"cpu is a key of the kubernetes parameter now: --param kubernetes.cpu=2"):
+        _check_params(["cpu=2"], local=False)
+    with pytest.raises(SystemExit, match=r"kubernetes has unknown keys \['gpu'\] \(did you mean gpus\?\)"):
+        _check_params(["kubernetes.gpu=1"], local=False)
+
+
+def test_one_definition_of_the_launch_parameters_for_pipeline_component_and_cli():
+    import argparse
+
+    from components.launch_training import launch_training
+    from tfk8s.kube.settings import KubernetesParams
+    from tfk8s.specs import LAUNCH_PARAMETERS, add_launch_arguments
+
+    component = {k: v.default for k, v in inspect.signature(launch_training.python_func).parameters.items()
+                 if v.default is not inspect.Parameter.empty}
+    for name, p in LAUNCH_PARAMETERS.items():
+        assert component[name] == p.default, name  # literals in the component's source
+    # the pipeline's: the same, except that it names the PVC and leaves the trainer's example cap to max_examples
+    pipeline = {k: DEFAULTS[k] for k in LAUNCH_PARAMETERS if k in DEFAULTS}
+    assert pipeline == {**{k: p.default for k, p in LAUNCH_PARAMETERS.items() if k != "max_train_examples"},
+                        "pvc_name": "tfk8s-data"}
+    assert set(LAUNCH_PARAMETERS) | {"volume_root", "run_id", "backend"} == set(component)
+    parser = argparse.ArgumentParser()
+    add_launch_arguments(parser)
+    assert {a.dest for a in parser._actions} - {"help"} == set(LAUNCH_PARAMETERS)
+    # what the kubernetes dict may hold is KubernetesParams, less the parameters of their own
+    assert "cpu" in LAUNCH_PARAMETERS["kubernetes"].help and set(KubernetesParams.SHARED) <= set(LAUNCH_PARAMETERS)
 
 
 def test_component_clis_print_expected_errors_as_one_line():

@@ -29,9 +29,12 @@ def test_two_workers_train_a_model_well_above_chance(pipeline_run):
     volume, result = pipeline_run
     assert result["accuracy"] > 0.6  # chance is 0.1
     (run_dir,) = (volume / "runs").iterdir()
+    # written by the launch step: the job, plus what the program reported in its metrics file
     summary = json.loads((run_dir / "train" / "training_summary.json").read_text())
-    assert summary["num_workers"] == 2 and summary["num_replicas_in_sync"] == 2
-    assert summary["strategy"] == "multi_worker_mirrored" and summary["epochs"] == 2
+    assert summary["job"]["replicas"] == {"chief": 0, "worker": 2, "ps": 0, "evaluator": 0}
+    assert summary["job"]["coordinator"] == "worker-0" and set(summary["job"]["exit_codes"]) == {"worker-0", "worker-1"}
+    assert summary["metrics"]["epochs"] == 2 and 0 < summary["metrics"]["accuracy"] <= 1
+    assert not (run_dir / "train" / "scratch").exists()  # worker-1's model dir was removed
     # each worker's output was streamed and kept
     logs = {p.name: p.read_text() for p in (run_dir / "train" / "replica-logs").iterdir()}
     assert set(logs) == {"worker-0.log", "worker-1.log"}

@@ -137,7 +137,7 @@ class _Step:
     scope: dict[str, _Value] = field(default_factory=dict)  # the enclosing DAG's inputs (PVC claim names)
 
 
-def load_ir(source: Any = None) -> PipelineIR:
+def load_ir(source: Any) -> PipelineIR:
     """The compiled IR of ``source``.
 
     Args:
@@ -149,9 +149,8 @@ def load_ir(source: Any = None) -> PipelineIR:
         FileNotFoundError: the package path does not exist.
     """
     if source is None:
-        from pipelines.train import train_pipeline
-
-        source = train_pipeline
+        raise ValueError("load_ir needs the pipeline: a compiled package path, its documents, or the "
+                         "@dsl.pipeline function (e.g. pipelines.train.train_pipeline)")
     if isinstance(source, (str, os.PathLike)):
         docs = [d for d in yaml.safe_load_all(Path(source).read_text()) if d]
         spec, platform = docs[0], (docs[1] if len(docs) > 1 else {})
@@ -376,11 +375,11 @@ def _claim(step: _Step, mount: dict) -> str:
     raise ArgoExportError(f"task {step.name!r}: PVC mount {mount} names its claim in a way not translated")
 
 
-def build_workflow(source: Any = None) -> Workflow:
+def build_workflow(source: Any) -> Workflow:
     """Build the Argo Workflow of a compiled pipeline (see the module docstring for the mapping).
 
     Args:
-        source: what :func:`load_ir` accepts; None compiles :func:`pipelines.train.train_pipeline`.
+        source: what :func:`load_ir` accepts.
 
     Returns:
         A :class:`hera.workflows.Workflow`: ``generateName: <pipeline name>-``, one DAG template (the entrypoint,
@@ -543,13 +542,13 @@ def _template(ir: PipelineIR, step: _Step, claims: dict, params: dict) -> Contai
     )
 
 
-def workflow_yaml(source: Any = None) -> str:
+def workflow_yaml(source: Any) -> str:
     """The Workflow of :func:`build_workflow` as the YAML text :func:`compile_argo` writes (with its header)."""
     return HEADER + build_workflow(source).to_yaml()
 
 
-def compile_argo(output: str | os.PathLike = DEFAULT_OUTPUT, source: Any = None) -> Path:
-    """Write the Argo Workflow of ``source`` (default: the tfk8s training pipeline) to ``output``.
+def compile_argo(output: str | os.PathLike, source: Any) -> Path:
+    """Write the Argo Workflow of ``source`` (what :func:`load_ir` accepts) to ``output``.
 
     Returns:
         The path written. Raises what :func:`build_workflow` raises.

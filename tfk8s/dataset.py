@@ -462,3 +462,52 @@ def _main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - manu
 
 if __name__ == "__main__":  # pragma: no cover
     _main()
+
+
+SNAPSHOT_MARKERS = ("dataset_spec.pb", "snapshot.metadata")  # what tf.data.Dataset.save / snapshot write
+
+
+def inspect_data_dir(data_dir: str | os.PathLike) -> dict:
+    """Check a data folder before any replica reads it, and describe it.
+
+    Accepted layouts: what :func:`prepare_dataset` writes (``metadata.json`` + the shard files it lists, each
+    present and non-empty); a ``tf.data`` snapshot (``tf.data.Dataset.save``: ``dataset_spec.pb`` or
+    ``snapshot.metadata``); any folder holding ``*.tfrecord*`` files (a user's own TFRecords, read by the
+    user's program).
+
+    Returns:
+        For ``metadata.json``: the metadata as a dict plus ``path`` and ``format: "tfk8s"``. Otherwise
+        ``{"path", "format": "tf.data snapshot" | "tfrecord", "dataset": <folder name>, "splits": {}}``.
+
+    Raises:
+        ValueError: the folder is missing, not a folder, empty, of no accepted layout, or its metadata.json is
+            malformed or names missing / empty shard files; the message names the path and the fix.
+    """
+    path = Path(data_dir)
+    fix = ("prepare it on the volume: TFRecords + metadata.json (as the prepare step writes them, "
+           "tfk8s.dataset.prepare_dataset), or a tf.data snapshot (tf.data.Dataset.save); or leave data_dir "
+           "empty to prepare dataset_name")
+    if not path.exists():
+        raise ValueError(f"data_dir {path} does not exist: {fix}")
+    if not path.is_dir():
+        raise ValueError(f"data_dir {path} is not a folder: {fix}")
+    entries = [p for p in path.iterdir() if not p.name.startswith(".")]
+    if not entries:
+        raise ValueError(f"data_dir {path} is empty: {fix}")
+    if (path / METADATA_FILE).is_file():
+        try:
+            md = load_metadata(path)
+        except ValueError as e:
+            raise ValueError(f"data_dir {path}: {e}") from None
+        for split in md.splits:
+            bad = [f for f in md.files_for(split) if not Path(f).is_file() or Path(f).stat().st_size == 0]
+            if bad:
+                raise ValueError(f"data_dir {path}: metadata.json lists {len(bad)} missing or empty shard files "
+                                 f"of split {split!r}, e.g. {bad[0]}: re-run the preparation, or fix metadata.json")
+        return {**json.loads(md.to_json()), "path": str(path), "format": "tfk8s"}
+    if any((path / m).exists() for m in SNAPSHOT_MARKERS):
+        return {"path": str(path), "format": "tf.data snapshot", "dataset": path.name, "splits": {}}
+    if any(p.is_file() and ".tfrecord" in p.name for p in path.rglob("*")):
+        return {"path": str(path), "format": "tfrecord", "dataset": path.name, "splits": {}}
+    raise ValueError(f"data_dir {path} holds neither metadata.json, a tf.data snapshot nor TFRecord files "
+                     f"(it has {sorted(p.name for p in entries)[:5]}): {fix}")

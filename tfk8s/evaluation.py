@@ -140,19 +140,117 @@ class Blessing:
 
 
 def bless(candidate: EvalResult, thresholds: Thresholds, baseline_accuracy: float | None = None) -> Blessing:
-    """Apply ``thresholds`` to ``candidate`` (and to its difference from ``baseline_accuracy``)."""
+    """Apply ``thresholds`` to ``candidate``'s accuracy (and to its difference from ``baseline_accuracy``);
+    :func:`gate` on the built-in evaluation's metrics."""
+    return gate({"accuracy": candidate.accuracy, "loss": candidate.loss}, thresholds, "accuracy",
+                baseline_accuracy)
+
+def builtin_misfit(signature: dict, metadata) -> str | None:
+    """Why the built-in classification evaluation cannot run a model, or None when it can.
+
+    It can when the data set is one ``prepare_dataset`` wrote (``metadata``: image shape, dtype, classes) and
+    the model's ``serving_default`` signature (:func:`tfk8s.export.serving_signature`) takes one input of the
+    images' dtype and shape ``[batch, *image_shape]`` (unknown dims match) and returns one output of
+    ``num_classes`` probabilities per example.
+
+    Args:
+        signature: ``{"inputs": {...}, "outputs": {...}}`` or ``{}`` (no serving signature).
+        metadata: :class:`tfk8s.dataset.DatasetMetadata`, or None for a data folder without metadata.json.
+
+    Returns:
+        A sentence such as ``"the model's serving signature takes float32 [None, 28, 28]; the data set's
+        images are uint8 [28, 28, 1]"``, or None.
+    """
+    if metadata is None:
+        return "the data folder has no metadata.json (image shape, classes), which the built-in evaluation needs"
+    if not signature:
+        return "the model has no 'serving_default' signature"
+    inputs, outputs = signature.get("inputs") or {}, signature.get("outputs") or {}
+    want = [None, *metadata.image_shape]
+    if len(inputs) != 1:
+        return f"the model's serving signature takes {len(inputs)} inputs ({sorted(inputs)}), not one image tensor"
+    (spec,) = inputs.values()
+    shape = spec.get("shape")
+    shape_ok = shape is not None and len(shape) == len(want) and all(
+        a is None or b is None or a == b for a, b in zip(shape, want, strict=True))
+    if spec.get("dtype") != metadata.image_dtype or not shape_ok:
+        return (f"the model's serving signature takes {spec.get('dtype')} {shape}; the data set's images are "
+                f"{metadata.image_dtype} {list(metadata.image_shape)}")
+    if len(outputs) != 1:
+        return f"the model's serving signature has {len(outputs)} outputs ({sorted(outputs)}), not one"
+    (out,) = outputs.values()
+    out_shape = out.get("shape") or []
+    if not out_shape or out_shape[-1] not in (None, metadata.num_classes):
+        return (f"the model's output has shape {out_shape}, not one probability per class "
+                f"([None, {metadata.num_classes}])")
+    return None
+
+
+def gate(metrics: dict, thresholds: Thresholds, metric: str = "accuracy", baseline_value: float | None = None,
+         *, diverged: bool = False, source: str = "evaluation") -> Blessing:
+    """The quality gate on any reported metric: ``metrics[metric] >= thresholds.min_accuracy`` and, with a
+    baseline, a drop of at most ``thresholds.max_accuracy_drop``. Never raises on what a program reported.
+
+    Args:
+        metrics: name -> value (finite numbers count; anything else is "not reported").
+        metric: the gate metric (pipeline parameter ``gate_metric``).
+        baseline_value: the last blessed model's value of ``metric`` on the same data, if known.
+        diverged: the training stopped on a NaN/inf loss (the program reported ``diverged: true``).
+        source: where ``metrics`` come from, for the reasons ("evaluation", "the training program").
+
+    Returns:
+        The verdict with one reason per check; "not blessed: ..." reasons when it is not blessed.
+    """
+    if diverged:
+        return Blessing(False, ["not blessed: training diverged (loss NaN)"])
+    value = metrics.get(metric)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        reported = sorted(k for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool))
+        why = "is not a finite number" if metric in metrics else "was not reported"
+        return Blessing(False, [
+            f"not blessed: gate_metric {metric!r} {why} by {source} (numeric metrics: {reported}); report it "
+            f"(tfk8s.runtime.report or TFK8S_METRICS_FILE, docs/training-program.md) or choose another gate_metric"])
     reasons, ok = [], True
-    if candidate.accuracy >= thresholds.min_accuracy:
-        reasons.append(f"accuracy {candidate.accuracy:.4f} >= min_accuracy {thresholds.min_accuracy:.4f}")
+    floor = thresholds.min_accuracy
+    if value >= floor:
+        reasons.append(f"{metric} {value:.4f} >= min_accuracy {floor:.4f} ({source})")
     else:
         ok = False
-        reasons.append(f"accuracy {candidate.accuracy:.4f} < min_accuracy {thresholds.min_accuracy:.4f}")
-    if baseline_accuracy is not None and thresholds.max_accuracy_drop >= 0:
-        drop = baseline_accuracy - candidate.accuracy
+        reasons.append(f"{metric} {value:.4f} < min_accuracy {floor:.4f} ({source})")
+    if baseline_value is not None and thresholds.max_accuracy_drop >= 0:
+        drop = baseline_value - value
         verdict = "<=" if drop <= thresholds.max_accuracy_drop else ">"
         ok = ok and drop <= thresholds.max_accuracy_drop
-        reasons.append(
-            f"accuracy drop vs last blessed {baseline_accuracy:.4f} is {drop:+.4f} {verdict} "
-            f"max_accuracy_drop {thresholds.max_accuracy_drop:.4f}"
-        )
+        reasons.append(f"{metric} drop vs last blessed {baseline_value:.4f} is {drop:+.4f} {verdict} "
+                       f"max_accuracy_drop {thresholds.max_accuracy_drop:.4f}")
     return Blessing(ok, reasons)
+
+
+@dataclass(frozen=True)
+class EvaluationOutcome:
+    """What the evaluate step found and decided.
+
+    Attributes:
+        evaluated: whether the exported model was evaluated (built-in or ``eval_command``).
+        how: ``"built-in classification evaluation"``, ``"eval_command"`` or ``""``.
+        metrics: the values the gate looked at (the evaluation's, else the training program's).
+        blessing: the gate's verdict.
+        result: the built-in evaluation's full result (confusion matrix...), else None.
+        baseline: ``{"path", "accuracy", <gate metric>}`` of the last blessed model, if compared.
+        reason: ``"not evaluated: <why>"`` when not evaluated, else ``""``.
+    """
+
+    evaluated: bool
+    how: str
+    metrics: dict
+    blessing: Blessing
+    result: EvalResult | None = None
+    baseline: dict | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable: every field, the built-in result as a dict."""
+        return {"evaluated": self.evaluated, "how": self.how, "metrics": self.metrics,
+                "blessed": self.blessing.blessed, "reasons": self.blessing.reasons,
+                "result": self.result.to_dict() if self.result else None, "baseline": self.baseline,
+                "reason": self.reason}

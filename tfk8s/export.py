@@ -5,7 +5,7 @@ and serve the highest. Here:
 
 - the version is one more than the highest existing integer folder (1 for an empty base);
 - the model is copied into a hidden staging folder (``.staging-*``, which TF Serving ignores since its name
-  is not an integer), checked (it loads and has a serving signature), then renamed into place: a crash
+  is not an integer), checked (it loads; its serving signature, if any, is recorded), then renamed into place: a crash
   mid-export never leaves a half-written version a server could load;
 - an existing version is never overwritten: if another export took the number first, the next is used.
 """
@@ -49,14 +49,18 @@ def next_version(export_base: str | os.PathLike, *other_bases: str | os.PathLike
     return max(versions) + 1 if versions else 1
 
 
-def serving_signature(saved_model_dir: str | os.PathLike) -> dict:
+def serving_signature(saved_model_dir: str | os.PathLike, required: bool = True) -> dict:
     """Load a SavedModel and describe its ``serving_default`` signature.
+
+    Args:
+        required: without a ``serving_default`` signature, raise (True) or return ``{}`` (False: any
+            SavedModel is exported; evaluation then says it cannot run it).
 
     Returns:
         ``{"inputs": {name: {"dtype": str, "shape": [..]}}, "outputs": {...}}`` (unknown dims are None).
 
     Raises:
-        ExportError: the folder holds no loadable SavedModel, or it has no ``serving_default`` signature.
+        ExportError: the folder holds no loadable SavedModel, or (``required``) it has no ``serving_default``.
     """
     import tensorflow as tf
 
@@ -65,6 +69,8 @@ def serving_signature(saved_model_dir: str | os.PathLike) -> dict:
     except (OSError, ValueError, tf.errors.OpError) as e:
         raise ExportError(f"{saved_model_dir} does not hold a loadable SavedModel: {e}") from e
     if SERVING_SIGNATURE not in loaded.signatures:
+        if not required:
+            return {}
         raise ExportError(
             f"{saved_model_dir} has no '{SERVING_SIGNATURE}' signature (it has {list(loaded.signatures)}): "
             "save the model with model.save() or pass signatures= to tf.saved_model.save"
@@ -91,8 +97,8 @@ def export_saved_model(saved_model_dir: str | os.PathLike, export_base: str | os
         The new version's path, number and serving signature.
 
     Raises:
-        ExportError: ``saved_model_dir`` is missing or not a valid SavedModel with a serving signature;
-            nothing is written under ``export_base`` then.
+        ExportError: ``saved_model_dir`` is missing or not a loadable SavedModel (any signatures, or none,
+            are fine); nothing is written under ``export_base`` then.
     """
     src = Path(saved_model_dir)
     if not (src / "saved_model.pb").is_file():
@@ -103,7 +109,7 @@ def export_saved_model(saved_model_dir: str | os.PathLike, export_base: str | os
     try:
         model_copy = staging / "model"
         shutil.copytree(src, model_copy)
-        signature = serving_signature(model_copy)
+        signature = serving_signature(model_copy, required=False)  # any SavedModel: it loads
         while True:
             version = next_version(base, *reserved_bases)
             try:
@@ -136,7 +142,7 @@ def push_saved_model(version_dir: str | os.PathLike, serving_base: str | os.Path
     if not src.name.isdigit():
         raise ExportError(f"{src} is not a version folder (<base>/<integer>): pass the exported model's path")
     version = int(src.name)
-    signature = serving_signature(src)
+    signature = serving_signature(src, required=False)
     base = Path(serving_base)
     base.mkdir(parents=True, exist_ok=True)
     target = base / str(version)

@@ -233,20 +233,40 @@ def _parse(inp: PipelineInput, value: Any) -> Any:
     )
 
 
-def parse_param_items(items: list[str] | tuple[str, ...]) -> dict[str, str]:
+def parse_param_items(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """``["epochs=2", "model_name=x"]`` -> ``{"epochs": "2", "model_name": "x"}`` (values still strings).
 
+    A dotted key sets one key of an object parameter: ``kubernetes.cpu=2`` and ``kubernetes.node_selector=
+    {"pool": "gpu"}`` -> ``{"kubernetes": {"cpu": 2, "node_selector": {"pool": "gpu"}}}`` (each value JSON
+    if it parses as JSON, else the string).
+
     Raises:
-        ParameterError: an item without ``=``, or a key given twice.
+        ParameterError: an item without ``=``, a key given twice, or an object parameter given both whole and
+            by dotted keys.
     """
-    out: dict[str, str] = {}
+    out: dict[str, Any] = {}
+    dotted: set[str] = set()
     for item in items:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
             raise ParameterError(f"--param {item!r}: expected key=value, e.g. --param epochs=2")
+        group, dot, sub = key.partition(".")
+        if dot and sub:
+            if group in out and group not in dotted:
+                raise ParameterError(f"--param {group} given both whole and as {key}=...: use one form")
+            entry = out.setdefault(group, {})
+            if sub in entry:
+                raise ParameterError(f"--param {key} given twice")
+            try:
+                entry[sub] = json.loads(value)
+            except ValueError:
+                entry[sub] = value
+            dotted.add(group)
+            continue
         if key in out:
-            raise ParameterError(f"--param {key} given twice ({out[key]!r} and {value!r})")
+            what = "both whole and by dotted keys" if key in dotted else f"twice ({out[key]!r} and {value!r})"
+            raise ParameterError(f"--param {key} given {what}")
         out[key] = value
     return out
 

@@ -54,11 +54,14 @@ def problems(params: Mapping[str, Any]) -> list[str]:
         out.append(f"success_policy must be '' (chief, or worker 0) or 'AllWorkers', got {get('success_policy')!r}")
     if "backend" in params and get("backend") not in BACKENDS:
         out.append(f"backend must be one of {BACKENDS}, got {get('backend')!r}")
-    if "model_name" in params:
+    if params.get("model_name"):  # empty: derived from the data set
         try:
             RunLayout(DEFAULT_ROOT, "check", get("model_name"))
         except ValueError as e:
             out.append(str(e))
+    out += _command_problems(params)
+    if "gate_metric" in params and not str(get("gate_metric")).strip():
+        out.append("gate_metric is empty: name the metric the quality gate checks, e.g. accuracy")
     if get("backend") == "kubernetes":
         if "volume_root" in params and get("volume_root") != DEFAULT_ROOT:
             out.append(f"volume_root must be {DEFAULT_ROOT} on Kubernetes (where every step and replica mounts the "
@@ -71,19 +74,37 @@ def problems(params: Mapping[str, Any]) -> list[str]:
 
 
 def _kubernetes_problems(params: Mapping[str, Any]) -> list[str]:
-    """What :meth:`KubernetesSettings.from_params` refuses (JSON of node_selector, tolerations,
-    replica_overrides; quantities; names), checked with the given Kubernetes parameters only."""
-    from tfk8s.kube.settings import KubernetesSettings
-    from tfk8s.steps import KUBERNETES_PARAMS
+    """What :meth:`KubernetesSettings.from_params` refuses in the ``kubernetes`` dict and the Kubernetes
+    parameters of their own (namespace, image, pvc_name, max_restarts), checked with the given ones only."""
+    from tfk8s.kube.settings import KubernetesParams, KubernetesSettings
+    from tfk8s.specs import kube_dict
 
-    given = {k: params[k] for k in KUBERNETES_PARAMS if k in params}
-    if not given:
-        return []
     try:
+        given = kube_dict(params.get("kubernetes"))
+        taken = sorted(set(given) & set(KubernetesParams.SHARED))
+        if taken:
+            return [f"kubernetes must not set {taken}: they are pipeline parameters of their own "
+                    f"(--param {taken[0]}=...)"]
+        given.update({k: params[k] for k in KubernetesParams.SHARED if k in params})
+        if not given:
+            return []
         KubernetesSettings.from_params(**{"image": DEFAULT_IMAGE, **given})
     except ValueError as e:
         return [str(e)]
     return []
+
+
+def _command_problems(params: Mapping[str, Any]) -> list[str]:
+    from tfk8s.contract import check_command, parse_command
+
+    out = []
+    for key in ("command", "eval_command"):
+        if params.get(key):
+            try:
+                check_command(parse_command(params[key]))
+            except ValueError as e:
+                out.append(f"{key}: {e}")
+    return out
 
 
 def check(params: Mapping[str, Any]) -> None:

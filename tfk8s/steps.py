@@ -10,27 +10,6 @@ from __future__ import annotations
 
 import json
 
-KUBERNETES_PARAMS = (
-    "namespace",
-    "image",
-    "pvc_name",
-    "cpu",
-    "memory",
-    "gpus",
-    "node_selector",
-    "tolerations",
-    "service_account",
-    "replica_overrides",
-    "cluster_domain",
-    "schedule_timeout_s",
-    "max_restarts",
-    "ttl_seconds_after_finished",
-    "kueue_queue",
-    "scheduler_name",
-)
-"""Parameters of the launch step passed through to ``tfk8s.kube.settings.KubernetesSettings.from_params``."""
-
-
 def ensure_volume_step(*, backend: str, volume_root: str, pvc_name: str, namespace: str = "",
                        create_pvc: bool = False, pvc_size: str = "20Gi", pvc_storage_class: str = "",
                        api_client=None) -> dict:
@@ -82,8 +61,9 @@ def prepare_dataset_step(
     max_examples: int,
     chief: int = 0,
     download: bool = True,
+    data_dir: str = "",
 ) -> dict:
-    """Prepare the data set under ``<volume_root>/runs/<run_id>/data``.
+    """Prepare the data set under ``<volume_root>/runs/<run_id>/data``, or check the user's ``data_dir``.
 
     Args:
         num_shards: shards per split; 0 chooses 4 per chief/worker replica (tf.data's FILE auto-shard policy
@@ -92,17 +72,23 @@ def prepare_dataset_step(
         max_examples: cap per split (0: all), for smoke runs.
         download: let TFDS download the data set when it is not in the data directory (the default; offline
             it fails within seconds with the fix).
+        data_dir: a folder the user prepared (TFRecords + metadata.json, or a ``tf.data`` snapshot), absolute
+            or relative to ``volume_root``; when given nothing is prepared (:func:`tfk8s.dataset.inspect_data_dir`).
 
     Returns:
-        The metadata as a dict (see :class:`tfk8s.dataset.DatasetMetadata`), plus ``path`` (the data folder).
+        The metadata as a dict (see :class:`tfk8s.dataset.DatasetMetadata`), plus ``path`` (the data folder);
+        for a user's folder without metadata.json: ``dataset``, ``format``, ``path``, ``splits`` (may be empty).
 
     Raises:
-        ValueError: fewer shards than readers, or no reader at all.
+        ValueError: fewer shards than readers, no reader at all, or a user ``data_dir`` that is missing, empty
+            or of no known layout (the message names it and the accepted layouts).
         tfk8s.dataset.DatasetUnavailableError: the data set is not there and cannot be downloaded.
     """
-    from tfk8s.dataset import default_tfds_data_dir, prepare_dataset
+    from tfk8s.dataset import default_tfds_data_dir, inspect_data_dir, prepare_dataset
     from tfk8s.layout import RunLayout
 
+    if data_dir:
+        return inspect_data_dir(resolve_data_dir(data_dir, volume_root))
     readers = num_workers + chief
     if readers < 1:
         raise ValueError(f"num_workers + chief must be >= 1, got {readers}")
@@ -123,84 +109,140 @@ def prepare_dataset_step(
     return {**json.loads(md.to_json()), "path": str(out)}
 
 
+def resolve_data_dir(data_dir: str, volume_root: str) -> str:
+    """A user's ``data_dir``: absolute as given, else relative to the volume root (where it lives in a cluster)."""
+    from pathlib import Path
+
+    path = Path(data_dir)
+    return str(path if path.is_absolute() else Path(volume_root) / path)
+
+
 def launch_training_step(
     *,
     data_dir: str,
     volume_root: str,
     run_id: str,
-    chief: int,
-    workers: int,
-    ps: int,
-    evaluator: int,
-    epochs: int,
-    batch_size: int,
-    learning_rate: float,
-    max_train_examples: int = 0,
     backend: str,
-    job_name_prefix: str = "tfk8s",
-    success_policy: str = "",
-    timeout_s: int = 0,
-    kubernetes_params: dict | None = None,
+    params: dict | None = None,
     dry_run: bool = False,
-    progress_timeout_s: int = 0,
+    log_sink=None,
 ):
-    """Build the training job from the step's parameters and run it (or, with ``dry_run``, return the
+    """Build the training job from the launch parameters and run it (or, with ``dry_run``, return the
     Kubernetes objects it would create).
 
-    ``progress_timeout_s`` (0: off) arms the progress watchdog; ``kubernetes_params["max_restarts"]`` is the
-    restart budget on either backend.
+    Args:
+        data_dir: the prepared data folder (the Dataset artifact's ``path``).
+        params: the launch parameters by name (:data:`tfk8s.specs.LAUNCH_PARAMETERS`: replica counts,
+            ``command``, the built-in trainer's hyperparameters, ``progress_timeout_s`` (the watchdog),
+            ``max_restarts`` (the restart budget on either backend), ``kubernetes`` dict...); missing ones keep
+            their defaults, other keys are ignored.
 
     Returns:
         A :class:`tfk8s.training.TrainingOutcome`, or with ``dry_run`` the list of manifests (dicts).
 
     Raises:
-        tfk8s.launcher.LaunchError: the training failed (the message names the replica and reason).
-        ValueError: invalid parameters (replica counts, backend, names).
+        tfk8s.launcher.LaunchError: the training failed (the message names the replica, reason and fix).
+        ValueError: invalid parameters (replica counts, backend, names, command placeholders, data_dir).
     """
-    from tfk8s import params
-    from tfk8s.cluster import ReplicaCounts
+    from tfk8s import params as pipeline_params
+    from tfk8s.dataset import inspect_data_dir
     from tfk8s.launcher import job_name
     from tfk8s.layout import RunLayout
-    from tfk8s.training import build_job, run_job, trainer_args
+    from tfk8s.specs import LAUNCH_PARAMETERS, LaunchSpec
+    from tfk8s.training import build_job, run_job, steps_warning, trainer_args
 
-    checked = {"chief": chief, "workers": workers, "ps": ps, "evaluator": evaluator, "epochs": epochs,
-               "batch_size": batch_size, "learning_rate": learning_rate, "backend": backend,
-               "success_policy": success_policy, "timeout_s": timeout_s, "volume_root": volume_root,
-               "progress_timeout_s": progress_timeout_s}
-    if backend == "kubernetes":
-        checked["pvc_name"] = (kubernetes_params or {}).get("pvc_name", "")
-    params.check(checked)  # before any replica exists
+    given = {k: v for k, v in (params or {}).items() if k in LAUNCH_PARAMETERS}
+    pipeline_params.check({**{k: p.default for k, p in LAUNCH_PARAMETERS.items()}, **given,
+                           "backend": backend, "volume_root": volume_root})  # before any replica exists
+    spec = LaunchSpec.from_params(given)
+    if not dry_run:
+        info = inspect_data_dir(data_dir)  # a bad or empty data folder fails before any replica starts
+        if spec.is_builtin_trainer:
+            examples = info.get("splits", {}).get("train", 0)
+            examples = examples.get("num_examples", 0) if isinstance(examples, dict) else examples
+            if spec.trainer.max_train_examples:
+                examples = min(examples, spec.trainer.max_train_examples)
+            warning = steps_warning(examples, spec.trainer.batch_size, spec.trainer.epochs)
+            if warning:
+                (log_sink or print)(warning)
     layout = RunLayout(volume_root, run_id)
-    counts = ReplicaCounts(chief=chief, worker=workers, ps=ps, evaluator=evaluator)
-    args = trainer_args(data_dir, layout.train_dir, epochs, batch_size, learning_rate, max_train_examples)
+    t = spec.trainer
     job = build_job(
-        name=job_name(run_id, job_name_prefix),
-        counts=counts,
-        args=args,
+        name=job_name(run_id, spec.job_name_prefix),
+        counts=spec.replicas,
+        args=trainer_args(data_dir, layout.train_dir, t.epochs, t.batch_size, t.learning_rate,
+                          t.max_train_examples),
+        command=spec.command,
         backend=backend,
-        success_policy=success_policy,
-        timeout_s=timeout_s,
+        success_policy=spec.success_policy,
+        timeout_s=spec.timeout_s,
         train_dir=layout.train_dir,
         data_dir=data_dir,
-        progress_timeout_s=progress_timeout_s,
+        progress_timeout_s=spec.progress_timeout_s,
     )
-    kube = {**(kubernetes_params or {}), "volume_mount_path": volume_root}
+    from dataclasses import asdict
+
+    kube = {**asdict(spec.kubernetes), "volume_mount_path": volume_root}
     if dry_run:
         from tfk8s.kube.settings import KubernetesSettings
         from tfk8s.launcher.kubernetes import render_manifests
 
         return render_manifests(job, KubernetesSettings.from_params(**kube))
-    return run_job(job, backend, layout.train_dir, kubernetes_params=kube)
+    return run_job(job, backend, layout.train_dir, kubernetes_params=kube, log_sink=log_sink)
+
+
+def launch_training_outputs(outcome, dataset_metadata: dict | None = None) -> tuple[dict, dict[str, float]]:
+    """What the launch component puts in its outputs: the Model artifact's metadata and the training Metrics.
+
+    Returns:
+        ``(metadata, metrics)``: metadata holds ``path``, ``job_name``, ``restarts``, ``cluster_spec``,
+        ``training_summary`` (the file), ``dataset``, ``builtin_trainer``, ``notes`` and every reported metric
+        as ``train_<name>`` (non-finite ones as the strings "NaN"/"Infinity", so KFP's JSON stays valid);
+        metrics holds the finite numbers only.
+    """
+    from pathlib import Path
+
+    from tfk8s.training import TRAINER_MODULE
+
+    job = outcome.summary["job"]
+    meta = {
+        "path": outcome.saved_model_dir,
+        "job_name": job["name"],
+        "restarts": job["restarts"],
+        "cluster_spec": job["cluster_spec"],
+        "training_summary": str(Path(outcome.saved_model_dir).parent / "training_summary.json"),
+        "dataset": (dataset_metadata or {}).get("dataset", ""),
+        "builtin_trainer": TRAINER_MODULE in job["command"],
+        "notes": list(outcome.notes),
+        **{f"train_{k}": v for k, v in outcome.summary["metrics"].items()
+           if isinstance(v, (int, float, str, bool))},
+    }
+    return meta, dict(outcome.metrics)
+
+
+def default_model_name(dataset: str, builtin_trainer: bool = True) -> str:
+    """The model's name when none is given: ``<data set>-cnn`` for the built-in trainer (``mnist-cnn``),
+    ``<data set>-model`` for a user's program; characters a folder name cannot hold become ``-``.
+
+    Raises:
+        ValueError: ``dataset`` is empty.
+    """
+    import re
+
+    if not dataset:
+        raise ValueError("cannot derive a model name without a data set name: pass model_name")
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", dataset).strip("-.") or "data"
+    return f"{base}-{'cnn' if builtin_trainer else 'model'}"
 
 
 def export_model_step(*, saved_model_dir: str, volume_root: str, model_name: str):
-    """Export ``saved_model_dir`` as the next version under ``<volume_root>/models/<model_name>``.
+    """Export ``saved_model_dir`` (any SavedModel) as the next version under ``<volume_root>/models/<model_name>``.
 
     Returns:
-        :class:`tfk8s.export.ExportResult` (path, version, serving signature).
+        :class:`tfk8s.export.ExportResult` (path, version, serving signature or ``{}`` without one).
 
     Raises:
-        tfk8s.export.ExportError: not a loadable SavedModel with a ``serving_default`` signature.
+        tfk8s.export.ExportError: not a loadable SavedModel.
     """
     from tfk8s.export import export_saved_model
     from tfk8s.layout import RunLayout
@@ -210,35 +252,82 @@ def export_model_step(*, saved_model_dir: str, volume_root: str, model_name: str
 
 
 def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, max_accuracy_drop: float = -1.0,
-                        serving_base: str | None = None, split: str = "test"):
-    """Evaluate ``model_dir`` on ``split`` of ``data_dir`` and apply the quality gate (TFX Evaluator).
+                        serving_base: str | None = None, split: str = "test", gate_metric: str = "accuracy",
+                        eval_command: str = "", training_summary: dict | None = None,
+                        train_dir: str | None = None, log_sink=None):
+    """Evaluate the exported model ``model_dir`` and apply the quality gate (TFX Evaluator) on ``gate_metric``.
 
-    The baseline is the last blessed model (the highest version under ``serving_base``), evaluated on the
-    same data, so the regression check compares like with like.
+    How (the first that applies; never a crash over what a program reported):
+
+    1. the built-in classification evaluation on ``split`` of ``data_dir``, when the model's serving signature
+       fits the data set's features (:func:`tfk8s.evaluation.builtin_misfit`); the baseline is the last blessed
+       model (the highest version under ``serving_base``) evaluated on the same data;
+    2. else ``eval_command``, run under the training-program contract (:func:`tfk8s.evaluation_command.run_eval_command`):
+       its metrics file's values are the evaluation's;
+    3. else "not evaluated: <why>", and the gate decides on the metrics the training program reported.
+
+    A training summary whose metrics say ``diverged: true`` is "not blessed: training diverged (loss NaN)".
+
+    Args:
+        training_summary: ``training_summary.json`` of the launch step (``{"job", "metrics", ...}``).
+        train_dir: the run's train folder; ``eval_command`` reports to ``<train dir>/metrics/evaluation.json``.
 
     Returns:
-        ``(EvalResult, Blessing, baseline)`` where baseline is ``{"path", "accuracy"}`` or None.
-
-    Raises:
-        tfk8s.export.ExportError: the candidate does not load or has no serving signature.
+        :class:`tfk8s.evaluation.EvaluationOutcome`.
     """
-    from tfk8s.evaluation import Thresholds, bless, evaluate_saved_model
-    from tfk8s.export import latest_version_dir
+    from tfk8s.dataset import load_metadata
+    from tfk8s.evaluation import (EvaluationOutcome, Thresholds, builtin_misfit, evaluate_saved_model, gate)
+    from tfk8s.export import latest_version_dir, serving_signature
 
     thresholds = Thresholds(min_accuracy=min_accuracy, max_accuracy_drop=max_accuracy_drop)
-    result = evaluate_saved_model(model_dir, data_dir, split)
-    baseline = None
-    baseline_dir = latest_version_dir(serving_base) if serving_base else None
-    if baseline_dir and thresholds.max_accuracy_drop >= 0:
-        baseline = {"path": baseline_dir, "accuracy": evaluate_saved_model(baseline_dir, data_dir, split).accuracy}
-    return result, bless(result, thresholds, baseline and baseline["accuracy"]), baseline
+    trained = dict((training_summary or {}).get("metrics") or {})
+    diverged = trained.get("diverged") is True
+    try:
+        metadata = load_metadata(data_dir)
+    except (OSError, ValueError):
+        metadata = None
+    signature = serving_signature(model_dir, required=False)
+    misfit = builtin_misfit(signature, metadata)
+    if misfit is None:
+        result = evaluate_saved_model(model_dir, data_dir, split)
+        baseline = None
+        baseline_dir = latest_version_dir(serving_base) if serving_base else None
+        if baseline_dir and thresholds.max_accuracy_drop >= 0 and gate_metric in ("accuracy", "loss"):
+            base = evaluate_saved_model(baseline_dir, data_dir, split)
+            baseline = {"path": baseline_dir, "accuracy": base.accuracy, gate_metric: getattr(base, gate_metric)}
+        values = {"accuracy": result.accuracy, "loss": result.loss, "examples": result.num_examples}
+        blessing = gate(values, thresholds, gate_metric, baseline and baseline[gate_metric], diverged=diverged,
+                        source=f"built-in evaluation on the {split} split")
+        return EvaluationOutcome(True, "built-in classification evaluation", values, blessing, result=result,
+                                 baseline=baseline)
+    if eval_command:
+        from tfk8s.evaluation_command import run_eval_command
+
+        values, failure = run_eval_command(eval_command, model_dir=model_dir, data_dir=data_dir,
+                                           train_dir=train_dir, log_sink=log_sink)
+        if failure is None:
+            blessing = gate(values, thresholds, gate_metric, diverged=diverged, source="eval_command")
+            return EvaluationOutcome(True, "eval_command", values, blessing)
+        reason = f"not evaluated: {failure}"
+        return EvaluationOutcome(False, "", {}, gate({}, thresholds, gate_metric, diverged=diverged,
+                                                     source="eval_command (failed)"), reason=reason)
+    reason = (f"not evaluated: {misfit}, so the built-in classification evaluation cannot run it; pass "
+              f"eval_command to evaluate it (docs/training-program.md)")
+    numbers = {k: v for k, v in trained.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    blessing = gate(numbers, thresholds, gate_metric, diverged=diverged, source="the training program's metrics")
+    return EvaluationOutcome(False, "", numbers, blessing, reason=reason)
 
 
-def write_report_step(*, data_dir: str, result, blessing, export: dict, output: str | None = None) -> str:
+def write_report_step(*, data_dir: str, evaluation, export: dict, output: str | None = None) -> str:
     """Save the evaluation as ``<run dir>/evaluation.json`` and write the run's HTML report
     (:mod:`tfk8s.html_report`) to ``<run dir>/report.html`` and, if given, to ``output`` (the KFP HTML artifact).
 
-    The run dir is the data dir's parent (``<root>/runs/<run id>``, :class:`tfk8s.layout.RunLayout`).
+    Args:
+        evaluation: :class:`tfk8s.evaluation.EvaluationOutcome` (the built-in result's fields, or the metrics
+            the gate saw and ``not_evaluated`` when there is none).
+
+    The run dir is the data dir's parent (``<root>/runs/<run id>``, :class:`tfk8s.layout.RunLayout`); a user's
+    own data folder elsewhere: the export's run is unknown, so the report goes next to the data folder.
 
     Returns:
         the path of ``<run dir>/report.html``.
@@ -249,7 +338,10 @@ def write_report_step(*, data_dir: str, result, blessing, export: dict, output: 
     from tfk8s.html_report import write_evaluation, write_run_report
 
     run_dir = Path(data_dir).parent
-    write_evaluation(run_dir, {**result.to_dict(), "blessed": blessing.blessed, "reasons": blessing.reasons,
+    fields = evaluation.result.to_dict() if evaluation.result is not None else dict(evaluation.metrics)
+    write_evaluation(run_dir, {**fields, "blessed": evaluation.blessing.blessed,
+                               "reasons": evaluation.blessing.reasons, "evaluated": evaluation.evaluated,
+                               "not_evaluated": evaluation.reason,
                                "export": {"path": export.get("path"), "version": export.get("version")}})
     page = write_run_report(run_dir)
     if output:

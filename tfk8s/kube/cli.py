@@ -1,7 +1,6 @@
-"""Command-line flags of the Kubernetes settings, named like the KFP component's parameters.
-
-``--replica-overrides '{"ps": {"cpu": "500m"}}'`` becomes ``replica_overrides`` of
-:meth:`~tfk8s.kube.settings.KubernetesSettings.from_params`; every flag's default is that parameter's default.
+"""Command-line flags of the Kubernetes settings, generated from :class:`~tfk8s.kube.settings.KubernetesParams`
+(the one definition of their names, defaults and help): field ``replica_overrides`` is the flag
+``--replica-overrides '{"ps": {"cpu": "500m"}}'``; structured values (objects, lists) are JSON strings.
 The PVC's mount path has no flag: it is the launch step's ``--volume-root`` (``/mnt/tfk8s`` in a cluster), so
 the replicas see the volume where the pipeline's steps do.
 """
@@ -9,40 +8,42 @@ the replicas see the volume where the pipeline's steps do.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from tfk8s import DEFAULT_IMAGE
-from tfk8s.kube.settings import KubernetesSettings
-
-# (flag, type, default, help); the destination is the flag without "--", "-" -> "_".
-_FLAGS: tuple[tuple[str, type, object, str], ...] = (
-    ("--namespace", str, "", "namespace of the replicas (default: the launcher pod's own, else 'default')"),
-    ("--image", str, DEFAULT_IMAGE, "container image of the replicas"),
-    ("--pvc-name", str, "", "PersistentVolumeClaim with the data and model, mounted in every replica"),
-    ("--cpu", str, "1", "CPU request = limit of each replica (a quantity: 2, 500m)"),
-    ("--memory", str, "2Gi", "memory request = limit of each replica (a quantity: 4Gi)"),
-    ("--gpus", int, 0, "nvidia.com/gpu per replica"),
-    ("--node-selector", str, "", 'JSON object of node labels, e.g. \'{"pool": "gpu"}\''),
-    ("--tolerations", str, "", "JSON list of Kubernetes tolerations"),
-    ("--service-account", str, "", "service account of the replicas"),
-    ("--replica-overrides", str, "",
-     ('JSON object per replica type overriding image, command, cpu, memory, cpu_limit, memory_limit, gpus, '
-     'node_selector, tolerations, service_account, env; e.g. \'{"ps": {"cpu": "500m", "gpus": 0}}\'')),
-    ("--cluster-domain", str, "", ("cluster DNS domain appended to Service names (e.g. cluster.local); "
-                                  "empty: <svc>.<ns>.svc")),
-    ("--schedule-timeout-s", int, 600, "seconds a replica may stay pending (unscheduled or not started) before the job fails"),
-    ("--max-restarts", int, 3, ("recreations allowed for retryable failures (exit >= 128, killed by a signal, OOMKilled, eviction, no "
-                                   "progress...), on either backend")),
-    ("--ttl-seconds-after-finished", int, 3600, "seconds Kubernetes keeps a finished Job (a backstop)"),
-    ("--kueue-queue", str, "", "Kueue LocalQueue name (label kueue.x-k8s.io/queue-name on every Job)"),
-    ("--scheduler-name", str, "", "schedulerName of the replica pods (e.g. volcano)"),
-)
+from tfk8s.kube.settings import KubernetesParams, KubernetesSettings
 
 
-def add_kubernetes_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the settings' flags (``--namespace ... --scheduler-name``) to ``parser`` in their own group."""
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_kubernetes_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = (),
+                             unset_default: bool = False) -> None:
+    """Add one flag per :class:`KubernetesParams` field (``--namespace ... --scheduler-name``) to ``parser``,
+    in their own group.
+
+    Args:
+        skip: fields to leave out (a parser that has them as flags of its own).
+        unset_default: defaults are None (not given) instead of the fields' defaults, so
+            :func:`kubernetes_params_from_args` returns only the flags given.
+    """
     group = parser.add_argument_group("kubernetes backend")
-    for flag, kind, default, help_text in _FLAGS:
-        group.add_argument(flag, type=kind, default=default, help=f"{help_text} (default: {default!r})")
+    for name, default in KubernetesParams.defaults().items():
+        if name in skip:
+            continue
+        structured = isinstance(default, dict | list)
+        kind = str if structured else type(default)
+        shown = "" if structured else default
+        help_text = KubernetesParams.help(name) + (" (JSON)" if structured else "")
+        group.add_argument(_flag(name), dest=name, type=kind, default=None if unset_default else shown,
+                           help=f"{help_text} (default: {shown!r})")
+
+
+def kubernetes_params_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The values of the flags :func:`add_kubernetes_arguments` added, keyed by field name (flags left at a
+    None default are left out)."""
+    return {name: getattr(args, name) for name in KubernetesParams.names()
+            if getattr(args, name, None) is not None}
 
 
 def settings_from_args(args: argparse.Namespace) -> KubernetesSettings:
@@ -51,5 +52,4 @@ def settings_from_args(args: argparse.Namespace) -> KubernetesSettings:
     Raises:
         ValueError: a bad value (the message names the parameter).
     """
-    params = {flag[2:].replace("-", "_"): getattr(args, flag[2:].replace("-", "_")) for flag, *_ in _FLAGS}
-    return KubernetesSettings.from_params(**params)
+    return KubernetesSettings.from_params(**kubernetes_params_from_args(args))

@@ -2,9 +2,10 @@
 
 :class:`KubernetesSettings` holds everything the Kubernetes backend needs beyond the backend-neutral
 :class:`~tfk8s.launcher.TrainingJob` (which carries the command, env, counts, port, success policy, job timeout
-and grace period). It is built from the KFP component's / CLI's flat parameters by
-:meth:`KubernetesSettings.from_params`; each replica type gets a resolved :class:`ReplicaSettings` (the
-defaults, with that type's ``replica_overrides`` applied).
+and grace period). It is built from the user-facing parameters (:class:`KubernetesParams`: the pipeline's
+``kubernetes`` dict, the component's, the CLI's flags) by :meth:`KubernetesSettings.from_params`; each
+replica type gets a resolved :class:`ReplicaSettings` (the defaults, with that type's ``replica_overrides``
+applied).
 
 Every bad value raises :class:`ValueError` naming the parameter and the fix; nothing here talks to a cluster.
 """
@@ -16,11 +17,12 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from tfk8s import DEFAULT_IMAGE
 from tfk8s.cluster import ReplicaType
 from tfk8s.contract import CONTRACT_ENV, check_command
 from tfk8s.launcher.policy import DEFAULT_MAX_RESTARTS, STOP_GRACE_S
@@ -204,6 +206,83 @@ def _parse_json(value: str, param: str, kind: type, example: str) -> Any:
     return parsed
 
 
+def _param(default: Any, help_text: str) -> Any:
+    if isinstance(default, dict | list):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help_text})
+    return field(default=default, metadata={"help": help_text})
+
+
+@dataclass(frozen=True)
+class KubernetesParams:
+    """The Kubernetes backend's settings as a user gives them: the ONE definition of their names, defaults and
+    help text. The pipeline's and the launch component's ``kubernetes`` dict parameter holds any of these keys
+    (except :data:`SHARED`, which are pipeline parameters of their own), the launch CLI's flags are generated
+    from these fields (:mod:`tfk8s.kube.cli`), and :meth:`KubernetesSettings.from_params` takes them as
+    keywords. Values are checked there (a dict holding a bad value fails before any replica starts).
+    """
+
+    namespace: str = _param("", "namespace of the replicas (empty: the launcher pod's own, else 'default')")
+    image: str = _param(DEFAULT_IMAGE, "container image of the replicas")
+    pvc_name: str = _param("", "PersistentVolumeClaim with the data and model, mounted in every replica")
+    cpu: str = _param("1", "CPU request = limit of each replica (a quantity: 2, 500m)")
+    memory: str = _param("2Gi", "memory request = limit of each replica (a quantity: 4Gi)")
+    gpus: int = _param(0, "nvidia.com/gpu per replica")
+    node_selector: Any = _param({}, 'node labels every replica must match, e.g. {"pool": "gpu"}')
+    tolerations: Any = _param([], "Kubernetes tolerations of every replica (a JSON list)")
+    service_account: str = _param("", "ServiceAccount of the replicas (empty: the namespace's default)")
+    replica_overrides: Any = _param({}, (
+        "per replica type (chief, worker, ps, evaluator): image, command, cpu, memory, cpu_limit, memory_limit, "
+        'gpus, node_selector, tolerations, service_account, env; e.g. {"ps": {"cpu": "500m", "gpus": 0}}'))
+    cluster_domain: str = _param("", "cluster DNS domain appended to Service names (e.g. cluster.local); "
+                                     "empty: <svc>.<ns>.svc")
+    schedule_timeout_s: int = _param(600, "seconds a replica may stay pending (unscheduled or not started) "
+                                          "before the job fails")
+    max_restarts: int = _param(DEFAULT_MAX_RESTARTS, "recreations allowed for retryable failures (exit >= 128, "
+                                                     "killed by a signal, OOMKilled, eviction, no progress...), "
+                                                     "on either backend")
+    ttl_seconds_after_finished: int = _param(3600, "seconds Kubernetes keeps a finished replica Job (a backstop)")
+    kueue_queue: str = _param("", "Kueue LocalQueue name (label kueue.x-k8s.io/queue-name on every Job)")
+    scheduler_name: str = _param("", "schedulerName of the replica pods (e.g. volcano)")
+
+    SHARED: ClassVar[tuple[str, ...]] = ("namespace", "image", "pvc_name", "max_restarts")
+    """Keys that are pipeline parameters of their own (other steps, or both backends, use them)."""
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """Every field name, in definition order."""
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """``{name: default}`` of every field."""
+        return {f.name: getattr(cls(), f.name) for f in fields(cls)}
+
+    @classmethod
+    def help(cls, name: str) -> str:
+        """The help text of field ``name``."""
+        return {f.name: f.metadata["help"] for f in fields(cls)}[name]
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any] | None, *, where: str = "kubernetes") -> KubernetesParams:
+        """The fields given in ``values`` (a JSON string of an object is parsed); the rest keep their defaults.
+
+        Raises:
+            ValueError: not an object, or an unknown key (the message names it, a close match, and every key).
+        """
+        import difflib
+
+        if isinstance(values, str):
+            values = _parse_json(values, where, dict, '{"cpu": "2", "memory": "4Gi"}')
+        values = dict(values or {})
+        _require(all(isinstance(k, str) for k in values), f"{where} keys must be strings")
+        unknown = sorted(set(values) - set(cls.names()))
+        if unknown:
+            hints = [m for u in unknown for m in difflib.get_close_matches(u, cls.names(), n=1)]
+            hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+            raise ValueError(f"{where} has unknown keys {unknown}{hint}; the known ones are {list(cls.names())}")
+        return cls(**values)
+
+
 @dataclass(frozen=True)
 class KubernetesSettings:
     """Where and how the replicas run on Kubernetes (see :meth:`from_params` for the parameters).
@@ -308,49 +387,31 @@ class KubernetesSettings:
         return None
 
     @classmethod
-    def from_params(
-        cls,
-        *,
-        namespace: str = "",
-        image: str,
-        pvc_name: str = "",
-        volume_mount_path: str = DEFAULT_MOUNT_PATH,
-        cpu: str = "1",
-        memory: str = "2Gi",
-        gpus: int = 0,
-        node_selector: str = "",
-        tolerations: str = "",
-        service_account: str = "",
-        replica_overrides: str = "",
-        cluster_domain: str = "",
-        schedule_timeout_s: int = 600,
-        max_restarts: int = 3,
-        ttl_seconds_after_finished: int = 3600,
-        kueue_queue: str = "",
-        scheduler_name: str = "",
-    ) -> KubernetesSettings:
-        """Settings from the launch step's parameters (the KFP component's and CLI's names).
+    def from_params(cls, *, volume_mount_path: str = DEFAULT_MOUNT_PATH, **params: Any) -> KubernetesSettings:
+        """Settings from the user-facing parameters: any field of :class:`KubernetesParams` as a keyword (the
+        pipeline's ``kubernetes`` dict, the component's and the CLI's names: one definition).
 
-        Structured values are JSON strings; an empty string means unset.
-
-        Args:
-            namespace: empty: the launcher pod's own namespace (read from the service account's
-                ``namespace`` file), else ``default``.
-            image, cpu, memory, gpus, node_selector (JSON object), tolerations (JSON list), service_account:
-                the defaults of every replica type.
-            replica_overrides: JSON object keyed by replica type (``chief``, ``worker``, ``ps``,
-                ``evaluator``) whose values set any of :data:`OVERRIDE_KEYS` for that type, e.g.
-                ``{"ps": {"cpu": "500m", "memory": "1Gi", "gpus": 0}}``. ``env`` adds to the job's env;
-                every other key replaces the default.
-            the rest: see the class attributes.
+        Structured values (node_selector, tolerations, replica_overrides) are JSON strings or already parsed
+        dicts/lists; an empty string means unset. ``namespace`` empty: the launcher pod's own namespace (read
+        from the service account's ``namespace`` file), else ``default``. ``replica_overrides`` is keyed by
+        replica type (``chief``, ``worker``, ``ps``, ``evaluator``); its values set any of
+        :data:`OVERRIDE_KEYS` for that type, e.g. ``{"ps": {"cpu": "500m", "memory": "1Gi", "gpus": 0}}``;
+        ``env`` adds to the job's env, every other key replaces the default.
 
         The launcher pod (owner of the replica objects) is read from ``TFK8S_LAUNCHER_POD_NAME`` and
         ``TFK8S_LAUNCHER_POD_UID``, its namespace from the service account file.
 
         Raises:
-            ValueError: unparseable JSON, an unknown replica type or key in ``replica_overrides``, a bad
-                quantity, name or number; the message names the parameter and says how to fix it.
+            ValueError: an unknown parameter (the message lists the known ones), unparseable JSON, an unknown
+                replica type or key in ``replica_overrides``, a bad quantity, name or number; the message
+                names the parameter and says how to fix it.
         """
+        p = KubernetesParams.from_dict(params)
+        namespace, image, pvc_name, cpu, memory, gpus = p.namespace, p.image, p.pvc_name, p.cpu, p.memory, p.gpus
+        node_selector, tolerations, service_account = p.node_selector, p.tolerations, p.service_account
+        replica_overrides, cluster_domain, schedule_timeout_s = p.replica_overrides, p.cluster_domain, p.schedule_timeout_s
+        max_restarts, ttl_seconds_after_finished = p.max_restarts, p.ttl_seconds_after_finished
+        kueue_queue, scheduler_name = p.kueue_queue, p.scheduler_name
         own_namespace = _own_namespace()
         ns = resolve_namespace(namespace)
         selector = _parse_json(node_selector, "node_selector", dict, '{"cloud.google.com/gke-nodepool": "gpu"}')
