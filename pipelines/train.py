@@ -16,6 +16,7 @@ standing for the volume and the replicas as local processes.
 import argparse
 import contextlib
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -358,7 +359,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         r = run_local(a.volume, params, verbose=a.verbose)
     except RuntimeError as e:  # kfp.local: a step failed; its log (above) says why
-        raise SystemExit(f"tfk8s: {e}. The failing step's log above gives the reason.") from None
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).rstrip(".")  # kfp.local colours its message
+        raise SystemExit(f"tfk8s: {plain}. The failing step's output above gives the reason.") from None
     job = r["job"]
     print(f"\ntfk8s: pipeline finished in {r['wall_time_s']:.0f}s")
     m = r["metrics"]

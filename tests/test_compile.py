@@ -105,3 +105,11 @@ def test_replica_image_defaults_to_the_project_image_everywhere():
     launch_inputs = spec["components"]["comp-launch-training"]["inputDefinitions"]["parameters"]
     assert launch_inputs["image"]["defaultValue"] == DEFAULT_IMAGE
     assert spec["root"]["inputDefinitions"]["parameters"]["image"]["defaultValue"] == DEFAULT_IMAGE
+
+
+def test_tfds_downloads_by_default_and_evaluate_outputs_an_html_report():
+    spec = next(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))
+    params = spec["root"]["inputDefinitions"]["parameters"]
+    assert params["tfds_download"]["defaultValue"] is True
+    outputs = spec["components"]["comp-evaluate-model"]["outputDefinitions"]["artifacts"]
+    assert outputs["report"]["artifactType"]["schemaTitle"] == "system.HTML"

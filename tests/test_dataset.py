@@ -236,3 +236,20 @@ def test_default_tfds_data_dir_falls_back_to_the_shared_folder_beside_the_repo(m
         assert (Path(default_tfds_data_dir()) / "mnist").is_dir()
     else:
         assert default_tfds_data_dir() is None
+
+
+def test_the_pipeline_downloads_by_default_and_offline_fails_within_seconds_with_the_fix(tmp_path, monkeypatch):
+    """Local data if present, else download: the step's default; offline that fails fast saying what to do."""
+    import inspect
+
+    from tfk8s.steps import prepare_dataset_step
+
+    assert inspect.signature(prepare_dataset_step).parameters["download"].default is True
+    probes = []
+    monkeypatch.setattr(dataset_mod, "_network_reachable", lambda timeout_s=5.0: probes.append(1) or False)
+    start = time.monotonic()
+    with pytest.raises(DatasetUnavailableError, match="network is unreachable") as err:
+        prepare_dataset_step(dataset_name="mnist", tfds_data_dir=str(tmp_path / "empty"), volume_root=str(tmp_path),
+                             run_id="r1", num_shards=2, num_workers=2, max_examples=10)
+    assert probes == [1] and time.monotonic() - start < 10
+    assert "tfds_data_dir" in str(err.value) and str(tmp_path / "empty") in str(err.value)

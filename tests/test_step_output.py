@@ -18,6 +18,15 @@ print('[worker-0] epoch 1/2: loss=0.5')
 print('tfk8s: report /v/runs/1/report.html')
 for i in range(60):
     print(f'[worker-1] line {i}')
+if sys.argv[1] == "9":
+    print('Traceback (most recent call last):')
+    print('  File "x.py", line 1, in <module>')
+    print('    launch()')
+    print('tfk8s.kube.errors.PermanentFailureError: replica worker-1 failed with exit code 3: Error')
+    print('last 2 log lines of worker-1:')
+    print('  loading data')
+    print('  ValueError: bad shard')
+    print('[KFP Executor] task failed')
 sys.exit(int(sys.argv[1]))
 """
 
@@ -54,6 +63,16 @@ def test_a_failing_step_prints_its_last_lines_and_where_its_whole_log_is(tmp_pat
     assert head.startswith("tfk8s: launch-training FAILED after ") and "exit code 3" in head
     assert f"last {FAILURE_TAIL} lines (whole log: {log})" in head
     assert lines[-1] == "    [worker-1] line 59" and lines[-FAILURE_TAIL] == f"    [worker-1] line {60 - FAILURE_TAIL}"
+
+
+def test_a_failing_step_with_a_traceback_shows_the_error_message_with_the_replica_lines(tmp_path):
+    out = io.StringIO()
+    assert QuietSteps(tmp_path, out, tty=False).run_step(command(tmp_path, 9)) == 9
+    lines = out.getvalue().splitlines()
+    assert "FAILED" in lines[-6] and "; its error (whole log: " in lines[-6]
+    assert lines[-5:] == ["    tfk8s.kube.errors.PermanentFailureError: replica worker-1 failed with exit code 3: Error",
+                          "    last 2 log lines of worker-1:", "      loading data", "      ValueError: bad shard",
+                          "    [KFP Executor] task failed"]
 
 
 def test_step_name_and_log_come_from_the_executor_input(tmp_path):

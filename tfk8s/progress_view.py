@@ -11,10 +11,12 @@ program that reports no progress still shows its replicas' states.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import IO, Self
 
@@ -106,6 +108,7 @@ class ProgressMonitor:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tfk8s-progress", daemon=True)
         self._shown = ""  # the bar currently on screen (tty)
+        self._first: tuple[float, int] | None = None  # (monotonic s, step) when first seen running
 
     def __enter__(self) -> Self:
         self._thread.start()
@@ -116,9 +119,25 @@ class ProgressMonitor:
 
     def _current(self) -> JobStatus | None:
         try:
-            return self._status()
+            status = self._status()
         except Exception:  # noqa: BLE001 - a display must never fail the job
             return None
+        return self._with_rate_eta(status) if status is not None else None
+
+    def _with_rate_eta(self, status: JobStatus) -> JobStatus:
+        """The ETA from the steps done since this monitor first saw the job running (start-up excluded),
+        rather than :func:`~tfk8s.jobs.job_status`'s estimate from the job's whole age."""
+        if status.state != "Running" or status.step is None or not status.steps:
+            return status
+        now = time.monotonic()
+        if self._first is None or status.step < self._first[1]:
+            self._first = (now, status.step)
+            return status
+        t0, s0 = self._first
+        if status.step > s0 and now > t0:
+            rate = (status.step - s0) / (now - t0)
+            return dataclasses.replace(status, eta_s=max(0.0, status.steps - status.step) / rate)
+        return status
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

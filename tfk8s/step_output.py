@@ -11,8 +11,10 @@ instead, which
 - shows only the step's lines that start with :data:`tfk8s.progress_view.PLAIN_PREFIX` (``tfk8s: ``): the
   launch step's progress lines and the evaluate step's report path. On a terminal the progress lines are
   replaced by one live bar drawn from the job record and progress files on the volume;
-- prints ``tfk8s: <step> ok (12.3s)``, or on failure ``tfk8s: <step> FAILED`` followed by the last
-  :data:`FAILURE_TAIL` lines of its log (where the failing replica's last lines are) and the log's path.
+- prints ``tfk8s: <step> ok (12.3s)``, or on failure ``tfk8s: <step> FAILED`` and the log's path, followed by
+  the step's error: the exception's message after its traceback (a failed replica's names the replica, its
+  exit code and reason and its last log lines; at most :data:`FAILURE_MAX` lines), else the log's last
+  :data:`FAILURE_TAIL` lines.
 
 This module does not import KFP: ``pipelines/train.py`` installs :meth:`QuietSteps.run_step` in place of
 ``kfp.local``'s ``run_local_subprocess`` (same signature and return value: the exit code).
@@ -33,6 +35,7 @@ from tfk8s.jobs import job_status, list_records
 from tfk8s.progress_view import PLAIN_PREFIX, PROGRESS_PREFIX, ProgressMonitor
 
 FAILURE_TAIL = 40
+FAILURE_MAX = 80  # most lines shown of a failing step's error message
 
 
 def step_log_path(full_command: list[str]) -> tuple[str, Path | None]:
@@ -45,6 +48,21 @@ def step_log_path(full_command: list[str]) -> tuple[str, Path | None]:
         return "step", None
     folder = Path(output_file).parent
     return folder.name, folder / "output.log"
+
+
+def error_lines(lines: list[str]) -> tuple[list[str], str]:
+    """What to show of a failed step's output: ``(lines, what they are)``.
+
+    The message of the last Python exception (the line after its traceback's frames, and what follows it, at
+    most :data:`FAILURE_MAX` lines), else the last :data:`FAILURE_TAIL` lines.
+    """
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+    if starts:
+        for j in range(starts[-1] + 1, len(lines)):
+            if lines[j] and not lines[j].startswith((" ", "\t")):
+                return lines[j:j + FAILURE_MAX], "its error"
+    shown = lines[-FAILURE_TAIL:]
+    return shown, f"its last {len(shown)} lines"
 
 
 class QuietSteps:
@@ -72,7 +90,7 @@ class QuietSteps:
         name, log_path = step_log_path(full_command)
         env = {**os.environ, **(env_vars or {})}
         t0 = time.time()
-        tail: collections.deque[str] = collections.deque(maxlen=FAILURE_TAIL)
+        tail: collections.deque[str] = collections.deque(maxlen=1000)
         log = None
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -103,9 +121,9 @@ class QuietSteps:
             self._say(f"{PLAIN_PREFIX}{name} ok ({took:.1f}s)", None)
         else:
             where = f" (whole log: {log_path})" if log_path else ""
-            self._say(f"{PLAIN_PREFIX}{name} FAILED after {took:.1f}s with exit code {code}; its last "
-                      f"{len(tail)} lines{where}:", None)
-            for line in tail:
+            shown, what = error_lines(list(tail))
+            self._say(f"{PLAIN_PREFIX}{name} FAILED after {took:.1f}s with exit code {code}; {what}{where}:", None)
+            for line in shown:
                 self._say(f"    {line}", None)
         return code
 
