@@ -4,7 +4,8 @@ seconds elsewhere (a pod log, a pipe, CI).
 On a terminal: ``tfk8s-123 [########----------------]  33%  epoch 1/2  step 26/78  5,120 ex/s  ETA 40s
 2/2 up``, redrawn in place (other output is printed above it). Off a terminal: no bar and no control
 characters, ``tfk8s: progress tfk8s-123 Running  33%  epoch 1/2  step 26/78  5,120 ex/s  ETA 40s  replicas 2/2 up``
-every :data:`PLAIN_INTERVAL_S` seconds (``$TFK8S_PROGRESS_INTERVAL_S`` overrides both intervals). The
+every :data:`PLAIN_INTERVAL_S` seconds while it changes, every :data:`SAME_LINE_EVERY_S` seconds when it does
+not (``$TFK8S_PROGRESS_INTERVAL_S`` overrides both update intervals). The
 numbers come from :func:`tfk8s.jobs.job_status` (the job record plus the replicas' progress files); a
 program that reports no progress still shows its replicas' states.
 """
@@ -24,6 +25,7 @@ from tfk8s.jobs import JobStatus
 
 PLAIN_INTERVAL_S = 5.0
 TTY_INTERVAL_S = 0.5
+SAME_LINE_EVERY_S = 60.0  # an unchanged plain line is repeated only this often
 INTERVAL_ENV = "TFK8S_PROGRESS_INTERVAL_S"
 PLAIN_PREFIX = "tfk8s: "  # the lines a short `make run` shows from a step
 PROGRESS_PREFIX = PLAIN_PREFIX + "progress "  # a plain progress line
@@ -108,6 +110,7 @@ class ProgressMonitor:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tfk8s-progress", daemon=True)
         self._shown = ""  # the bar currently on screen (tty)
+        self._last_plain: tuple[str, float] = ("", 0.0)
         self._first: tuple[float, int] | None = None  # (monotonic s, step) when first seen running
 
     def __enter__(self) -> Self:
@@ -154,7 +157,11 @@ class ProgressMonitor:
                 self._shown = tty_line(status, columns)
                 self.stream.write(_CLEAR + self._shown)
             else:
-                self.stream.write(plain_line(status) + "\n")
+                line, now = plain_line(status), time.monotonic()
+                if line == self._last_plain[0] and now - self._last_plain[1] < SAME_LINE_EVERY_S:
+                    return  # nothing changed: say so only now and then
+                self._last_plain = (line, now)
+                self.stream.write(line + "\n")
             self.stream.flush()
 
     def print_line(self, line: str) -> None:

@@ -70,8 +70,8 @@ class ReplicaLogWriter:
                 stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 for label in (x.strip() for x in r.group(1).split(",")):
                     if label in self.labels and (f := self._file(label)):
-                        f.write(f"----- tfk8s {stamp}: {label} recreated (restart {r.group(2)}); "
-                                f"the next attempt's log follows -----\n")
+                        f.write(f"----- tfk8s {stamp}: {label} recreated (restart {r.group(2)}); the new "
+                                f"attempt's lines follow its predecessor's last ones -----\n")
 
     def wrap(self, sink: Callable[[str], None]) -> Callable[[str], None]:
         """``sink`` that also keeps each line in its replica's file."""
