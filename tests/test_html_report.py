@@ -116,3 +116,13 @@ def test_report_renders_in_headless_chromium(run_dir, tmp_path):
     line_blue = sum(1 for r, g, b in pixels if abs(r - 31) < 20 and abs(g - 119) < 20 and abs(b - 180) < 20)
     assert dark_blue > 5000 and line_blue > 300, (dark_blue, line_blue)
     assert sum(1 for p in pixels if p != (255, 255, 255)) > 0.1 * len(pixels)
+
+
+def test_a_model_that_was_not_evaluated_says_why_instead_of_an_accuracy(tmp_path):
+    run = tmp_path / "runs" / "7"
+    (run / "train").mkdir(parents=True)
+    write_evaluation(run, {"blessed": False, "reasons": ["loss 0.2 reported by the program"], "evaluated": False,
+                           "not_evaluated": "its serving signature takes 'text', the data set has images"})
+    page = write_run_report(run).read_text()
+    assert "NOT BLESSED — not evaluated: its serving signature takes &#x27;text&#x27;" in page
+    assert "<img" not in page and "not evaluated</p>" in page

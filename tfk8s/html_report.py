@@ -231,9 +231,12 @@ def render_html(data: Mapping[str, Any]) -> str:
              f"<h1>tfk8s training run <code>{_h(data.get('run_id'))}</code></h1>"]
     if ev:
         blessed = bool(ev.get("blessed"))
+        if ev.get("evaluated") is False or "accuracy" not in ev:
+            what = f"not evaluated: {ev.get('not_evaluated') or 'no evaluation of the test split'}"
+        else:
+            what = f"test accuracy {ev['accuracy']:.4f} on {ev.get('num_examples', '?')} examples"
         parts.append(f"<div class='verdict {'ok' if blessed else 'bad'}'>{'BLESSED' if blessed else 'NOT BLESSED'}"
-                     f" — test accuracy {ev.get('accuracy', 0):.4f} on {ev.get('num_examples', '?')} examples"
-                     f"</div>")
+                     f" — {_h(what)}</div>")
     else:
         parts.append("<p class='muted'>not evaluated (no evaluation.json in the run folder)</p>")
     rows = [(k, job[k]) for k in ("name", "backend", "state") if job.get(k)]
