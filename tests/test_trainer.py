@@ -35,20 +35,20 @@ def _tf_config(workers: int, index: int, *, chief: int = 0, ps: int = 0,
     [(4, 2, "FILE"), (2, 2, "FILE"), (7, 1, "FILE"), (1, 2, "DATA"), (3, 4, "DATA")],
 )
 def test_shard_policy_is_file_when_every_worker_gets_a_file_else_data(num_files, num_workers, policy):
-    from trainer.data import AutoShardPolicy, choose_shard_policy
+    from tfk8s.shards import AutoShardPolicy, choose_shard_policy
 
     assert choose_shard_policy(num_files, num_workers) == getattr(AutoShardPolicy, policy)
 
 
 def test_shard_policy_rejects_zero_files_or_workers():
-    from trainer.data import choose_shard_policy
+    from tfk8s.shards import choose_shard_policy
 
     with pytest.raises(ValueError, match="num_files and num_workers"):
         choose_shard_policy(0, 2)
 
 
 def test_make_dataset_sets_the_policy_for_the_workers_in_tf_config(mnist_subset_dir, monkeypatch):
-    from trainer.data import AutoShardPolicy, make_dataset
+    from tfk8s.shards import AutoShardPolicy, make_dataset
 
     def policy(**kwargs):
         ds = make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=True, repeat=True, **kwargs)
@@ -65,7 +65,7 @@ def test_make_dataset_sets_the_policy_for_the_workers_in_tf_config(mnist_subset_
 
 
 def test_make_dataset_yields_uint8_image_batches_and_int64_labels_covering_the_split_once(mnist_subset_dir):
-    from trainer.data import make_dataset
+    from tfk8s.shards import make_dataset
 
     batches = list(make_dataset(str(mnist_subset_dir), "test", batch_size=512, shuffle=False, repeat=False))
     images, labels = batches[0]
@@ -78,7 +78,7 @@ def test_make_dataset_yields_uint8_image_batches_and_int64_labels_covering_the_s
 
 
 def test_unshuffled_dataset_is_deterministic_and_shuffled_one_is_not(mnist_subset_dir):
-    from trainer.data import make_dataset
+    from tfk8s.shards import make_dataset
 
     def first_labels(shuffle, seed=None):
         ds = make_dataset(str(mnist_subset_dir), "train", batch_size=64, shuffle=shuffle, repeat=False, seed=seed)
@@ -90,7 +90,7 @@ def test_unshuffled_dataset_is_deterministic_and_shuffled_one_is_not(mnist_subse
 
 @pytest.mark.parametrize(("num_files", "n"), [(7, 100), (7, 3), (4, 4000), (1, 10), (3, 1)])
 def test_max_examples_reads_exactly_the_first_examples_of_the_round_robin_shards(num_files, n):
-    from trainer.data import _take_counts
+    from tfk8s.shards import _take_counts
 
     counts = _take_counts(num_files, n)
     assert sum(counts) == n
@@ -102,7 +102,7 @@ def test_max_examples_reads_exactly_the_first_examples_of_the_round_robin_shards
 def test_max_examples_caps_the_dataset_to_the_first_source_examples(mnist_subset_dir, mnist_tfds_data_dir):
     import tensorflow_datasets as tfds
 
-    from trainer.data import make_dataset
+    from tfk8s.shards import make_dataset
 
     ds = make_dataset(str(mnist_subset_dir), "train", batch_size=1000, shuffle=True, repeat=False,
                       max_examples=100, seed=0)
@@ -248,7 +248,7 @@ def test_bad_arguments_exit_2_with_a_message_saying_what_to_fix(mnist_subset_dir
 def _test_accuracy(saved_model_dir: Path, data_dir: Path) -> tuple[float, object]:
     import tensorflow as tf
 
-    from trainer.data import make_dataset
+    from tfk8s.shards import make_dataset
 
     fn = tf.saved_model.load(str(saved_model_dir)).signatures["serving_default"]
     correct = total = 0

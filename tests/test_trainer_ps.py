@@ -76,7 +76,7 @@ def _examples(ds) -> list[tuple[int, bytes]]:
 
 @pytest.mark.parametrize("num_shards", [2, 3, 8])  # 7 files: 2 and 3 shard by file, 8 by record
 def test_explicit_shards_partition_the_examples_and_turn_auto_sharding_off(mnist_subset_dir, num_shards):
-    from trainer.data import AutoShardPolicy, make_dataset
+    from tfk8s.shards import AutoShardPolicy, make_dataset
 
     def dataset(**kwargs):
         return make_dataset(str(mnist_subset_dir), "train", batch_size=128, shuffle=True, repeat=False,
@@ -90,7 +90,7 @@ def test_explicit_shards_partition_the_examples_and_turn_auto_sharding_off(mnist
 
 
 def test_explicit_shard_rejects_a_bad_index_or_a_second_sharding_setting(mnist_subset_dir):
-    from trainer.data import make_dataset
+    from tfk8s.shards import make_dataset
 
     with pytest.raises(ValueError, match="0 <= index < num_shards"):
         make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=False, repeat=False, shard=(2, 2))
@@ -129,7 +129,7 @@ def test_evaluator_evaluates_each_new_checkpoint_and_exits_0_on_sigterm(mnist_su
     import tf_keras
 
     from tfk8s.dataset import load_metadata
-    from trainer.data import make_dataset
+    from tfk8s.shards import make_dataset
     from trainer.model import build_model
 
     meta = load_metadata(str(mnist_subset_dir))
@@ -220,7 +220,7 @@ def test_ps_job_trains_and_the_launcher_stops_ps_worker_and_evaluator_after_the_
 def test_evaluator_beside_two_workers_evaluates_their_checkpoints_and_is_stopped(mnist_subset_dir, tmp_path):
     from tfk8s.dataset import load_metadata
     from tfk8s.training import build_job, run_job, trainer_args
-    from trainer.data import make_dataset
+    from tfk8s.shards import make_dataset
     from trainer.model import build_model
 
     train_dir = tmp_path / "train"

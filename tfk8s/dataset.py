@@ -4,7 +4,7 @@ Plain logic, no KFP import (the KFP-facing component calls :func:`prepare_datase
 TensorFlow Datasets are imported lazily, so :class:`DatasetMetadata` and :func:`load_metadata` are cheap to
 import (the trainer validates its arguments before TensorFlow starts).
 
-Output layout of ``output_dir`` (read back by ``trainer.data.make_dataset``)::
+Output layout of ``output_dir`` (read back by ``tfk8s.shards.make_dataset``)::
 
     <split>-<i:05d>-of-<n:05d>.tfrecord   n = num_shards, one set per split
     metadata.json                         see DatasetMetadata; written last

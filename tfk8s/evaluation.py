@@ -98,7 +98,7 @@ def evaluate_saved_model(model_dir: str | os.PathLike, data_dir: str | os.PathLi
 
     from tfk8s.dataset import load_metadata
     from tfk8s.export import SERVING_SIGNATURE, serving_signature
-    from trainer.data import make_dataset
+    from tfk8s.shards import make_dataset
 
     serving_signature(model_dir)  # clear error if it is not a servable model
     fn = tf.saved_model.load(str(model_dir)).signatures[SERVING_SIGNATURE]

@@ -1,24 +1,31 @@
-"""Input pipeline: the shards written by ``tfk8s.dataset.prepare_dataset`` -> batches of (images, labels).
+"""The reader of the prepared data: shards written by ``tfk8s.dataset.prepare_dataset`` -> ``tf.data`` batches.
 
-Used by the trainer (train split: shuffled, repeated) and the evaluator (test split: in order, once).
+The format is described in :mod:`tfk8s.dataset` (its writer); this module is its one reader, used by
+:func:`tfk8s.runtime.dataset` (training programs), the built-in trainer and evaluator replica, and the
+evaluate step. TensorFlow is imported on first use, so importing this module is cheap.
 """
 
 from __future__ import annotations
 
 import math
 import os
-
-import tensorflow as tf
+from typing import TYPE_CHECKING
 
 from tfk8s.cluster import parse_tf_config
 from tfk8s.dataset import DatasetMetadata, load_metadata
 
-AutoShardPolicy = tf.data.experimental.AutoShardPolicy
+if TYPE_CHECKING:
+    import tensorflow as tf
+
 SHUFFLE_BUFFER = 10_000  # examples (~8 MB of serialised MNIST records); >= one shard's worth for MNIST/4
-_FEATURES = {
-    "image": tf.io.FixedLenFeature([], tf.string),
-    "label": tf.io.FixedLenFeature([], tf.int64),
-}
+
+
+def __getattr__(name: str):
+    if name == "AutoShardPolicy":  # tf.data.experimental.AutoShardPolicy, without importing TF at import time
+        import tensorflow as tf
+
+        return tf.data.experimental.AutoShardPolicy
+    raise AttributeError(name)
 
 
 def num_workers_from_tf_config(value: str | None = None) -> int:
@@ -34,7 +41,7 @@ def num_workers_from_tf_config(value: str | None = None) -> int:
     return max(1, len(spec.get("chief", [])) + len(spec.get("worker", [])))
 
 
-def choose_shard_policy(num_files: int, num_workers: int) -> AutoShardPolicy:
+def choose_shard_policy(num_files: int, num_workers: int) -> tf.data.experimental.AutoShardPolicy:
     """The auto-shard policy for ``num_files`` input files read by ``num_workers`` workers.
 
     ``FILE`` when ``num_files >= num_workers`` (each worker reads only its own files: no wasted reads),
@@ -45,8 +52,11 @@ def choose_shard_policy(num_files: int, num_workers: int) -> AutoShardPolicy:
     Raises:
         ValueError: if either count is < 1.
     """
+    import tensorflow as tf
+
     if num_files < 1 or num_workers < 1:
         raise ValueError(f"num_files and num_workers must be >= 1, got {num_files} and {num_workers}")
+    AutoShardPolicy = tf.data.experimental.AutoShardPolicy
     return AutoShardPolicy.FILE if num_files >= num_workers else AutoShardPolicy.DATA
 
 
@@ -66,7 +76,7 @@ def make_dataset(
     batch_size: int,
     shuffle: bool,
     repeat: bool,
-    shard_policy: AutoShardPolicy | None = None,
+    shard_policy: tf.data.experimental.AutoShardPolicy | None = None,
     num_workers: int | None = None,
     max_examples: int | None = None,
     seed: int | None = None,
@@ -106,6 +116,9 @@ def make_dataset(
         ValueError: ``batch_size < 1``, ``max_examples < 1``, or a ``shard`` that is out of range or given
             together with ``shard_policy``/``num_workers``.
     """
+    import tensorflow as tf
+
+    AutoShardPolicy = tf.data.experimental.AutoShardPolicy
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if max_examples is not None and max_examples < 1:
@@ -150,7 +163,8 @@ def make_dataset(
     ds = ds.batch(batch_size, drop_remainder=False)
 
     def parse(records: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        ex = tf.io.parse_example(records, _FEATURES)
+        ex = tf.io.parse_example(records, {"image": tf.io.FixedLenFeature([], tf.string),
+                                           "label": tf.io.FixedLenFeature([], tf.int64)})
         images = tf.reshape(tf.io.decode_raw(ex["image"], tf.uint8), [-1, height, width, channels])
         return images, ex["label"]
 
