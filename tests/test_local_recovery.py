@@ -23,11 +23,10 @@ EPOCHS = 3
 def _train(data_dir: Path, model_dir: Path, lines: list[str]) -> TrainingJob:
     return TrainingJob(
         name="recovery-test", counts=ReplicaCounts(worker=2),
-        command=python_command("trainer.task", "--data-dir", str(data_dir), "--model-dir", str(model_dir),
-                               "--epochs", str(EPOCHS), "--batch-size", "64", "--learning-rate", "3e-3",
+        command=python_command("trainer.task", "--epochs", str(EPOCHS), "--batch-size", "64", "--learning-rate", "3e-3",
                                "--max-train-examples", "2000", "--seed", "0"),
         env={"TMPDIR": str(model_dir.parent), "TF_CPP_MIN_LOG_LEVEL": "2", "TF_USE_LEGACY_KERAS": "1"},
-        timeout_s=400, train_dir=str(model_dir))
+        timeout_s=400, train_dir=str(model_dir), data_dir=str(data_dir))
 
 
 def _worker_pid(index: int) -> int:
@@ -68,6 +67,9 @@ def test_a_worker_killed_mid_epoch_is_recreated_with_its_peer_and_resumes_to_an_
     # resumed: epoch 1 ran once, the restarted set went on from epoch 2 (not from scratch)
     assert sum(line.startswith("[worker-0] epoch 1/") for line in lines) == 1
     assert sum(line.startswith("[worker-0] epoch 3/") for line in lines) == 1
+    backup = tmp_path / "killed" / "checkpoints" / "backup"
+    resumed = [ln for ln in lines if ln.startswith("[worker-0] resumed from epoch ")]
+    assert resumed in ([f"[worker-0] resumed from epoch {k} of {EPOCHS} (backup in {backup})"] for k in (1, 2)), log[-3000:]
     accuracy, _ = _test_accuracy(tmp_path / "killed" / "saved_model", mnist_subset_dir)
     baseline, _ = _test_accuracy(tmp_path / "undisturbed" / "saved_model", mnist_subset_dir)
     print(f"test accuracy after a kill -9 and restart: {accuracy:.4f}, undisturbed: {baseline:.4f}")

@@ -1,4 +1,5 @@
-"""The trainer: input pipeline, model, argument/cluster handling, and real training runs on an MNIST subset."""
+"""The built-in trainer (on tfk8s.runtime): model, argument/cluster handling, and real training runs on an MNIST
+subset with the contract's environment (the reader of the shards: tests/test_shards.py)."""
 
 from __future__ import annotations
 
@@ -26,90 +27,6 @@ def _tf_config(workers: int, index: int, *, chief: int = 0, ps: int = 0,
     counts = ReplicaCounts(chief=chief, worker=workers, ps=ps, evaluator=1 if rtype is ReplicaType.EVALUATOR else 0)
     spec = cluster_spec(counts, lambda r: f"127.0.0.1:{20000 + 100 * list(ReplicaType).index(r.replica_type) + r.index}")
     return tf_config_json(spec, Replica(rtype, index))
-
-
-# --- input pipeline ---------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize(
-    ("num_files", "num_workers", "policy"),
-    [(4, 2, "FILE"), (2, 2, "FILE"), (7, 1, "FILE"), (1, 2, "DATA"), (3, 4, "DATA")],
-)
-def test_shard_policy_is_file_when_every_worker_gets_a_file_else_data(num_files, num_workers, policy):
-    from tfk8s.shards import AutoShardPolicy, choose_shard_policy
-
-    assert choose_shard_policy(num_files, num_workers) == getattr(AutoShardPolicy, policy)
-
-
-def test_shard_policy_rejects_zero_files_or_workers():
-    from tfk8s.shards import choose_shard_policy
-
-    with pytest.raises(ValueError, match="num_files and num_workers"):
-        choose_shard_policy(0, 2)
-
-
-def test_make_dataset_sets_the_policy_for_the_workers_in_tf_config(mnist_subset_dir, monkeypatch):
-    from tfk8s.shards import AutoShardPolicy, make_dataset
-
-    def policy(**kwargs):
-        ds = make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=True, repeat=True, **kwargs)
-        return ds.options().experimental_distribute.auto_shard_policy
-
-    monkeypatch.setenv("TF_CONFIG", _tf_config(2, 0))
-    assert policy() == AutoShardPolicy.FILE  # 7 files, 2 workers
-    monkeypatch.setenv("TF_CONFIG", _tf_config(8, 3))
-    assert policy() == AutoShardPolicy.DATA  # 7 files, 8 workers: FILE would leave a worker without data
-    assert policy(num_workers=3) == AutoShardPolicy.FILE
-    assert policy(shard_policy=AutoShardPolicy.OFF) == AutoShardPolicy.OFF
-    monkeypatch.delenv("TF_CONFIG")
-    assert policy() == AutoShardPolicy.FILE
-
-
-def test_make_dataset_yields_uint8_image_batches_and_int64_labels_covering_the_split_once(mnist_subset_dir):
-    from tfk8s.shards import make_dataset
-
-    batches = list(make_dataset(str(mnist_subset_dir), "test", batch_size=512, shuffle=False, repeat=False))
-    images, labels = batches[0]
-    assert images.dtype.name == "uint8" and tuple(images.shape) == (512, 28, 28, 1)
-    assert labels.dtype.name == "int64" and tuple(labels.shape) == (512,)
-    assert [int(b[1].shape[0]) for b in batches] == [512] * 5 + [SUBSET_EXAMPLES - 5 * 512]
-    all_labels = np.concatenate([b[1].numpy() for b in batches])
-    assert set(all_labels.tolist()) == set(range(10))
-    assert int(np.max(batches[0][0].numpy())) == 255  # raw pixels, not rescaled
-
-
-def test_unshuffled_dataset_is_deterministic_and_shuffled_one_is_not(mnist_subset_dir):
-    from tfk8s.shards import make_dataset
-
-    def first_labels(shuffle, seed=None):
-        ds = make_dataset(str(mnist_subset_dir), "train", batch_size=64, shuffle=shuffle, repeat=False, seed=seed)
-        return next(iter(ds))[1].numpy().tolist()
-
-    assert first_labels(False) == first_labels(False)
-    assert first_labels(True, seed=1) != first_labels(True, seed=2)
-
-
-@pytest.mark.parametrize(("num_files", "n"), [(7, 100), (7, 3), (4, 4000), (1, 10), (3, 1)])
-def test_max_examples_reads_exactly_the_first_examples_of_the_round_robin_shards(num_files, n):
-    from tfk8s.shards import _take_counts
-
-    counts = _take_counts(num_files, n)
-    assert sum(counts) == n
-    # example j sits at position j // num_files of shard j % num_files; the first n are taken per file
-    for i, c in enumerate(counts):
-        assert c == len([j for j in range(n) if j % num_files == i])
-
-
-def test_max_examples_caps_the_dataset_to_the_first_source_examples(mnist_subset_dir, mnist_tfds_data_dir):
-    import tensorflow_datasets as tfds
-
-    from tfk8s.shards import make_dataset
-
-    ds = make_dataset(str(mnist_subset_dir), "train", batch_size=1000, shuffle=True, repeat=False,
-                      max_examples=100, seed=0)
-    got = sorted((int(lbl), img.tobytes()) for x, y in ds.as_numpy_iterator() for img, lbl in zip(x, y))
-    src = tfds.load("mnist", split="train[:100]", data_dir=mnist_tfds_data_dir, download=False)
-    want = sorted((int(ex["label"]), ex["image"].tobytes()) for ex in tfds.as_numpy(src))
-    assert got == want
 
 
 # --- model ----------------------------------------------------------------------------------------------------------
@@ -140,12 +57,23 @@ def test_model_rejects_a_non_positive_learning_rate():
 
 # --- arguments, TF_CONFIG and the plan (no TensorFlow needed) -----------------------------------------------------
 
+def contract_env(train_dir: Path, data_dir: Path, label: str = "chief-0", coordinator: bool = True) -> dict:
+    """The contract's variables for one replica, as the launchers set them (tfk8s.contract.replica_env)."""
+    from tfk8s.cluster import Replica, ReplicaType
+    from tfk8s.contract import replica_env
+
+    rtype, index = label.rsplit("-", 1)
+    replica = Replica(ReplicaType(rtype), int(index))
+    return replica_env("test-job", replica, replica if coordinator else Replica(ReplicaType.CHIEF, 0), train_dir,
+                       data_dir)
+
+
 def _plan(mnist_subset_dir, tmp_path, *extra, tf_config=None):
     from trainer.task import build_parser, make_plan
 
-    args = build_parser().parse_args(["--data-dir", str(mnist_subset_dir), "--model-dir", str(tmp_path),
-                                      "--epochs", "1", *extra])
-    return make_plan(args, tf_config)
+    args = build_parser().parse_args(["--epochs", "1", *extra])
+    env = {**contract_env(tmp_path, mnist_subset_dir), **({"TF_CONFIG": tf_config} if tf_config else {})}
+    return make_plan(args, env)
 
 
 def test_steps_per_epoch_is_ceil_of_train_examples_over_the_global_batch(mnist_subset_dir, tmp_path):
@@ -162,7 +90,7 @@ def test_steps_per_epoch_is_ceil_of_train_examples_over_the_global_batch(mnist_s
 
 def test_single_process_without_tf_config_uses_the_default_strategy_and_is_chief(mnist_subset_dir, tmp_path):
     plan = _plan(mnist_subset_dir, tmp_path, "--batch-size", "64")
-    assert (plan.strategy, plan.num_workers, plan.is_chief, plan.replica) == ("default", 1, True, None)
+    assert (plan.strategy, plan.num_workers, plan.is_chief, plan.ctx.label) == ("default", 1, True, "chief-0")
     assert (plan.intra_op_threads, plan.inter_op_threads) == (0, 0)  # TF's defaults for a lone process
 
 
@@ -195,7 +123,7 @@ def test_evaluator_replica_plans_to_evaluate_beside_either_strategy_and_is_not_c
     beside_pss = _plan(mnist_subset_dir, tmp_path, "--batch-size", "64",
                        tf_config=_tf_config(1, 0, chief=1, ps=1, rtype=ReplicaType.EVALUATOR))
     for plan in (beside_mwms, beside_pss):
-        assert (plan.role, plan.is_chief, plan.replica) == (ROLE_EVALUATE, False, Replica(ReplicaType.EVALUATOR, 0))
+        assert (plan.role, plan.is_chief, plan.ctx.label) == (ROLE_EVALUATE, False, "evaluator-0")
     assert (beside_mwms.strategy, beside_pss.strategy) == ("multi_worker_mirrored", "parameter_server")
 
 
@@ -219,11 +147,16 @@ def test_trainers_plan_to_train(mnist_subset_dir, tmp_path):
         (["--inter-op-threads", "1"], "ps", "--inter-op-threads 1 deadlocks ParameterServerStrategy"),
         (["--data-dir", "/nonexistent/tfk8s-data"], None, "does not exist: run the prepare-dataset step"),
         (["--data-dir", "EMPTY"], None, "metadata.json not found"),
+        (["NO-DATA"], None, "no data: set $TFK8S_DATA_DIR (tfk8s does) or pass --data-dir"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_message_saying_what_to_fix(mnist_subset_dir, tmp_path, monkeypatch, capsys,
                                                                  argv, tf_config, needle):
+    from tfk8s.contract import CONTRACT_ENV
     from trainer.task import main
+
+    for var in CONTRACT_ENV:  # main() sets them from the flags; monkeypatch restores them afterwards
+        monkeypatch.delenv(var, raising=False)
 
     if tf_config == "ps":
         tf_config = _tf_config(2, 0, chief=1, ps=1)
@@ -237,7 +170,9 @@ def test_bad_arguments_exit_2_with_a_message_saying_what_to_fix(mnist_subset_dir
     else:
         monkeypatch.setenv("TF_CONFIG", tf_config)
     argv = [str(tmp_path) if a == "EMPTY" else a for a in argv]
-    if "--data-dir" not in argv:
+    if argv == ["NO-DATA"]:
+        argv = []
+    elif "--data-dir" not in argv:
         argv = ["--data-dir", str(mnist_subset_dir), *argv]
     assert main(["--model-dir", str(tmp_path / "model"), *argv]) == 2
     assert needle in capsys.readouterr().err
@@ -259,70 +194,100 @@ def _test_accuracy(saved_model_dir: Path, data_dir: Path) -> tuple[float, object
     return correct / total, fn
 
 
-@pytest.mark.slow
-def test_single_process_training_learns_mnist_and_writes_model_and_summary(mnist_subset_dir, tmp_path):
-    model_dir = tmp_path / "model"
+def _run_trainer(train_dir: Path, data_dir: Path, *flags: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer.task", "--data-dir", str(mnist_subset_dir), "--model-dir", str(model_dir),
-         "--epochs", "2", "--batch-size", "64", "--learning-rate", "3e-3", "--seed", "0"],
-        check=False, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    env.update(contract_env(train_dir, data_dir), TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-m", "trainer.task", *flags], check=False, env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_single_process_training_learns_mnist_and_leaves_what_the_contract_asks(mnist_subset_dir, tmp_path):
+    from tfk8s.contract import read_metrics
+    from tfk8s.progress import read_progress
+
+    train = tmp_path / "train"
+    proc = _run_trainer(train, mnist_subset_dir, "--epochs", "2", "--batch-size", "64", "--learning-rate", "3e-3",
+                        "--seed", "0")
     assert proc.returncode == 0, proc.stderr[-3000:]
     epoch_lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("epoch ")]
     assert len(epoch_lines) == 2 and all("examples/sec=" in ln and "accuracy=" in ln for ln in epoch_lines)
 
-    summary = json.loads((model_dir / "training_summary.json").read_text())
-    assert {k: summary[k] for k in ("epochs", "global_batch_size", "num_replicas_in_sync", "num_workers",
-                                    "strategy", "train_examples", "steps_per_epoch")} == {
-        "epochs": 2, "global_batch_size": 64, "num_replicas_in_sync": 1, "num_workers": 1,
-        "strategy": "default", "train_examples": SUBSET_EXAMPLES, "steps_per_epoch": 47}
-    assert 0.7 < summary["final_accuracy"] <= 1.0
-    assert 0.0 < summary["final_loss"] < 1.0
-    assert summary["examples_per_sec"] > 100
-    assert 0 < sum(summary["epoch_times_s"]) < summary["wall_time_s"]
+    reported, numbers, notes = read_metrics(train / "metrics" / "chief-0.json")
+    assert {k: reported[k] for k in ("epochs", "epochs_run", "global_batch_size", "num_replicas_in_sync",
+                                     "num_workers", "strategy", "train_examples", "steps_per_epoch", "diverged",
+                                     "resumed_from_epoch")} == {
+        "epochs": 2, "epochs_run": 2, "global_batch_size": 64, "num_replicas_in_sync": 1, "num_workers": 1,
+        "strategy": "default", "train_examples": SUBSET_EXAMPLES, "steps_per_epoch": 47, "diverged": False,
+        "resumed_from_epoch": 0}
+    assert notes == []
+    assert 0.7 < numbers["accuracy"] <= 1.0
+    assert 0.0 < numbers["loss"] < 1.0
+    assert numbers["examples_per_sec"] > 100
+    assert 0 < sum(reported["epoch_times_s"]) < numbers["wall_time_s"]
+    done = read_progress(train / "progress" / "chief-0.json")
+    assert (done.state, done.epoch, done.epochs, done.step, done.steps) == ("done", 2, 2, 94, 94)
+    assert 0 < done.loss < 1.0
 
-    accuracy, fn = _test_accuracy(model_dir / "saved_model", mnist_subset_dir)
+    accuracy, fn = _test_accuracy(train / "saved_model", mnist_subset_dir)
     assert accuracy > 0.85, accuracy  # chance is 0.1; measured ~0.93
     (spec,) = fn.structured_input_signature[1].values()
     assert spec.dtype.name == "uint8" and spec.shape.as_list() == [None, 28, 28, 1]
     (out_spec,) = fn.structured_outputs.values()
     assert out_spec.shape.as_list() == [None, 10]
-    assert list((model_dir / "logs" / "train").glob("events.out.tfevents.*"))
-    assert not list((model_dir / "backup").glob("*"))  # BackupAndRestore cleans up after success
+    assert list((train / "logs" / "train").glob("events.out.tfevents.*"))
+    assert not list((train / "checkpoints" / "backup").glob("*"))  # BackupAndRestore cleans up after success
     # weights after every epoch, kept for the evaluator
-    assert sorted(p.name for p in (model_dir / "checkpoints").glob("ckpt-*.index")) == ["ckpt-1.index", "ckpt-2.index"]
+    assert sorted(p.name for p in (train / "checkpoints").glob("ckpt-*.index")) == ["ckpt-1.index", "ckpt-2.index"]
 
 
 @pytest.mark.slow
-def test_two_workers_train_in_sync_and_only_the_chief_keeps_its_saved_model(mnist_subset_dir, tmp_path):
+def test_a_diverged_training_stops_saves_and_reports_diverged_with_exit_0(mnist_subset_dir, tmp_path):
+    from tfk8s.contract import read_metrics
+
+    train = tmp_path / "train"
+    proc = _run_trainer(train, mnist_subset_dir, "--epochs", "2", "--batch-size", "64", "--learning-rate", "1e9",
+                        "--seed", "0")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "training diverged: loss nan at epoch 1 step " in proc.stdout
+    reported, numbers, notes = read_metrics(train / "metrics" / "chief-0.json")
+    assert (reported["diverged"], reported["loss"], reported["epochs_run"]) == (True, "NaN", 1)
+    assert "loss" not in numbers and notes == ["loss is NaN (not a finite number): left out of the metrics"]
+    json.loads((train / "metrics" / "chief-0.json").read_text())  # strict JSON: no bare NaN
+    assert (train / "saved_model" / "saved_model.pb").is_file()  # so the pipeline can say why it is not blessed
+
+
+@pytest.mark.slow
+def test_two_workers_train_in_sync_and_only_the_coordinator_keeps_its_saved_model(mnist_subset_dir, tmp_path):
     from tfk8s.cluster import ReplicaCounts
+    from tfk8s.contract import read_metrics
     from tfk8s.launcher import TrainingJob
     from tfk8s.launcher.local import python_command, run_local
 
-    model_dir, scratch = tmp_path / "model", tmp_path / "scratch"
-    scratch.mkdir()
+    train = tmp_path / "train"
     lines: list[str] = []
     job = TrainingJob(
         name="trainer-test", counts=ReplicaCounts(worker=2),
-        command=python_command("trainer.task", "--data-dir", str(mnist_subset_dir), "--model-dir", str(model_dir),
-                               "--epochs", "1", "--batch-size", "64", "--learning-rate", "3e-3",
+        command=python_command("trainer.task", "--epochs", "1", "--batch-size", "64", "--learning-rate", "3e-3",
                                "--max-train-examples", "2000", "--seed", "0"),
-        env={"TMPDIR": str(scratch), "TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=240)
+        env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=240, train_dir=str(train), data_dir=str(mnist_subset_dir))
     result = run_local(job, log_sink=lines.append, cwd=REPO)
     assert result.exit_codes == {"worker-0": 0, "worker-1": 0}, "\n".join(lines[-40:])
 
-    summary = json.loads((model_dir / "training_summary.json").read_text())
-    assert (summary["strategy"], summary["num_workers"], summary["num_replicas_in_sync"]) == (
+    reported, _, _ = read_metrics(train / "metrics" / "worker-0.json")
+    assert (reported["strategy"], reported["num_workers"], reported["num_replicas_in_sync"]) == (
         "multi_worker_mirrored", 2, 2)
-    assert (summary["train_examples"], summary["steps_per_epoch"]) == (2000, 32)
+    assert (reported["train_examples"], reported["steps_per_epoch"]) == (2000, 32)
+    assert not (train / "metrics" / "worker-1.json").exists()  # only the coordinator reports
     epoch_lines = {ln.split("]")[0] + "]": ln for ln in lines if "] epoch 1/1:" in ln}
     assert set(epoch_lines) == {"[worker-0]", "[worker-1]"}
     # synchronous training: both workers report the same all-reduced loss
     losses = {ln.split("loss=")[1].split()[0] for ln in epoch_lines.values()}
     assert len(losses) == 1
-    assert (model_dir / "saved_model" / "saved_model.pb").is_file()
-    assert list(scratch.iterdir()) == []  # worker-1 saved into a temporary directory and removed it
+    assert (train / "saved_model" / "saved_model.pb").is_file()
+    assert not (train / "scratch" / "worker-1" / "saved_model").exists()  # saved (collectives), then removed
+    assert {p.stem for p in (train / "progress").glob("*.json")} == {"worker-0", "worker-1"}
     # only the chief's checkpoint is left (worker-1 wrote its copy to a temporary directory and removed it)
-    assert sorted(p.name for p in (model_dir / "checkpoints").iterdir() if "ckpt" not in p.name) == ["checkpoint"]
-    accuracy, _ = _test_accuracy(model_dir / "saved_model", mnist_subset_dir)
+    assert sorted(p.name for p in (train / "checkpoints").iterdir() if "ckpt" not in p.name) == ["backup", "checkpoint"]
+    accuracy, _ = _test_accuracy(train / "saved_model", mnist_subset_dir)
     assert accuracy > 0.6, accuracy  # 32 steps of 64 examples; chance is 0.1; measured ~0.85

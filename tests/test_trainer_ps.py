@@ -8,7 +8,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -50,53 +49,6 @@ def test_checkpoint_number_is_the_epoch_in_the_model_checkpoint_name():
 
     assert _checkpoint_number("/m/checkpoints/ckpt-12") == 12
     assert _checkpoint_number("/m/checkpoints/ckpt") == -1
-
-
-def test_wait_for_servers_returns_once_every_ps_and_worker_listens_and_names_the_missing_ones():
-    from trainer.task import _wait_for_servers
-
-    with socket.socket() as listening, socket.socket() as closed:
-        listening.bind(("127.0.0.1", 0))
-        listening.listen()
-        closed.bind(("127.0.0.1", 0))  # bound, not listening: connections are refused
-        up = f"127.0.0.1:{listening.getsockname()[1]}"
-        down = f"127.0.0.1:{closed.getsockname()[1]}"
-        assert _wait_for_servers({"chief": [down], "worker": [up], "ps": [up]}, timeout_s=5) < 5  # chief not waited
-        t0 = time.monotonic()
-        with pytest.raises(RuntimeError, match=re.escape(f"['{down}'] did not accept connections within 1s")):
-            _wait_for_servers({"worker": [up], "ps": [down]}, timeout_s=1)
-        assert time.monotonic() - t0 < 5
-
-
-# --- per-worker input pipelines ----------------------------------------------------------------------------------
-
-def _examples(ds) -> list[tuple[int, bytes]]:
-    return sorted((int(lbl), img.tobytes()) for x, y in ds.as_numpy_iterator() for img, lbl in zip(x, y))
-
-
-@pytest.mark.parametrize("num_shards", [2, 3, 8])  # 7 files: 2 and 3 shard by file, 8 by record
-def test_explicit_shards_partition_the_examples_and_turn_auto_sharding_off(mnist_subset_dir, num_shards):
-    from tfk8s.shards import AutoShardPolicy, make_dataset
-
-    def dataset(**kwargs):
-        return make_dataset(str(mnist_subset_dir), "train", batch_size=128, shuffle=True, repeat=False,
-                            max_examples=500, seed=0, **kwargs)
-
-    shards = [dataset(shard=(num_shards, i)) for i in range(num_shards)]
-    parts = [_examples(ds) for ds in shards]
-    assert all(parts), [len(p) for p in parts]  # every worker gets data
-    assert sorted(ex for part in parts for ex in part) == _examples(dataset())  # together: all 500, once each
-    assert {ds.options().experimental_distribute.auto_shard_policy for ds in shards} == {AutoShardPolicy.OFF}
-
-
-def test_explicit_shard_rejects_a_bad_index_or_a_second_sharding_setting(mnist_subset_dir):
-    from tfk8s.shards import make_dataset
-
-    with pytest.raises(ValueError, match="0 <= index < num_shards"):
-        make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=False, repeat=False, shard=(2, 2))
-    with pytest.raises(ValueError, match="not both"):
-        make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=False, repeat=False, shard=(2, 0),
-                     num_workers=2)
 
 
 # --- the evaluator process ---------------------------------------------------------------------------------------
@@ -142,7 +94,7 @@ def test_evaluator_evaluates_each_new_checkpoint_and_exits_0_on_sigterm(mnist_su
 
     env = {**os.environ, "TF_CONFIG": _tf_config(2, 0, rtype=ReplicaType.EVALUATOR), "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainer.task", "--data-dir", str(mnist_subset_dir), "--model-dir", str(model_dir),
+        [sys.executable, "-m", "trainer.task", "--data-dir", str(mnist_subset_dir), "--train-dir", str(model_dir),
          "--batch-size", "500"], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         q, seen = _lines(proc), []
@@ -219,8 +171,8 @@ def test_ps_job_trains_and_the_launcher_stops_ps_worker_and_evaluator_after_the_
 @pytest.mark.slow
 def test_evaluator_beside_two_workers_evaluates_their_checkpoints_and_is_stopped(mnist_subset_dir, tmp_path):
     from tfk8s.dataset import load_metadata
-    from tfk8s.training import build_job, run_job, trainer_args
     from tfk8s.shards import make_dataset
+    from tfk8s.training import build_job, run_job, trainer_args
     from trainer.model import build_model
 
     train_dir = tmp_path / "train"

@@ -34,13 +34,13 @@ import math
 import os
 import shutil
 import socket
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from tfk8s import contract
 from tfk8s.cluster import parse_tf_config
 from tfk8s.progress import ProgressReporter
 
@@ -50,14 +50,14 @@ if TYPE_CHECKING:
 
     from tfk8s.dataset import DatasetMetadata
 
-# The contract's environment variables (docs/training-program.md).
-JOB_NAME_ENV = "TFK8S_JOB_NAME"
-DATA_DIR_ENV = "TFK8S_DATA_DIR"
-MODEL_DIR_ENV = "TFK8S_MODEL_DIR"
-CHECKPOINT_DIR_ENV = "TFK8S_CHECKPOINT_DIR"
-TENSORBOARD_DIR_ENV = "TFK8S_TENSORBOARD_DIR"
-PROGRESS_FILE_ENV = "TFK8S_PROGRESS_FILE"
-METRICS_FILE_ENV = "TFK8S_METRICS_FILE"
+# The contract's environment variables (tfk8s.contract; docs/training-program.md).
+JOB_NAME_ENV = contract.ENV_JOB_NAME
+DATA_DIR_ENV = contract.ENV_DATA_DIR
+MODEL_DIR_ENV = contract.ENV_MODEL_DIR
+CHECKPOINT_DIR_ENV = contract.ENV_CHECKPOINT_DIR
+TENSORBOARD_DIR_ENV = contract.ENV_TENSORBOARD_DIR
+PROGRESS_FILE_ENV = contract.ENV_PROGRESS_FILE
+METRICS_FILE_ENV = contract.ENV_METRICS_FILE
 
 DEFAULT_OUTPUT_DIR = "tfk8s-output"  # under the working directory, for a program run outside tfk8s
 DEFAULT_PEER_TIMEOUT_S = 300.0  # how long strategy() waits for the peers' ports before giving up
@@ -580,7 +580,8 @@ def save(model, model_dir: str | None = None, **kwargs) -> str:
 
 
 def _json_value(key: str, value):
-    """``value`` as JSON data: numpy/tensor scalars as Python numbers, non-finite floats as None."""
+    """``value`` as JSON data: numpy/tensor values as Python numbers and lists (non-finite floats are kept:
+    :func:`tfk8s.contract.write_metrics` writes them as the strings ``"NaN"``/``"Infinity"``)."""
     if hasattr(value, "numpy"):
         value = value.numpy()
     if hasattr(value, "tolist"):  # numpy scalars and arrays
@@ -589,20 +590,20 @@ def _json_value(key: str, value):
         return {str(k): _json_value(f"{key}.{k}", v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_json_value(key, v) for v in value]
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, bool | int | str):
+    if value is None or isinstance(value, bool | int | float | str):
         return value
     raise TypeError(f"metric {key!r} is a {type(value).__name__}: report numbers, strings, booleans or lists")
 
 
 def report(metrics: Mapping[str, Any]) -> dict | None:
-    """Write ``metrics`` to ``TFK8S_METRICS_FILE`` on the coordinator (atomically) and print them; returns
-    what was written (None on any other replica, which writes nothing).
+    """Write ``metrics`` to ``TFK8S_METRICS_FILE`` on the coordinator and print them on one line; returns
+    the metrics written (None on any other replica, which writes nothing).
 
-    The file is always valid JSON: NaN/inf become null (the launch step says so in words), numpy and tensor
-    values become numbers. ``diverged`` (:func:`diverged`) is added unless given. The launch step turns the
-    numeric values into the run's training Metrics.
+    The file is one JSON object, written atomically by :func:`tfk8s.contract.write_metrics`, always valid
+    JSON: NaN/inf become the strings ``"NaN"``/``"Infinity"``/``"-Infinity"`` (the launch step leaves them out
+    of the training Metrics and says so in words); numpy and tensor values become numbers. ``diverged``
+    (:func:`diverged`) is added unless given. The launch step turns the finite numbers into the run's
+    training Metrics and puts everything in ``training_summary.json``.
 
     Raises:
         TypeError: a value that is not a number, string, boolean, None, list or dict (names the key).
@@ -612,13 +613,7 @@ def report(metrics: Mapping[str, Any]) -> dict | None:
     data.setdefault("diverged", diverged())
     if not ctx.is_coordinator:
         return None
-    text = json.dumps(data, allow_nan=False, sort_keys=True)
-    print(f"metrics: {text}", flush=True)
+    print(f"metrics: {json.dumps(data, sort_keys=True)}", flush=True)
     if ctx.metrics_file:
-        path = Path(ctx.metrics_file)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(text + "\n")
-        os.replace(tmp, path)
+        contract.write_metrics(ctx.metrics_file, data)
     return data

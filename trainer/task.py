@@ -58,7 +58,7 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
 from tfk8s import runtime
@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-dir", help=f"where this replica saves its SavedModel; default ${runtime.MODEL_DIR_ENV}")
     p.add_argument("--checkpoint-dir", help=f"backup/ and ckpt-<epoch>; default ${runtime.CHECKPOINT_DIR_ENV}")
     p.add_argument("--tensorboard-dir", help=f"train/ and eval/ event files; default ${runtime.TENSORBOARD_DIR_ENV}")
+    p.add_argument("--train-dir", help="outside tfk8s: lay out every directory the contract has not set under this "
+                                       "folder, as the launch step does (saved_model/, checkpoints/, logs/, "
+                                       "progress/, metrics/, scratch/)")
     p.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS)
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
                    help="GLOBAL batch size, divisible by the number of replicas")
@@ -145,17 +148,39 @@ class Plan:
         return self.ctx.is_coordinator
 
 
-def apply_dir_flags(args: argparse.Namespace) -> None:
-    """Set the contract's variables from the directory flags that were given (flags override the env)."""
+def apply_dir_flags(args: argparse.Namespace, environ: MutableMapping[str, str]) -> None:
+    """Set the contract's variables in ``environ`` from the directory flags given: ``--data-dir`` and the
+    like override the environment; ``--train-dir`` only fills what is still unset, with the launch step's
+    layout (:func:`tfk8s.contract.replica_env`).
+
+    Raises:
+        UsageError: TF_CONFIG is not valid (with ``--train-dir``).
+    """
     for attr, var in _DIR_FLAGS.items():
         if getattr(args, attr, None):
-            os.environ[var] = str(getattr(args, attr))
+            environ[var] = str(getattr(args, attr))
+    if getattr(args, "train_dir", None):
+        from tfk8s.cluster import Replica, ReplicaType
+        from tfk8s.contract import replica_env
+
+        try:
+            ctx = runtime.context(environ)
+        except ClusterConfigError as e:
+            raise UsageError(str(e)) from e
+        me = Replica(ReplicaType(ctx.replica_type), ctx.replica_index)
+        first = Replica(ReplicaType.CHIEF if ctx.cluster.get("chief") or not ctx.cluster else ReplicaType.WORKER, 0)
+        layout = replica_env(environ.get(runtime.JOB_NAME_ENV, "local"), me, me if ctx.is_coordinator else first,
+                             args.train_dir, environ.get(runtime.DATA_DIR_ENV, ""))
+        for var, value in layout.items():
+            if not environ.get(var) and value:
+                environ[var] = value
 
 
-def make_plan(args: argparse.Namespace, tf_config: str | None = None) -> Plan:
+def make_plan(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Plan:
     """Validate the arguments, TF_CONFIG and the data dir, and decide this replica's role.
 
-    Reads the contract from ``os.environ`` (after :func:`apply_dir_flags`); ``tf_config`` overrides TF_CONFIG.
+    Args:
+        environ: TF_CONFIG and the contract's variables (default ``os.environ``); the directory flags win.
 
     Raises:
         UsageError: with a message saying what to fix.
@@ -171,9 +196,8 @@ def make_plan(args: argparse.Namespace, tf_config: str | None = None) -> Plan:
     if not args.learning_rate > 0:
         raise UsageError(f"--learning-rate must be > 0, got {args.learning_rate}")
 
-    env = dict(os.environ)
-    if tf_config is not None:
-        env["TF_CONFIG"] = tf_config
+    env = dict(os.environ if environ is None else environ)
+    apply_dir_flags(args, env)
     try:
         ctx = runtime.context(env)
     except ClusterConfigError as e:
@@ -381,8 +405,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     returns 0 once SIGTERM stops it.
     """
     args = build_parser().parse_args(argv)
-    apply_dir_flags(args)
     try:
+        apply_dir_flags(args, os.environ)  # tfk8s.runtime reads the contract from the environment
         plan = make_plan(args)
         if plan.role == ROLE_EVALUATE:
             evaluate_checkpoints(args, plan)
