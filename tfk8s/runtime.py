@@ -160,6 +160,14 @@ def diverged() -> bool:
     return bool(_STATE["diverged"])
 
 
+def progress(state: str = "running", *, force: bool = False, **fields) -> bool:
+    """Report this replica's progress to ``TFK8S_PROGRESS_FILE`` from a custom training loop (at most every 2 s
+    unless ``force`` or the state changes; :func:`callbacks` does it for ``fit``). ``fields``: ``epoch``
+    (1-based), ``epochs``, ``step`` (global steps done), ``steps`` (planned), ``examples_per_sec``, ``loss``
+    (:mod:`tfk8s.progress`). Returns whether the file was written; a no-op outside tfk8s."""
+    return _reporter(context()).update(state, force=force, **fields)
+
+
 def resumed_from_epoch() -> int:
     """The epochs already done when :func:`callbacks`' BackupAndRestore resumed this process (0: fresh)."""
     return int(_STATE["resumed_from"])
