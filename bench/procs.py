@@ -7,7 +7,7 @@
 
 - ``plain-fit``: the baseline of the trainer-overhead figure: the same model (``trainer.model.build_model``)
   fitted with plain ``tf_keras`` ``model.fit(x, y)`` on the training split loaded into memory as NumPy arrays.
-- ``input``: the trainer's input pipeline alone (``trainer.data.make_dataset``, as the trainer builds it),
+- ``input``: the trainer's input pipeline alone (``tfk8s.shards.make_dataset``, as the trainer builds it),
   iterated without training.
 - ``mwms``: a prototype multi-worker trainer on ``tf.distribute`` directly, for the collective options the
   built-in trainer does not (yet) expose: ``CommunicationOptions`` (``bytes_per_pack``, RING/AUTO), gradient
@@ -47,7 +47,7 @@ def _threads(tf, intra: int, inter: int) -> None:
 def _load_numpy(data_dir: str, split: str):
     import numpy as np
 
-    from trainer.data import make_dataset
+    from tfk8s.shards import make_dataset
 
     xs, ys = [], []
     for x, y in make_dataset(data_dir, split, batch_size=4096, shuffle=False, repeat=False, num_workers=1):
@@ -77,7 +77,7 @@ def input_only(a: argparse.Namespace) -> dict:
     import tensorflow as tf
 
     _threads(tf, a.intra or a.threads, a.inter or a.threads)
-    from trainer.data import make_dataset
+    from tfk8s.shards import make_dataset
 
     ds = make_dataset(a.data_dir, "train", batch_size=a.batch_size, shuffle=True, repeat=True, num_workers=1)
     it = iter(ds)
@@ -136,7 +136,7 @@ def mwms(a: argparse.Namespace) -> dict:
 
     from tfk8s.cluster import parse_tf_config
     from tfk8s.dataset import load_metadata
-    from trainer.data import make_dataset, num_workers_from_tf_config
+    from tfk8s.shards import make_dataset, num_workers_from_tf_config
     from trainer.model import build_model
 
     workers = num_workers_from_tf_config()
