@@ -432,6 +432,14 @@ def _as_float(value) -> float | None:
         return None
 
 
+def _logs(logs, fetch: bool) -> Mapping:
+    """Keras' logs as a mapping: under ParameterServerStrategy they are a RemoteValue, fetched only where the
+    step is over anyway (epoch end), never per batch (that would wait for each scheduled step)."""
+    if hasattr(logs, "fetch"):
+        logs = logs.fetch() if fetch else None
+    return logs if isinstance(logs, Mapping) else {}
+
+
 def callbacks(*, batch_size: int | None = None, backup: bool = True, checkpoints: bool = True,
               tensorboard: bool = True, progress: bool = True, stop_on_nan: bool = True) -> list[tf_keras.callbacks.Callback]:
     """The standard tf-keras callbacks for ``model.fit`` (each can be left out):
@@ -498,7 +506,7 @@ def callbacks(*, batch_size: int | None = None, backup: bool = True, checkpoints
         def on_train_batch_end(self, batch, logs=None):
             self.step = self.epoch * ((self.params or {}).get("steps") or 0) + batch + 1
             if stop_on_nan:
-                loss = _as_float((logs or {}).get("loss"))
+                loss = _as_float(_logs(logs, False).get("loss"))
                 if loss is not None and not math.isfinite(loss):
                     _STATE["diverged"] = True
                     self.model.stop_training = True
@@ -508,10 +516,10 @@ def callbacks(*, batch_size: int | None = None, backup: bool = True, checkpoints
             if progress and reporter.path is not None and now >= self._next_update:
                 rate = self._rate(self.step - self._t_step, now - self._t)
                 self._t, self._t_step, self._next_update = now, self.step, now + reporter.min_interval_s
-                self._update(force=True, examples_per_sec=rate, loss=_as_float((logs or {}).get("loss")))
+                self._update(force=True, examples_per_sec=rate, loss=_as_float(_logs(logs, False).get("loss")))
 
         def on_epoch_end(self, epoch, logs=None):
-            logs = {k: _as_float(v) for k, v in (logs or {}).items()}
+            logs = {k: _as_float(v) for k, v in _logs(logs, True).items()}
             dt = time.perf_counter() - self._epoch_t0
             rate = self._rate(max(self.step - self._epoch_step0, 0) or (self.params or {}).get("steps") or 0, dt)
             loss = logs.get("loss")
@@ -539,7 +547,7 @@ def callbacks(*, batch_size: int | None = None, backup: bool = True, checkpoints
             self._t0 = time.perf_counter()
 
         def on_epoch_end(self, epoch, logs=None):
-            values = {f"epoch_{k}": v for k, v in ((k, _as_float(v)) for k, v in (logs or {}).items())
+            values = {f"epoch_{k}": v for k, v in ((k, _as_float(v)) for k, v in _logs(logs, True).items())
                       if v is not None}
             steps = (self.params or {}).get("steps")
             if batch_size and steps:

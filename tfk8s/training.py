@@ -56,7 +56,7 @@ class TrainingOutcome:
 
 def trainer_args(data_dir: str | os.PathLike, train_dir: str | os.PathLike, epochs: int, batch_size: int,
                  learning_rate: float, max_train_examples: int = 0) -> list[str]:
-    """The built-in trainer's command-line flags (``python -m trainer.task --help``); batch_size is the global batch.
+    """The built-in trainer's flags (``python -m trainer.task --help``); batch_size is the global batch.
 
     The launchers hand every replica its directories in the contract's variables (:mod:`tfk8s.contract`);
     ``--train-dir`` only fills those left unset (a trainer run by hand), with the same layout."""
