@@ -7,7 +7,7 @@ IMAGE  ?= ghcr.io/tfk8s/tfk8s:0.1.0
 # Extra pipeline parameters for `make run`, e.g. ARGS="--param epochs=1 --param workers=3"
 ARGS   ?=
 
-.PHONY: run test test-fast lint compile bench bench-smoke image clean
+.PHONY: run test test-fast test-cluster lint compile bench bench-smoke image clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,13 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -ra
+
+# The Kubernetes backend against a real control plane on 127.0.0.1 (etcd, kube-apiserver, controller manager,
+# scheduler, KWOK): builds the binaries once from the Go module proxy (hack/controlplane/build.sh, cached under
+# ~/.cache/tfk8s/controlplane/; needs Go >= 1.26), then runs the tests marked `cluster`.
+test-cluster: $(STAMP)
+	bash hack/controlplane/build.sh
+	TFK8S_TEST_CLUSTER=1 $(PY) -m pytest -q -ra -m cluster
 
 # Skips the tests that train with TensorFlow.
 test-fast: $(STAMP)

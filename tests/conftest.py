@@ -6,6 +6,29 @@ from pathlib import Path
 
 import pytest
 
+CLUSTER_ENV = "TFK8S_TEST_CLUSTER"  # set by `make test-cluster`: run the tests marked cluster
+
+
+def pytest_collection_modifyitems(config, items):
+    """The ``cluster`` tests (a real control plane) run only under ``make test-cluster``; elsewhere they are
+    deselected, and the summary says so in one line."""
+    import os
+
+    if os.environ.get(CLUSTER_ENV) == "1":
+        return
+    cluster = [item for item in items if item.get_closest_marker("cluster")]
+    if cluster:
+        items[:] = [item for item in items if not item.get_closest_marker("cluster")]
+        config.hook.pytest_deselected(items=cluster)
+        config._tfk8s_cluster_deselected = len(cluster)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """One line about the deselected real-cluster tests."""
+    n = getattr(config, "_tfk8s_cluster_deselected", 0)
+    if n:
+        terminalreporter.write_line(f"{n} real-cluster tests not run: real-cluster tests need `make test-cluster`")
+
 # A real MNIST subset, prepared once per session: the first SUBSET_EXAMPLES examples of each split, in TFDS
 # order, written round-robin into SUBSET_SHARDS files (a count that does not divide the examples, so shards
 # differ by one).

@@ -63,7 +63,7 @@ def test_one_headless_service_and_one_job_per_replica_services_first():
     manifests = render_manifests(make_job(), make_settings())
     names = ["tfk8s-run-42-chief-0", "tfk8s-run-42-worker-0", "tfk8s-run-42-worker-1", "tfk8s-run-42-ps-0"]
     assert [(m["kind"], m["metadata"]["name"]) for m in manifests] == (
-        [("Service", n) for n in names] + [("Job", n) for n in names])
+        [("NetworkPolicy", "tfk8s-run-42")] + [("Service", n) for n in names] + [("Job", n) for n in names])
     for m in manifests:
         assert m["metadata"]["namespace"] == "ml"
     svc = by_name(manifests)["Service", "tfk8s-run-42-worker-1"]
@@ -124,7 +124,8 @@ def test_names_from_a_long_run_id_are_valid_dns_labels_and_stay_distinct():
             assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", m["metadata"]["name"])
             assert len(m["metadata"]["labels"]["tfk8s.dev/job-name"]) <= 63
             names.add(m["metadata"]["name"])
-    assert len(names) == 2 * 16  # two runs x 16 replicas (a replica's Service and Job share its name)
+    # two runs x (16 replicas + the job's NetworkPolicy): a replica's Service and Job share its name
+    assert len(names) == 2 * 17
 
 
 def test_cluster_domain_and_port_are_configurable():
@@ -256,7 +257,7 @@ def test_dry_run_of_the_launch_step_prints_yaml_that_validates(version, capsys, 
     launch_training.main(["--dry-run", "--data-dir", str(tmp_path), "--run-id", "run-42", "--chief", "1",
                           "--workers", "2", "--ps", "1", "--namespace", "ml", "--pvc-name", "tfk8s-data"])
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [("NetworkPolicy", "tfk8s-run-42")] + [
         (kind, f"tfk8s-run-42-{r}") for kind in ("Service", "Job") for r in ("chief-0", "worker-0", "worker-1",
                                                                             "ps-0")]
     for d in docs:
@@ -403,6 +404,8 @@ def test_rbac_is_namespaced_and_grants_exactly_the_calls_the_launcher_makes():
         ("", "services"): {"create", "delete", "list", "patch"},
         ("", "events"): {"list"},
         ("", "persistentvolumeclaims"): {"create", "get"},  # the ensure-volume step
+        ("networking.k8s.io", "networkpolicies"): {"create", "delete", "list", "patch"},  # one per job
+        ("scheduling.k8s.io", "podgroups"): {"create", "delete", "list", "patch"},  # gang=native
     }
     binding = docs["RoleBinding"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tfk8s-launcher"}

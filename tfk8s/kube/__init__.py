@@ -23,6 +23,7 @@ from tfk8s.kube.errors import (
     KubernetesApiError,
     LauncherTerminatedError,
     PermanentFailureError,
+    QuotaExceededError,
     RestartBudgetExhaustedError,
     ScheduleTimeoutError,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "LauncherPod",
     "LauncherTerminatedError",
     "PermanentFailureError",
+    "QuotaExceededError",
     "ReplicaSettings",
     "RestartBudgetExhaustedError",
     "ScheduleTimeoutError",

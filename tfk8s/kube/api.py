@@ -16,11 +16,18 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tfk8s.kube.errors import AlreadyExistsError, KubernetesApiError
+from tfk8s.kube.objects import POD_GROUP_API
 
 REQUEST_TIMEOUT_S = 60
 RBAC_HINT = ("the launcher's service account lacks a permission: apply manifests/rbac.yaml "
              "(kubectl apply -n {ns} -f manifests/rbac.yaml) and run the launcher as serviceAccountName "
              "tfk8s-launcher")
+QUOTA_HINT = ("the namespace's ResourceQuota is smaller than the job: raise it (kubectl describe resourcequota -n "
+              "{ns}), lower the replicas' requests (cpu, memory, gpus) or run fewer replicas")
+GANG_HINT = ("the API server does not serve scheduling.k8s.io/v1beta1 PodGroups (Kubernetes >= 1.37 with the "
+             "GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1beta1=true): enable them, "
+             "or leave gang empty")
+STRICT = "Strict"  # fieldValidation of every create: an unknown or duplicate field is an error, not dropped
 
 
 @dataclass(frozen=True, order=True)
@@ -86,6 +93,8 @@ class KubeApi:
         self.namespace = namespace
         self._core = client.CoreV1Api(api_client)
         self._batch = client.BatchV1Api(api_client)
+        self._networking = client.NetworkingV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -109,7 +118,9 @@ class KubeApi:
         msg = f"{what} in namespace {self.namespace} failed: {status} {detail}"
         if status == 409:
             return AlreadyExistsError(msg, status)
-        if status in (401, 403):
+        if status == 403 and "exceeded quota" in str(detail):
+            msg += "; " + QUOTA_HINT.format(ns=self.namespace)
+        elif status in (401, 403):
             msg += "; " + RBAC_HINT.format(ns=self.namespace)
         elif status == 404 and "namespace" in str(detail).lower():
             msg += f"; create the namespace or pass --namespace (kubectl create namespace {self.namespace})"
@@ -144,7 +155,8 @@ class KubeApi:
     @_uses("", "services", "create")
     def create_service(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create a Service; raises :class:`AlreadyExistsError` if it exists."""
-        return self._json("creating Service", self._core.create_namespaced_service, self.namespace, body)
+        return self._json("creating Service", self._core.create_namespaced_service, self.namespace, body,
+                          field_validation=STRICT)
 
     @_uses("", "services", "list")
     def list_services(self, label_selector: str) -> dict[str, Any]:
@@ -163,6 +175,77 @@ class KubeApi:
         return self._set_owners(f"setting the owner of Service {name}", self._core.patch_namespaced_service, name,
                                 owner_references)
 
+    # -- the job's NetworkPolicy ---------------------------------------------------------------------------------
+    @_uses("networking.k8s.io", "networkpolicies", "create")
+    def create_network_policy(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a NetworkPolicy; raises :class:`AlreadyExistsError` if it exists."""
+        return self._json("creating NetworkPolicy", self._networking.create_namespaced_network_policy,
+                          self.namespace, body, field_validation=STRICT)
+
+    @_uses("networking.k8s.io", "networkpolicies", "list")
+    def list_network_policies(self, label_selector: str) -> dict[str, Any]:
+        """NetworkPolicies matching ``label_selector`` (a NetworkPolicyList dict)."""
+        return self._json("listing NetworkPolicies", self._networking.list_namespaced_network_policy,
+                          self.namespace, label_selector=label_selector)
+
+    @_uses("networking.k8s.io", "networkpolicies", "delete")
+    def delete_network_policy(self, name: str) -> bool:
+        """Delete a NetworkPolicy; False if it did not exist."""
+        return self._delete(f"deleting NetworkPolicy {name}", self._networking.delete_namespaced_network_policy,
+                            name)
+
+    @_uses("networking.k8s.io", "networkpolicies", "patch")
+    def set_network_policy_owners(self, name: str, owner_references: list[dict[str, Any]]) -> bool:
+        """Replace a NetworkPolicy's ownerReferences; False if it does not exist."""
+        return self._set_owners(f"setting the owner of NetworkPolicy {name}",
+                                self._networking.patch_namespaced_network_policy, name, owner_references)
+
+    # -- the job's PodGroup (gang=native) ------------------------------------------------------------------------
+    def _pod_group_call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        group, version, plural = POD_GROUP_API
+        try:
+            return self._json(what, fn, group, version, self.namespace, plural, *args, **kwargs)
+        except KubernetesApiError as e:
+            if e.status == 404 and "could not find the requested resource" in str(e):
+                raise KubernetesApiError(f"{e}; {GANG_HINT}", 404) from None
+            raise
+
+    @_uses("scheduling.k8s.io", "podgroups", "create")
+    def create_pod_group(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a ``scheduling.k8s.io/v1beta1`` PodGroup; raises :class:`AlreadyExistsError` if it exists."""
+        return self._pod_group_call("creating PodGroup", self._custom.create_namespaced_custom_object, body,
+                                    field_validation=STRICT)
+
+    @_uses("scheduling.k8s.io", "podgroups", "list")
+    def list_pod_groups(self, label_selector: str) -> dict[str, Any]:
+        """PodGroups matching ``label_selector``."""
+        return self._pod_group_call("listing PodGroups", self._custom.list_namespaced_custom_object,
+                                    label_selector=label_selector)
+
+    @_uses("scheduling.k8s.io", "podgroups", "delete")
+    def delete_pod_group(self, name: str) -> bool:
+        """Delete a PodGroup; False if it did not exist."""
+        try:
+            self._pod_group_call(f"deleting PodGroup {name}", self._custom.delete_namespaced_custom_object, name)
+        except KubernetesApiError as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
+    @_uses("scheduling.k8s.io", "podgroups", "patch")
+    def set_pod_group_owners(self, name: str, owner_references: list[dict[str, Any]]) -> bool:
+        """Replace a PodGroup's ownerReferences; False if it does not exist."""
+        body = [{"op": "add", "path": "/metadata/ownerReferences", "value": owner_references}]
+        try:
+            self._pod_group_call(f"setting the owner of PodGroup {name}", self._custom.patch_namespaced_custom_object,
+                                 name, body)
+        except KubernetesApiError as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
     # -- jobs ---------------------------------------------------------------------------------------------------
     @_uses("batch", "jobs", "patch")
     def set_job_owners(self, name: str, owner_references: list[dict[str, Any]]) -> bool:
@@ -173,7 +256,8 @@ class KubeApi:
     @_uses("batch", "jobs", "create")
     def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create a Job; raises :class:`AlreadyExistsError` if one with its name exists (maybe terminating)."""
-        return self._json("creating Job", self._batch.create_namespaced_job, self.namespace, body)
+        return self._json("creating Job", self._batch.create_namespaced_job, self.namespace, body,
+                          field_validation=STRICT)
 
     @_uses("batch", "jobs", "list")
     def list_jobs(self, label_selector: str) -> dict[str, Any]:
@@ -250,7 +334,7 @@ class KubeApi:
     def create_pvc(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create a PersistentVolumeClaim; raises :class:`AlreadyExistsError` if it exists."""
         return self._json("creating PersistentVolumeClaim", self._core.create_namespaced_persistent_volume_claim,
-                          self.namespace, body)
+                          self.namespace, body, field_validation=STRICT)
 
     def _watch(self, what: str, fn: Callable[..., Any], label_selector: str, resource_version: str,
                timeout_s: int) -> Any:

@@ -53,6 +53,7 @@ from tfk8s.kube.errors import (
     KubernetesApiError,
     LauncherTerminatedError,
     PermanentFailureError,
+    QuotaExceededError,
     RestartBudgetExhaustedError,
     ScheduleTimeoutError,
 )
@@ -66,6 +67,7 @@ MAX_WAIT_S = 5.0  # the main loop re-evaluates at least this often, events or no
 CLEANUP_POLL_S = 0.5
 EVENTS_SHOWN = 10
 PEER_LINES_SHOWN = 5  # last log lines shown of each peer that failed with a group's root cause
+QUOTA_CHECK_S = 2.0  # a Job without a pod this long has its events checked for a quota refusal, this often
 _ERROR_CLASSES: dict[FailureKind, type[ReplicaFailedError]] = {
     FailureKind.PERMANENT: PermanentFailureError,
     FailureKind.IMAGE_PULL: ImagePullError,
@@ -90,6 +92,7 @@ class _Replica:
     job_deleted: bool = False
     job_failed_at: float | None = None
     failure_seen_at: float | None = None  # monotonic seconds when the launcher first saw this attempt fail
+    quota_checked_at: float | None = None  # monotonic seconds of the last look for a quota refusal
     reported: bool = False
     view: PodState | None = None
 
@@ -114,7 +117,7 @@ class _Replica:
         self.job, self.pods, self.gone_pods = None, {}, set()
         self.job_seen = self.job_deleted = self.reported = False
         self.job_failed_at, self.view, self.scheduled_at = None, None, None
-        self.failure_seen_at = None
+        self.failure_seen_at = self.quota_checked_at = None
 
 
 def _parse_time(value: str | None) -> datetime | None:
@@ -250,7 +253,9 @@ class KubernetesBackend:
         else:
             self.log(f"launching {job.name} in namespace {s.namespace}: {job.counts.total} replicas, "
                      f"cluster spec {spec}")
-        self.log(f"find its objects with: kubectl get jobs,pods,services -n {s.namespace} -l {self.selector}")
+        self.log(f"find its objects with: kubectl get {self._kinds()} -n {s.namespace} -l {self.selector}")
+        self._create_job_level()
+
         def create_service(r: Replica) -> bool:
             try:
                 self.api.create_service(objects.service_manifest(job, r, s))
@@ -284,6 +289,36 @@ class KubernetesBackend:
                         timeout_s=s.watch_timeout_s)
             self._watchers.append(w)
             w.start()
+
+    def _job_level(self) -> list[tuple[str, Callable[..., Any], Callable[..., Any], Callable[..., Any],
+                                       Callable[..., Any]]]:
+        """``(kind, create, list, delete, set owners)`` of each job-level object kind the settings ask for."""
+        api, s, kinds = self.api, self.settings, []
+        if s.network_policy:
+            kinds.append(("NetworkPolicy", api.create_network_policy, api.list_network_policies,
+                          api.delete_network_policy, api.set_network_policy_owners))
+        if s.gang == "native":
+            kinds.append(("PodGroup", api.create_pod_group, api.list_pod_groups, api.delete_pod_group,
+                          api.set_pod_group_owners))
+        return kinds
+
+    def _create_job_level(self) -> None:
+        """Create the NetworkPolicy and PodGroup (before any pod exists: a pod is isolated from its first
+        packet, and the gang is known before its first member is scheduled); adopt those of a previous
+        launcher."""
+        manifests = {m["kind"]: m for m in objects.job_level_manifests(self.job, self.settings)}
+        for kind, create, lister, _, set_owners in self._job_level():
+            try:
+                create(manifests[kind])
+                if kind == "NetworkPolicy":
+                    self.log(f"NetworkPolicy {self.job.name}: ingress to port {self.job.port} of the replicas only "
+                             f"from pods of {self.job.name}"
+                             f"{' and network_policy_from' if self.settings.network_policy_from else ''}")
+                else:
+                    self.log(f"PodGroup {self.job.name}: gang scheduling, none of the {self.job.counts.total} "
+                             f"replicas is bound to a node unless all can be")
+            except AlreadyExistsError:
+                self._adopt(kind, lister(self.selector).get("items") or [], set_owners)
 
     def _adopt(self, kind: str, found: list[dict[str, Any]],
                set_owners: Callable[[str, list[dict[str, Any]]], bool]) -> None:
@@ -482,6 +517,7 @@ class KubernetesBackend:
                     self._note_settling(rep, own, pending)
                 continue
             raise self._replica_error(cause, failure)
+        self._check_quota(now)
         timeout = self.settings.schedule_timeout_s
         for rep in self.replicas.values():
             view = rep.view
@@ -492,6 +528,32 @@ class KubernetesBackend:
                   and now - rep.scheduled_at >= timeout):
                 raise self._start_error(rep)
         return None
+
+    def _check_quota(self, now: float) -> None:
+        """Fail at once when the ResourceQuota admission refused a replica's pod: the Job controller's
+        ``FailedCreate`` Warning event carries the quota's words (``exceeded quota: ...``). Looked at only for a
+        Job without a pod :data:`QUOTA_CHECK_S` after its creation, every :data:`QUOTA_CHECK_S` seconds."""
+        for rep in self.replicas.values():
+            if rep.pods or now - rep.created_at < QUOTA_CHECK_S:
+                continue
+            if rep.quota_checked_at is not None and now - rep.quota_checked_at < QUOTA_CHECK_S:
+                continue
+            rep.quota_checked_at = now
+            try:
+                events = self.api.list_events(rep.name)
+            except KubernetesApiError as e:
+                self.log(f"cannot list the events of {rep.name}: {e}")
+                continue
+            refused = [e for e in events if e.get("reason") == "FailedCreate"
+                       and "exceeded quota" in (e.get("message") or "")]
+            if refused:
+                self._print_events(rep)
+                message = refused[-1].get("message") or ""
+                raise QuotaExceededError(rep.replica, "QuotaExceeded", None, (),
+                                         f"{message}; the Job controller cannot create the pod of {rep.name}: the "
+                                         f"namespace's ResourceQuota is smaller than the job: raise it (kubectl "
+                                         f"describe resourcequota -n {self.settings.namespace}), lower the "
+                                         f"replicas' requests (cpu, memory, gpus) or run fewer replicas")
 
     def _note_settling(self, rep: _Replica, failure: Failure, peers: list[_Replica]) -> None:
         """Say that ``rep``'s failure waits for its group's other members (``peers``) before it is decided."""
@@ -720,8 +782,9 @@ class KubernetesBackend:
     # -- cleanup ------------------------------------------------------------------------------------------------------
     def _remaining(self) -> list[str]:
         left: list[str] = []
-        for kind, lister in (("job", self.api.list_jobs), ("service", self.api.list_services),
-                             ("pod", self.api.list_pods)):
+        listers = [("job", self.api.list_jobs), ("service", self.api.list_services), ("pod", self.api.list_pods)]
+        listers += [(kind.lower(), lister) for kind, _, lister, _, _ in self._job_level()]
+        for kind, lister in listers:
             left += [f"{kind}/{o['metadata']['name']}" for o in lister(self.selector).get("items") or []]
         return left
 
@@ -743,6 +806,8 @@ class KubernetesBackend:
                 self.api.delete_service(rep.name)
             for pod in self.api.list_pods(self.selector).get("items") or []:
                 self.api.delete_pod(pod["metadata"]["name"], self.settings.stop_grace_period_s)
+            for _, _, _, delete, _ in self._job_level():
+                delete(self.job.name)
             left: list[str] = []
 
             def gone() -> bool:
@@ -753,11 +818,11 @@ class KubernetesBackend:
                 self.log(f"deleted the Jobs, Services and pods of {self.job.name}; none remain")
             else:
                 problem = (f"{len(left)} objects of {self.job.name} remain {self.settings.cleanup_timeout_s:g}s "
-                           f"after deleting them: {left}; delete them with kubectl delete jobs,services,pods "
+                           f"after deleting them: {left}; delete them with kubectl delete {self._kinds()} "
                            f"-n {self.settings.namespace} -l {self.selector}")
         except KubernetesApiError as e:
             problem = (f"cleanup of {self.job.name} failed: {e}; delete what is left with kubectl delete "
-                       f"jobs,services,pods -n {self.settings.namespace} -l {self.selector}")
+                       f"{self._kinds()} -n {self.settings.namespace} -l {self.selector}")
         finally:
             for w in self._watchers:
                 w.stop()
@@ -771,9 +836,19 @@ class KubernetesBackend:
                 raise CleanupError(problem)
             error.add_note(problem)
 
+    def _kinds(self) -> str:
+        """The kinds to name in a ``kubectl delete`` of what is left of the job."""
+        return ",".join(["jobs", "services", "pods"] + [_plural(k) for k, *_ in self._job_level()])
+
     def _terminal_pods(self) -> set[str]:
         return {name for rep in self.replicas.values() for name, pod in rep.pods.items()
                 if classify_pod(pod).terminal}
+
+
+def _plural(kind: str) -> str:
+    """kubectl's plural of a kind: ``networkpolicies``, ``podgroups``."""
+    k = kind.lower()
+    return k[:-1] + "ies" if k.endswith("y") else k + "s"
 
 
 def _wait_until(predicate: Callable[[], bool], timeout_s: float, clock: Callable[[], float]) -> bool:

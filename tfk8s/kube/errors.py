@@ -25,6 +25,7 @@ __all__ = [
     "KubernetesApiError",
     "LauncherTerminatedError",
     "PermanentFailureError",
+    "QuotaExceededError",
     "RestartBudgetExhaustedError",
     "ScheduleTimeoutError",
     "VolumeError",
@@ -51,6 +52,12 @@ class ScheduleTimeoutError(ReplicaFailedError):
     scheduler's, or the Job controller's, e.g. quota exceeded, own message), or scheduled but its container
     never started (a volume that cannot be mounted: the kubelet's Warning event). Failing instead of waiting
     also breaks the partial-allocation deadlock of two jobs each holding part of the cluster."""
+
+
+class QuotaExceededError(ReplicaFailedError):
+    """The namespace's ResourceQuota refused a replica's pod (the quota admission's ``exceeded quota: ...``
+    message, from the Job controller's ``FailedCreate`` event): failed at once rather than at the schedule
+    deadline, since the Job controller would only retry the same request."""
 
 
 class CleanupError(LaunchError):

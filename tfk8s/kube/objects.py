@@ -35,6 +35,9 @@ MANAGED_BY = "tfk8s-launcher"
 CONTAINER_NAME = "tensorflow"  # the Training Operator's default TFJob container name
 PORT_NAME = "tfjob-port"  # ditto
 VOLUME_NAME = "tfk8s-data"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+POD_GROUP_API = ("scheduling.k8s.io", "v1beta1", "podgroups")  # Kubernetes' native gang scheduling (1.37 beta)
+TRAINERS = ("chief", "worker")  # spread over nodes together; the ps apart from them
 
 
 def job_selector(job_name: str) -> str:
@@ -74,6 +77,12 @@ def service_host(job_name: str, replica: Replica, settings: KubernetesSettings) 
 def training_cluster_spec(job: TrainingJob, settings: KubernetesSettings) -> ClusterSpec:
     """The job's TensorFlow cluster spec: every replica's ``<service host>:<port>``."""
     return cluster_spec(job.counts, lambda r: f"{service_host(job.name, r, settings)}:{job.port}")
+
+
+def job_labels(job_name: str) -> dict[str, str]:
+    """The labels of the job-level objects (NetworkPolicy, PodGroup): every replica label but the replica's."""
+    return {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/instance": job_name,
+            "app.kubernetes.io/managed-by": MANAGED_BY, LABEL_JOB_NAME: job_name}
 
 
 def owner_references(settings: KubernetesSettings) -> list[dict[str, Any]]:
@@ -117,6 +126,70 @@ def service_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSet
             "ports": [{"name": PORT_NAME, "port": job.port, "targetPort": job.port, "protocol": "TCP"}],
         },
     }
+
+
+def placement(job: TrainingJob, replica: Replica, settings: KubernetesSettings) -> dict[str, Any]:
+    """Pod spec fields spreading the replicas over nodes (``settings.spread``; empty for ``none``).
+
+    The chief and workers are spread among themselves, as are the ps (a topology spread constraint on
+    ``kubernetes.io/hostname`` with ``maxSkew`` 1, counting only nodes the pod may use:
+    ``nodeTaintsPolicy: Honor``), and a ps avoids the nodes of the chief and workers (pod anti-affinity).
+    ``preferred`` lets the scheduler break them when it must (``ScheduleAnyway``, a preferred
+    anti-affinity); ``required`` never (``DoNotSchedule``, a required anti-affinity: a replica stays
+    pending instead, and the schedule deadline says so). The evaluator goes anywhere.
+    """
+    rtype = replica.replica_type.value
+    if settings.spread == "none" or rtype == "evaluator":
+        return {}
+    required = settings.spread == "required"
+    peers = list(TRAINERS) if rtype in TRAINERS else [rtype]
+    selector = {"matchLabels": {LABEL_JOB_NAME: job.name},
+                "matchExpressions": [{"key": LABEL_REPLICA_TYPE, "operator": "In", "values": peers}]}
+    fields: dict[str, Any] = {"topologySpreadConstraints": [{
+        "maxSkew": 1, "topologyKey": HOSTNAME_KEY,
+        "whenUnsatisfiable": "DoNotSchedule" if required else "ScheduleAnyway",
+        "labelSelector": selector, "nodeTaintsPolicy": "Honor"}]}
+    if rtype == "ps" and (job.counts.chief or job.counts.worker):
+        term = {"labelSelector": {"matchLabels": {LABEL_JOB_NAME: job.name}, "matchExpressions": [
+            {"key": LABEL_REPLICA_TYPE, "operator": "In", "values": list(TRAINERS)}]}, "topologyKey": HOSTNAME_KEY}
+        fields["affinity"] = {"podAntiAffinity": (
+            {"requiredDuringSchedulingIgnoredDuringExecution": [term]} if required
+            else {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]})}
+    return fields
+
+
+def pod_group_name(job: TrainingJob) -> str:
+    """The name of the job's PodGroup (``gang=native``): the job's name."""
+    return job.name
+
+
+def pod_group_manifest(job: TrainingJob, settings: KubernetesSettings) -> dict[str, Any]:
+    """The job's ``scheduling.k8s.io/v1beta1`` PodGroup (``gang=native``): all-or-nothing scheduling of every
+    replica (``gang.minCount`` = the whole replica set, the evaluator included), Kubernetes >= 1.37.
+
+    Each pod opts in with ``spec.schedulingGroup.podGroupName`` (:func:`job_manifest`); the scheduler's
+    GangScheduling plugin binds none of them until ``minCount`` can be placed together.
+    """
+    group, version, _ = POD_GROUP_API
+    return {"apiVersion": f"{group}/{version}", "kind": "PodGroup",
+            "metadata": _metadata(pod_group_name(job), settings, job_labels(job.name)),
+            "spec": {"schedulingPolicy": {"gang": {"minCount": job.counts.total}}}}
+
+
+def network_policy_manifest(job: TrainingJob, settings: KubernetesSettings) -> dict[str, Any]:
+    """The job's NetworkPolicy: ingress to the replicas' port only from the job's own pods (and
+    ``settings.network_policy_from``), nothing else in.
+
+    TensorFlow's ``tf.train.Server`` has no authentication and runs the graphs it is sent (TensorFlow's
+    SECURITY.md): only the job's peers may reach it. Enforced by the cluster's network plugin (Calico,
+    Cilium...); without one the object is inert.
+    """
+    own = {"matchLabels": {LABEL_JOB_NAME: job.name}}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": _metadata(job.name, settings, job_labels(job.name)),
+            "spec": {"podSelector": own, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [{"podSelector": own}, *[dict(p) for p in settings.network_policy_from]],
+                                  "ports": [{"protocol": "TCP", "port": job.port}]}]}}
 
 
 def default_active_deadline_s(job: TrainingJob, settings: KubernetesSettings) -> int:
@@ -177,6 +250,9 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
         pod_spec["tolerations"] = [dict(t) for t in rs.tolerations]
     if settings.scheduler_name:
         pod_spec["schedulerName"] = settings.scheduler_name
+    pod_spec.update(placement(job, replica, settings))
+    if settings.gang == "native":
+        pod_spec["schedulingGroup"] = {"podGroupName": pod_group_name(job)}
     deadline = active_deadline_s if active_deadline_s is not None else default_active_deadline_s(job, settings)
     return {
         "apiVersion": "batch/v1",
@@ -196,11 +272,23 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
     }
 
 
+def job_level_manifests(job: TrainingJob, settings: KubernetesSettings) -> list[dict[str, Any]]:
+    """The objects of the whole job, created before the replicas: its NetworkPolicy (``network_policy``) and
+    its PodGroup (``gang=native``)."""
+    found = []
+    if settings.network_policy:
+        found.append(network_policy_manifest(job, settings))
+    if settings.gang == "native":
+        found.append(pod_group_manifest(job, settings))
+    return found
+
+
 def render_manifests(job: TrainingJob, settings: KubernetesSettings) -> list[dict[str, Any]]:
-    """Every object the launcher creates for ``job``: all Services first (DNS before pods), then all Jobs."""
+    """Every object the launcher creates for ``job``: the job-level ones (NetworkPolicy, PodGroup), then all
+    Services (DNS before pods), then all Jobs."""
     replicas = list(job.counts.replicas())
-    return [service_manifest(job, r, settings) for r in replicas] + [job_manifest(job, r, settings)
-                                                                       for r in replicas]
+    return (job_level_manifests(job, settings) + [service_manifest(job, r, settings) for r in replicas]
+            + [job_manifest(job, r, settings) for r in replicas])
 
 
 def pvc_manifest(name: str, namespace: str, *, size: str, storage_class: str = "",

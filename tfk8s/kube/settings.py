@@ -35,6 +35,9 @@ DEFAULT_NAMESPACE = "default"
 DEFAULT_MOUNT_PATH = "/mnt/tfk8s"
 WEEK_S = 7 * 24 * 3600
 GROUP_SETTLE_S = 10.0  # seconds a group's permanent failure waits for its peers' statuses (see group_settle_s)
+SPREAD_MODES = ("preferred", "required", "none")  # KubernetesSettings.spread
+GANG_MODES = ("", "native")  # KubernetesSettings.gang
+PEER_KEYS = ("podSelector", "namespaceSelector", "ipBlock")  # a NetworkPolicyPeer's keys
 
 # Keys a replica_overrides entry may set (the rest of the job is shared by every replica).
 OVERRIDE_KEYS = ("image", "command", "cpu", "memory", "cpu_limit", "memory_limit", "gpus", "node_selector",
@@ -321,6 +324,21 @@ class KubernetesSettings:
             the PSS chief and ps) waits for its peers' statuses before the job fails: a peer's retryable
             failure reported later (an OOMKilled root cause behind its peers' follow-on exit 1s) recreates
             the group instead.
+        spread: how the replicas are spread over nodes (``kubernetes.io/hostname``): ``preferred`` (default:
+            a topology spread constraint with ``ScheduleAnyway`` keeps the chief and workers on different
+            nodes, and likewise the ps, and a preferred anti-affinity keeps the ps apart from the
+            chief/workers, whenever the scheduler can), ``required`` (the same with ``DoNotSchedule`` and a
+            required anti-affinity: a replica stays pending rather than share a node), ``none``.
+        gang: ``native``: all-or-nothing admission by Kubernetes' own gang scheduling: a
+            ``scheduling.k8s.io/v1beta1`` PodGroup named after the job with ``gang.minCount`` = every replica,
+            and each pod's ``schedulingGroup`` pointing at it, so no replica is bound to a node unless all
+            can be (Kubernetes >= 1.37, feature gate ``GenericWorkload`` and API
+            ``scheduling.k8s.io/v1beta1`` enabled); empty: none (each replica is scheduled on its own).
+        network_policy: create a NetworkPolicy per job admitting ingress to the replicas' port only from
+            the job's own pods (TensorFlow's gRPC server has no authentication); deleted with the job.
+            Enforced only where the cluster's network plugin implements NetworkPolicy.
+        network_policy_from: more NetworkPolicyPeer objects (``podSelector``, ``namespaceSelector``,
+            ``ipBlock``) allowed to reach the replicas' port, e.g. a TensorBoard or profiler pod.
 
     Raises:
         ValueError: a bad value; the message names the parameter and the fix.
@@ -346,6 +364,10 @@ class KubernetesSettings:
     log_wait_s: float = 5.0
     create_retry_s: float = 60.0
     group_settle_s: float = GROUP_SETTLE_S
+    spread: str = "preferred"
+    gang: str = ""
+    network_policy: bool = True
+    network_policy_from: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         _require(bool(_DNS1123_LABEL.match(self.namespace)) and len(self.namespace) <= 63,
@@ -373,6 +395,19 @@ class KubernetesSettings:
         _require(self.run_as_user > 0, "run_as_user must be a non-root UID (> 0)")
         _require(self.backstop_deadline_s > 0 and self.watch_timeout_s > 0 and self.cleanup_timeout_s > 0,
                  "backstop_deadline_s, watch_timeout_s and cleanup_timeout_s must be > 0")
+        _require(self.spread in SPREAD_MODES, f"spread must be one of {list(SPREAD_MODES)}, got {self.spread!r}")
+        _require(self.gang in GANG_MODES, f"gang must be '' (none) or 'native' (a Kubernetes PodGroup, "
+                                          f"Kubernetes >= 1.37), got {self.gang!r}")
+        _require(isinstance(self.network_policy, bool), f"network_policy must be true or false, got "
+                                                        f"{self.network_policy!r}")
+        _require(isinstance(self.network_policy_from, Sequence) and not isinstance(self.network_policy_from, str),
+                 f"network_policy_from must be a JSON list of NetworkPolicyPeer objects, got "
+                 f"{self.network_policy_from!r}")
+        for peer in self.network_policy_from:
+            _require(isinstance(peer, Mapping) and bool(peer) and set(peer) <= set(PEER_KEYS),
+                     f"network_policy_from: each entry must be a NetworkPolicyPeer with keys among {PEER_KEYS}, "
+                     f'e.g. {{"podSelector": {{"matchLabels": {{"app": "tensorboard"}}}}}}; got {peer!r}')
+        object.__setattr__(self, "network_policy_from", tuple(dict(p) for p in self.network_policy_from))
         object.__setattr__(self, "replicas", {ReplicaType(k): v for k, v in self.replicas.items()})
 
     def replica(self, replica_type: ReplicaType | str) -> ReplicaSettings:

@@ -1,0 +1,345 @@
+"""A real Kubernetes control plane on 127.0.0.1 for the ``cluster`` tests (``make test-cluster``).
+
+Started once per test session from the binaries ``hack/controlplane/build.sh`` builds (cached under
+``~/.cache/tfk8s/controlplane/<versions>/``), every process on a free loopback port, nothing as root:
+
+- **etcd** (``--unsafe-no-fsync``: a test cluster's data need not survive a power cut);
+- **kube-apiserver** with RBAC authorization, client-certificate authentication (the tests' admin is in
+  ``system:masters``), service-account token signing (keys made here), the ResourceQuota admission, and
+  the ``GenericWorkload`` feature gate + ``scheduling.k8s.io/v1beta1`` (native gang scheduling: PodGroup);
+- **kube-controller-manager** with the Job, TTL-after-finished, garbage-collector, ResourceQuota, namespace,
+  service-account (+ token), PersistentVolume binder and PodGroup protection controllers;
+- **kube-scheduler** (the default profile, so the gang scheduling plugin is on with the gate);
+- **KWOK** managing the fake nodes the fixture creates (their Ready status and heartbeats), at address
+  127.0.0.1 with the fake kubelet's port as their kubelet port;
+- the **fake kubelet** (:mod:`tests.fake_kubelet`) for the pods: KWOK's Stages can set an exit code from an
+  annotation, but a test needs to decide each replica's fate per attempt, while it runs, and to serve its log
+  through the API server (``pods/log``), which KWOK's Stages cannot.
+
+The API server reaches the fake kubelet (logs) on 127.0.0.1 only: the nodes' InternalIP is 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import ipaddress
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD_SCRIPT = REPO / "hack" / "controlplane" / "build.sh"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+SKIP_REASON = "real-cluster tests need `make test-cluster` (Go and the control plane binaries)"
+CONTROLLERS = ("job-controller", "ttl-after-finished-controller", "garbage-collector-controller",
+               "resourcequota-controller", "namespace-controller", "serviceaccount-controller",
+               "serviceaccount-token-controller", "persistentvolume-binder-controller",
+               "podgroup-protection-controller", "root-ca-certificate-publisher-controller")
+FEATURE_GATES = "GenericWorkload=true"
+RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
+SERVICE_CIDR = "10.96.0.0/24"  # never routed: no kube-proxy, nothing connects to a Service address
+
+
+def binaries_dir() -> Path | None:
+    """The directory with every control-plane binary, or None when they are not built (or no bash)."""
+    env_dir = os.environ.get("TFK8S_CONTROLPLANE_DIR")
+    if env_dir:
+        d = Path(env_dir)
+    else:
+        try:
+            out = subprocess.run(["bash", str(BUILD_SCRIPT), "--dir"], check=True, capture_output=True, text=True)
+        except (OSError, subprocess.CalledProcessError):
+            return None
+        d = Path(out.stdout.strip())
+    return d if all(os.access(d / b, os.X_OK) for b in BINARIES) else None
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- certificates ---------------------------------------------------------------------------------------------------
+@dataclass
+class Pki:
+    """A CA, the API server's and the fake kubelet's serving certificates, the admin's client certificate and
+    the service-account signing key pair, as PEM files in ``root``."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+        from cryptography.x509.oid import NameOID
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+        later = now + datetime.timedelta(days=2)
+
+        def key() -> Any:
+            return ec.generate_private_key(ec.SECP256R1())
+
+        def write_key(name: str, k: Any) -> Path:
+            p = self.root / name
+            p.write_bytes(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+            return p
+
+        def write_cert(name: str, c: Any) -> Path:
+            p = self.root / name
+            p.write_bytes(c.public_bytes(serialization.Encoding.PEM))
+            return p
+
+        ca_key = key()
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tfk8s-test-ca")])
+        ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+              .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(later)
+              .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+              .sign(ca_key, hashes.SHA256()))
+        self.ca = write_cert("ca.crt", ca)
+
+        def issue(name: str, cn: str, org: str = "", sans: tuple[str, ...] = (), server: bool = False) -> None:
+            k = key()
+            attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+            if org:
+                attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+            b = (x509.CertificateBuilder().subject_name(x509.Name(attrs)).issuer_name(ca_name)
+                 .public_key(k.public_key()).serial_number(x509.random_serial_number())
+                 .not_valid_before(now).not_valid_after(later)
+                 .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                 .add_extension(x509.ExtendedKeyUsage(
+                     [x509.oid.ExtendedKeyUsageOID.SERVER_AUTH if server
+                      else x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
+            if sans:
+                names: list[Any] = []
+                for s in sans:
+                    try:
+                        names.append(x509.IPAddress(ipaddress.ip_address(s)))
+                    except ValueError:
+                        names.append(x509.DNSName(s))
+                b = b.add_extension(x509.SubjectAlternativeName(names), critical=False)
+            write_cert(f"{name}.crt", b.sign(ca_key, hashes.SHA256()))
+            write_key(f"{name}.key", k)
+
+        issue("apiserver", "kube-apiserver", sans=("127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
+                                                   "kubernetes.default.svc", "10.96.0.1"), server=True)
+        issue("kubelet", "fake-kubelet", sans=("127.0.0.1", "localhost"), server=True)
+        issue("admin", "tfk8s-test-admin", org="system:masters")
+        issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", org="system:masters")
+        sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        write_key("sa.key", sa)
+        (self.root / "sa.pub").write_bytes(sa.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+    def path(self, name: str) -> str:
+        """The absolute path of file ``name`` (``ca.crt``, ``admin.key``...)."""
+        return str(self.root / name)
+
+
+# -- processes ------------------------------------------------------------------------------------------------------
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+
+
+@dataclass
+class ControlPlane:
+    """The running control plane: its URL, its PKI, an admin kubeconfig, and its processes.
+
+    Use :func:`running_control_plane`; ``admin_client()`` gives a ``kubernetes.client.ApiClient`` with the
+    admin's certificate, ``token_client(token)`` one with a bearer token (a ServiceAccount's).
+    """
+
+    bin_dir: Path
+    work: Path
+    pki: Pki = field(init=False)
+    url: str = ""
+    kubelet_port: int = 0
+    processes: list[_Process] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    # -- clients --------------------------------------------------------------------------------------------------
+    def configuration(self, token: str = "") -> Any:
+        """A ``kubernetes.client.Configuration`` for the API server: the admin's certificate, or ``token``."""
+        from kubernetes import client
+
+        cfg = client.Configuration()
+        cfg.host = self.url
+        cfg.ssl_ca_cert = self.pki.path("ca.crt")
+        if token:
+            cfg.api_key = {"authorization": f"Bearer {token}"}
+        else:
+            cfg.cert_file, cfg.key_file = self.pki.path("admin.crt"), self.pki.path("admin.key")
+        return cfg
+
+    def admin_client(self) -> Any:
+        """An ApiClient authenticated as the cluster admin (``system:masters``)."""
+        from kubernetes import client
+
+        return client.ApiClient(self.configuration())
+
+    def token_client(self, token: str) -> Any:
+        """An ApiClient authenticated with a bearer ``token`` (e.g. a ServiceAccount's, from TokenRequest)."""
+        from kubernetes import client
+
+        return client.ApiClient(self.configuration(token))
+
+    def kubeconfig(self) -> Path:
+        """A kubeconfig file for the admin (for the controller manager, the scheduler, KWOK and kubectl)."""
+        path = self.work / "admin.kubeconfig"
+        if not path.exists() or self.url not in path.read_text():
+            path.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster: {{server: "{self.url}", certificate-authority: "{self.pki.path('ca.crt')}"}}
+users:
+- name: admin
+  user: {{client-certificate: "{self.pki.path('admin.crt')}", client-key: "{self.pki.path('admin.key')}"}}
+contexts:
+- name: test
+  context: {{cluster: test, user: admin}}
+current-context: test
+""")
+        return path
+
+    # -- processes ------------------------------------------------------------------------------------------------
+    def _start(self, name: str, *args: str) -> _Process:
+        log = self.work / f"{name}.log"
+        popen = subprocess.Popen([str(self.bin_dir / name.split("@")[0]), *args], stdout=log.open("wb"),
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = _Process(name, popen, log)
+        self.processes.append(proc)
+        return proc
+
+    def logs(self, name: str, lines: int = 30) -> str:
+        """The last ``lines`` lines of a component's log (for failure messages)."""
+        p = self.work / f"{name}.log"
+        return "\n".join(p.read_text(errors="replace").splitlines()[-lines:]) if p.exists() else ""
+
+    def _wait(self, what: str, proc: _Process, check: Any, timeout: float = 90.0) -> None:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if proc.popen.poll() is not None:
+                raise RuntimeError(f"{proc.name} exited with {proc.popen.returncode}:\n{self.logs(proc.name)}")
+            with contextlib.suppress(Exception):
+                if check():
+                    self.timings[what] = time.monotonic() - t0
+                    return
+            time.sleep(0.2)
+        raise RuntimeError(f"{what} not ready after {timeout:.0f}s:\n{self.logs(proc.name)}")
+
+    def start(self, kubelet_port: int) -> None:
+        """Start every component, each once the one it needs is ready."""
+        self.pki = Pki(self.work / "pki")
+        self.kubelet_port = kubelet_port
+        client_port, peer_port = free_port(), free_port()
+        etcd = self._start(
+            "etcd", "--name", "test", "--data-dir", str(self.work / "etcd"),
+            "--listen-client-urls", f"http://127.0.0.1:{client_port}",
+            "--advertise-client-urls", f"http://127.0.0.1:{client_port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+            "--initial-cluster", f"test=http://127.0.0.1:{peer_port}",
+            "--unsafe-no-fsync", "--log-level", "warn")
+        self._wait("etcd", etcd, lambda: urllib.request.urlopen(
+            f"http://127.0.0.1:{client_port}/health", timeout=2).status == 200)
+        port = free_port()
+        self.url = f"https://127.0.0.1:{port}"
+        pki = self.pki
+        apiserver = self._start(
+            "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{client_port}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
+            "--endpoint-reconciler-type=none",  # it refuses a loopback address for the kubernetes Service
+            f"--cert-dir={self.work / 'apiserver-certs'}",
+            f"--tls-cert-file={pki.path('apiserver.crt')}", f"--tls-private-key-file={pki.path('apiserver.key')}",
+            f"--client-ca-file={pki.path('ca.crt')}", "--authorization-mode=RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={pki.path('sa.pub')}",
+            f"--service-account-signing-key-file={pki.path('sa.key')}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=false",
+            f"--kubelet-certificate-authority={pki.path('ca.crt')}",
+            f"--kubelet-client-certificate={pki.path('apiserver-kubelet-client.crt')}",
+            f"--kubelet-client-key={pki.path('apiserver-kubelet-client.key')}",
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--feature-gates={FEATURE_GATES}", f"--runtime-config={RUNTIME_CONFIG}",
+            "--enable-priority-and-fairness=false", "--profiling=false", "--v=1")
+        ctx = ssl.create_default_context(cafile=pki.path("ca.crt"))
+        ctx.load_cert_chain(pki.path("admin.crt"), pki.path("admin.key"))
+        self._wait("kube-apiserver", apiserver, lambda: urllib.request.urlopen(
+            f"{self.url}/readyz", context=ctx, timeout=2).status == 200, timeout=120)
+        kubeconfig = str(self.kubeconfig())
+        cm = self._start(
+            "kube-controller-manager", f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false",
+            f"--controllers={','.join(CONTROLLERS)}", f"--service-account-private-key-file={pki.path('sa.key')}",
+            f"--root-ca-file={pki.path('ca.crt')}", f"--feature-gates={FEATURE_GATES}",
+            f"--cert-dir={self.work / 'cm-certs'}", "--concurrent-job-syncs=10", "--v=1")
+        scheduler = self._start(
+            "kube-scheduler", f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}", "--leader-elect=false", f"--feature-gates={FEATURE_GATES}",
+            f"--cert-dir={self.work / 'scheduler-certs'}", "--v=1")
+        stages = REPO / "tests" / "kwok" / "node-stages.yaml"
+        kwok = self._start(
+            "kwok", f"--kubeconfig={kubeconfig}", f"--config={stages}", "--manage-all-nodes=true",
+            "--node-ip=127.0.0.1", f"--node-port={kubelet_port}", f"--server-address=127.0.0.1:{free_port()}",
+            "--cidr=10.244.0.0/16")
+        self._wait("default ServiceAccount", cm, lambda: self._has_default_service_account())
+        for proc in (scheduler, kwok):
+            if proc.popen.poll() is not None:
+                raise RuntimeError(f"{proc.name} exited with {proc.popen.returncode}:\n{self.logs(proc.name)}")
+
+    def _has_default_service_account(self) -> bool:
+        from kubernetes import client
+
+        with self.admin_client() as api:
+            client.CoreV1Api(api).read_namespaced_service_account("default", "default")
+        return True
+
+    def stop(self) -> None:
+        """Stop every component (SIGTERM, then SIGKILL after 10 s), the last started first."""
+        for proc in reversed(self.processes):
+            if proc.popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.popen.pid, signal.SIGTERM)
+        for proc in reversed(self.processes):
+            try:
+                proc.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.popen.pid, signal.SIGKILL)
+                proc.popen.wait(5)
+        self.processes.clear()
+
+
+@contextlib.contextmanager
+def running_control_plane(work: Path, kubelet_port: int, bin_dir: Path | None = None) -> Iterator[ControlPlane]:
+    """Start the control plane in ``work`` (logs: ``work/<component>.log``); stop it afterwards."""
+    bin_dir = bin_dir or binaries_dir()
+    if bin_dir is None:
+        raise RuntimeError(SKIP_REASON)
+    cp = ControlPlane(bin_dir, work)
+    try:
+        cp.start(kubelet_port)
+        yield cp
+    finally:
+        cp.stop()
+        if os.environ.get("TFK8S_KEEP_CONTROLPLANE_LOGS") is None:
+            shutil.rmtree(work / "etcd", ignore_errors=True)
