@@ -168,6 +168,8 @@ class RealCluster:
         self.jobs.add(job.name)
         self.job_name = job.name
         errors: list[BaseException] = []
+        launcher_running = threading.Event()
+        launcher_running.set()
 
         def play() -> None:
             try:
@@ -175,13 +177,15 @@ class RealCluster:
                     script(self)
             except BaseException as e:  # noqa: BLE001 - reported to the test below
                 errors.append(e)
-                os.kill(os.getpid(), signal.SIGTERM)
+                if launcher_running.is_set():  # stop it (its SIGTERM handler); never pytest itself
+                    os.kill(os.getpid(), signal.SIGTERM)
 
         thread = threading.Thread(target=play, name="cluster-script", daemon=True)
         thread.start()
         try:
             return run_kubernetes(job, settings, api_client=self.launcher_client(), log_sink=self._print)
         finally:
+            launcher_running.clear()
             thread.join(30)
             if errors:
                 raise ScriptError(f"the cluster script failed: {errors[0]!r}\n" + "\n".join(self.output[-40:])) \

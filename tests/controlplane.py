@@ -150,6 +150,15 @@ class Pki:
 
 
 # -- processes ------------------------------------------------------------------------------------------------------
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGKILL when the test process dies (Linux ``PR_SET_PDEATHSIG``), so that
+    a killed test run leaves no control plane behind."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
 @dataclass
 class _Process:
     name: str
@@ -221,8 +230,9 @@ current-context: test
     # -- processes ------------------------------------------------------------------------------------------------
     def _start(self, name: str, *args: str) -> _Process:
         log = self.work / f"{name}.log"
-        popen = subprocess.Popen([str(self.bin_dir / name.split("@")[0]), *args], stdout=log.open("wb"),
-                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        popen = subprocess.Popen([str(self.bin_dir / name), *args], stdout=log.open("wb"),
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                 preexec_fn=_die_with_parent)
         proc = _Process(name, popen, log)
         self.processes.append(proc)
         return proc
@@ -246,6 +256,7 @@ current-context: test
 
     def start(self, kubelet_port: int) -> None:
         """Start every component, each once the one it needs is ready."""
+        shutil.rmtree(self.work / "etcd", ignore_errors=True)  # a work dir reused: a fresh cluster all the same
         self.pki = Pki(self.work / "pki")
         self.kubelet_port = kubelet_port
         client_port, peer_port = free_port(), free_port()
@@ -314,14 +325,15 @@ current-context: test
         return True
 
     def stop(self) -> None:
-        """Stop every component (SIGTERM, then SIGKILL after 10 s), the last started first."""
+        """Stop every component (SIGTERM, then SIGKILL after 3 s: nothing of a test cluster needs keeping), the
+        last started first."""
         for proc in reversed(self.processes):
             if proc.popen.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.popen.pid, signal.SIGTERM)
         for proc in reversed(self.processes):
             try:
-                proc.popen.wait(10)
+                proc.popen.wait(3)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.popen.pid, signal.SIGKILL)

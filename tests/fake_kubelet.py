@@ -131,7 +131,7 @@ class FakeKubelet:
                         self._sync(self._api.sanitize_for_serialization(p))
                 self._watch = watch.Watch()
                 for event in self._watch.stream(self.core.list_pod_for_all_namespaces, field_selector="spec.nodeName!=",
-                                                resource_version=rv, timeout_seconds=60,
+                                                resource_version=rv, timeout_seconds=5,
                                                 allow_watch_bookmarks=True):
                     if self._stop.is_set():
                         return
