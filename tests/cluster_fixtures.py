@@ -13,6 +13,7 @@ launched and fails unless there are none; then it deletes the namespace.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import threading
@@ -117,6 +118,7 @@ class RealCluster:
         self.admin = cp.admin_client()
         self.core, self.batch = client.CoreV1Api(self.admin), client.BatchV1Api(self.admin)
         self.custom = client.CustomObjectsApi(self.admin)
+        self.rbac = client.RbacAuthorizationV1Api(self.admin)
         self.output: list[str] = []
         self.jobs: set[str] = set()
         self.job_name = ""
@@ -196,9 +198,11 @@ class RealCluster:
         return f"tfk8s.dev/job-name={job_name or self.job_name}"
 
     def pods(self, selector: str = "") -> list[dict[str, Any]]:
-        """The pods of the job (or matching ``selector``), as dicts."""
-        items = self.core.list_namespaced_pod(self.namespace, label_selector=selector or self.selector()).items
-        return [self.admin.sanitize_for_serialization(p) for p in items]
+        """The pods of the job (or matching ``selector``), as the API server's JSON (every field, also those the
+        ``kubernetes`` client's models do not know, e.g. ``spec.schedulingGroup``)."""
+        resp = self.core.list_namespaced_pod(self.namespace, label_selector=selector or self.selector(),
+                                             _preload_content=False)
+        return json.loads(resp.data)["items"]
 
     def remaining(self, job_name: str = "") -> dict[str, list[str]]:
         """Names of the Jobs, pods and Services of the job still present, listed through the API (``{}``)."""

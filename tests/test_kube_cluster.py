@@ -48,7 +48,8 @@ def make_job(chief: int = 1, worker: int = 2, ps: int = 1, evaluator: int = 0, *
 def make_settings(kube: RealCluster, **fields) -> KubernetesSettings:
     params = {k: fields.pop(k) for k in list(fields) if k in ("max_restarts", "schedule_timeout_s", "image",
                                                               "node_selector", "cpu", "memory",
-                                                              "replica_overrides")}
+                                                              "replica_overrides", "pvc_name",
+                                                              "kueue_queue")}
     params.setdefault("cpu", "100m")
     params.setdefault("memory", "128Mi")
     base = KubernetesSettings.from_params(namespace=kube.namespace, image=params.pop("image", "tfk8s:test"),
@@ -247,3 +248,198 @@ def test_a_restarted_launcher_reattaches_and_owns_the_replicas(kube, monkeypatch
     assert result.restarts == 0 and result.exit_codes == {"chief-0": 0}
     assert any("re-attaching to 3 existing Jobs" in line for line in kube.output)
     kube.core.delete_namespaced_pod("launcher-2", kube.namespace)
+
+
+# -- the shared volume --------------------------------------------------------------------------------------------------
+def test_ensure_volume_against_real_claims_and_the_persistent_volume_binder(kube):
+    """As the launcher's ServiceAccount: a missing claim fails with the fix; create_pvc creates a valid
+    ReadWriteMany claim that the real PersistentVolume binder binds to a matching volume."""
+    from tfk8s.kube.api import KubeApi
+    from tfk8s.kube.errors import VolumeError
+    from tfk8s.kube.volume import ensure_pvc
+
+    api = KubeApi(kube.launcher_client(), kube.namespace)
+    with pytest.raises(VolumeError, match=f"PersistentVolumeClaim 'data' not found in namespace '{kube.namespace}'"):
+        ensure_pvc(api, "data", log=lambda _: None)
+    pv = f"pv-{kube.namespace}"
+    kube.core.create_persistent_volume({"metadata": {"name": pv}, "spec": {
+        "capacity": {"storage": "5Gi"}, "accessModes": ["ReadWriteMany"], "persistentVolumeReclaimPolicy": "Retain",
+        "hostPath": {"path": "/tmp/tfk8s-test-pv"}}})
+    try:
+        first = ensure_pvc(api, "data", create=True, size="1Gi", log=lambda _: None)
+        assert first["created"] is True and first["access_modes"] == ["ReadWriteMany"]
+        wait(lambda: kube.core.read_namespaced_persistent_volume_claim("data", kube.namespace).status.phase
+             == "Bound", "the binder", 30)
+        again = ensure_pvc(api, "data", create=True, size="1Gi", log=lambda _: None)
+        assert again == {"name": "data", "namespace": kube.namespace, "created": False, "phase": "Bound",
+                         "access_modes": ["ReadWriteMany"]}
+        assert kube.core.read_persistent_volume(pv).spec.claim_ref.name == "data"
+    finally:
+        kube.core.delete_persistent_volume(pv)
+
+
+# -- tenancy and scheduling ---------------------------------------------------------------------------------------------
+def test_a_resource_quota_smaller_than_the_job_fails_fast_with_the_quotas_message(kube):
+    """The real quota admission refuses the third replica's pod (1 CPU for 3 x 500m): the Job controller's
+    FailedCreate event carries its words, and the job fails at once, not at the 600 s schedule deadline."""
+    kube.core.create_namespaced_resource_quota(kube.namespace, {"metadata": {"name": "team"}, "spec": {
+        "hard": {"requests.cpu": "1", "limits.cpu": "1"}}})
+    wait(lambda: kube.core.read_namespaced_resource_quota("team", kube.namespace).status.hard, "the quota status")
+    t0 = time.monotonic()
+    with pytest.raises(QuotaExceededError) as e:
+        kube.launch(make_job(chief=0, worker=3, ps=0), make_settings(kube, cpu="500m"))
+    assert time.monotonic() - t0 < 60
+    message = str(e.value)
+    assert "exceeded quota: team" in message and "limited: limits.cpu=1,requests.cpu=1" in message, message
+    assert "raise it (kubectl describe resourcequota" in message
+
+
+def test_four_workers_land_on_four_different_nodes_by_default(kube):
+    """The default topology spread (kubernetes.io/hostname) with the real scheduler on 4 fake nodes."""
+    job = make_job(chief=0, worker=4, ps=0)
+    seen: dict = {}
+
+    def script(c: RealCluster) -> None:
+        pods = c.wait_pods("worker-0", "worker-1", "worker-2", "worker-3")
+        seen["nodes"] = {label: p["spec"]["nodeName"] for label, p in pods.items()}
+        seen["spread"] = pods["worker-0"]["spec"]["topologySpreadConstraints"]
+        c.succeed("worker-0")
+
+    kube.launch(job, make_settings(kube), script)
+    assert len(set(seen["nodes"].values())) == 4, seen["nodes"]
+    assert seen["spread"][0]["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_required_spread_keeps_the_ps_off_the_workers_nodes(kube):
+    """spread=required: a chief, 2 workers and a ps on 4 nodes: every replica on its own node (the chief and
+    workers by their spread constraint, the ps by its required anti-affinity to them)."""
+    job = make_job(chief=1, worker=2, ps=1)
+    seen: dict = {}
+
+    def script(c: RealCluster) -> None:
+        pods = c.wait_pods("chief-0", "worker-0", "worker-1", "ps-0")
+        seen["nodes"] = {label: p["spec"]["nodeName"] for label, p in pods.items()}
+        c.succeed("chief-0")
+
+    kube.launch(job, make_settings(kube, spread="required"), script)
+    assert len(set(seen["nodes"].values())) == 4, seen["nodes"]
+
+
+def test_native_gang_with_too_few_nodes_starts_nothing_and_fails_at_the_schedule_deadline(kube):
+    """gang=native: a PodGroup with minCount 5; 5 workers of 3 CPUs fit on only 4 nodes of 4 CPUs, so the
+    real scheduler's GangScheduling plugin binds none, and the schedule deadline fails the job with its
+    words. Without the gang, 4 would start and hold their nodes."""
+    job = make_job(chief=0, worker=5, ps=0)
+    seen: dict = {"bound": set()}
+
+    def script(c: RealCluster) -> None:
+        groups = c.wait_for(lambda: c.custom.list_namespaced_custom_object(
+            "scheduling.k8s.io", "v1beta1", c.namespace, "podgroups")["items"], "the PodGroup")
+        seen["group"] = groups[0]
+        c.wait_pods(*(f"worker-{i}" for i in range(5)), running=False)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            seen["bound"] |= {p["metadata"]["name"] for p in c.pods() if p["spec"].get("nodeName")}
+            time.sleep(0.3)
+
+    settings = make_settings(kube, cpu="3", gang="native", schedule_timeout_s=8)
+    with pytest.raises(ScheduleTimeoutError) as e:
+        kube.launch(job, settings, script)
+    assert seen["group"]["spec"]["schedulingPolicy"] == {"gang": {"minCount": 5}}
+    assert seen["bound"] == set()
+    assert e.value.reason == "Unschedulable"
+    assert "pod group is unschedulable, minCount (5) cannot be satisfied: 4 scheduled" in str(e.value), str(e.value)
+    assert not kube.custom.list_namespaced_custom_object("scheduling.k8s.io", "v1beta1", kube.namespace,
+                                                         "podgroups")["items"]
+
+
+def test_native_gang_that_fits_starts_every_replica(kube):
+    job = make_job(chief=1, worker=2, ps=1)
+
+    def script(c: RealCluster) -> None:
+        pods = c.wait_pods("chief-0", "worker-0", "worker-1", "ps-0")
+        assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods.values()} == {JOB}
+        c.succeed("chief-0")
+
+    result = kube.launch(job, make_settings(kube, gang="native"), script)
+    assert result.exit_codes == {"chief-0": 0}
+
+
+def _matches(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+def test_the_network_policy_admits_only_the_jobs_pods_selects_every_replica_and_goes_with_the_job(kube):
+    peer = {"podSelector": {"matchLabels": {"app": "tensorboard"}}}
+    job = make_job(evaluator=1)
+    seen: dict = {}
+
+    def script(c: RealCluster) -> None:
+        pods = c.wait_pods("chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0")
+        seen["policies"] = c.custom.list_namespaced_custom_object("networking.k8s.io", "v1", c.namespace,
+                                                                  "networkpolicies")["items"]
+        seen["labels"] = [p["metadata"]["labels"] for p in pods.values()]
+        c.succeed("chief-0")
+
+    kube.launch(job, make_settings(kube, network_policy_from=(peer,)), script)
+    (policy,) = seen["policies"]
+    spec = policy["spec"]
+    assert all(_matches(spec["podSelector"], labels) for labels in seen["labels"])
+    assert spec["policyTypes"] == ["Ingress"]
+    (rule,) = spec["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 2222}]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"tfk8s.dev/job-name": JOB}}}, peer]
+    assert not kube.custom.list_namespaced_custom_object("networking.k8s.io", "v1", kube.namespace,
+                                                         "networkpolicies")["items"]
+
+
+# -- RBAC and validation --------------------------------------------------------------------------------------------------
+def test_a_role_without_one_verb_gets_the_real_403_and_the_fix(kube):
+    """The Role of manifests/rbac.yaml less ``create`` on jobs: the real authorizer's 403, with the fix."""
+    role = next(d for d in kube.rbac_documents() if d["kind"] == "Role")
+    for rule in role["rules"]:
+        if rule["resources"] == ["jobs"]:
+            rule["verbs"] = [v for v in rule["verbs"] if v != "create"]
+    kube.rbac.patch_namespaced_role("tfk8s-launcher", kube.namespace, [
+        {"op": "replace", "path": "/rules", "value": role["rules"]}])
+    with pytest.raises(KubernetesApiError) as e:
+        kube.launch(make_job(chief=0, worker=1, ps=0), make_settings(kube))
+    message = str(e.value)
+    assert e.value.status == 403
+    assert (f'User "system:serviceaccount:{kube.namespace}:tfk8s-launcher" cannot create resource "jobs" in API '
+            f'group "batch" in the namespace "{kube.namespace}"') in message
+    assert "apply manifests/rbac.yaml" in message
+
+
+def test_every_manifest_passes_strict_server_side_validation(kube):
+    """Every kind the launcher creates, with every option on (ps, evaluator, PVC, selector, tolerations,
+    spread, gang, network policy, Kueue label, limits), through the real API server with dryRun=All and
+    fieldValidation=Strict, as the launcher's ServiceAccount; an unknown field is refused (Strict is on)."""
+    from kubernetes.client.exceptions import ApiException
+
+    from tfk8s.kube.objects import render_manifests
+
+    settings = make_settings(kube, node_selector='{"pool": "cpu"}', gang="native", spread="required",
+                             network_policy_from=({"namespaceSelector": {"matchLabels": {"team": "ml"}}},),
+                             pvc_name="data", kueue_queue="q", replica_overrides=(
+                                 '{"ps": {"cpu": "500m", "memory_limit": "1Gi"}, "worker": {"gpus": 1, '
+                                 '"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", '
+                                 '"effect": "NoSchedule"}], "env": {"A": "1"}}}'))
+    manifests = render_manifests(make_job(evaluator=1, timeout_s=60), settings)
+    assert {m["kind"] for m in manifests} == {"NetworkPolicy", "PodGroup", "Service", "Job"}
+    from kubernetes import client
+
+    api = kube.launcher_client()
+    creators = {"Service": lambda b, **kw: client.CoreV1Api(api).create_namespaced_service(kube.namespace, b, **kw),
+                "Job": lambda b, **kw: client.BatchV1Api(api).create_namespaced_job(kube.namespace, b, **kw),
+                "NetworkPolicy": lambda b, **kw: client.NetworkingV1Api(api).create_namespaced_network_policy(
+                    kube.namespace, b, **kw),
+                "PodGroup": lambda b, **kw: client.CustomObjectsApi(api).create_namespaced_custom_object(
+                    "scheduling.k8s.io", "v1beta1", kube.namespace, "podgroups", b, **kw)}
+    for m in manifests:
+        creators[m["kind"]](m, dry_run="All", field_validation="Strict")
+    bad = dict(manifests[-1], spec={**manifests[-1]["spec"], "backofLimit": 1})
+    with pytest.raises(ApiException) as e:
+        creators["Job"](bad, dry_run="All", field_validation="Strict")
+    assert e.value.status == 400
+    assert "strict decoding error: unknown field" in e.value.body and "spec.backofLimit" in e.value.body
