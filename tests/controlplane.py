@@ -232,7 +232,7 @@ current-context: test
         log = self.work / f"{name}.log"
         popen = subprocess.Popen([str(self.bin_dir / name), *args], stdout=log.open("wb"),
                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                 preexec_fn=_die_with_parent)
+                                 preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl(2) runs before exec
         proc = _Process(name, popen, log)
         self.processes.append(proc)
         return proc

@@ -237,7 +237,7 @@ class FakeKubelet:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        XX
                 url = urllib.parse.urlsplit(self.path)
                 parts = url.path.strip("/").split("/")
                 if len(parts) != 4 or parts[0] != "containerLogs":

@@ -49,8 +49,12 @@ JOBS = kmock.resource("batch", "v1", "jobs")
 SERVICES = kmock.resource("", "v1", "services")
 EVENTS = kmock.resource("", "v1", "events")
 PVCS = kmock.resource("", "v1", "persistentvolumeclaims")
-RESOURCES = {"pods": PODS, "jobs": JOBS, "services": SERVICES, "events": EVENTS, "persistentvolumeclaims": PVCS}
-KINDS = {PODS: "Pod", JOBS: "Job", SERVICES: "Service", EVENTS: "Event", PVCS: "PersistentVolumeClaim"}
+NETWORK_POLICIES = kmock.resource("networking.k8s.io", "v1", "networkpolicies")
+POD_GROUPS = kmock.resource("scheduling.k8s.io", "v1beta1", "podgroups")
+RESOURCES = {"pods": PODS, "jobs": JOBS, "services": SERVICES, "events": EVENTS, "persistentvolumeclaims": PVCS,
+             "networkpolicies": NETWORK_POLICIES, "podgroups": POD_GROUPS}
+KINDS = {PODS: "Pod", JOBS: "Job", SERVICES: "Service", EVENTS: "Event", PVCS: "PersistentVolumeClaim",
+         NETWORK_POLICIES: "NetworkPolicy", POD_GROUPS: "PodGroup"}
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of generateName suffixes
 _CLOSE = "CLOSE"  # a bus message that ends the open watches of a resource
 
@@ -474,9 +478,10 @@ class FakeCluster:
         return self._run(self.server.snapshot())[kind]
 
     def remaining(self) -> dict[str, list[str]]:
-        """Names of the Jobs, pods and Services still present (``{}`` when none)."""
+        """Names of the Jobs, pods, Services, NetworkPolicies and PodGroups still present (``{}`` when none)."""
         snap = self._run(self.server.snapshot())
-        return {k: sorted(o["metadata"]["name"] for o in snap[k]) for k in ("jobs", "pods", "services") if snap[k]}
+        return {k: sorted(o["metadata"]["name"] for o in snap[k])
+                for k in ("jobs", "pods", "services", "networkpolicies", "podgroups") if snap[k]}
 
     def replica_pod(self, label: str, attempt: int | None = None) -> dict[str, Any] | None:
         rtype, index = label.rsplit("-", 1)
@@ -634,7 +639,7 @@ class FakeCluster:
 
     def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Create an object directly (as a previous launcher would have); Jobs get their pod."""
-        resource = {"Job": JOBS, "Service": SERVICES, "Pod": PODS, "PersistentVolumeClaim": PVCS}[manifest["kind"]]
+        resource = {r: k for k, r in KINDS.items()}[manifest["kind"]]
         raw = self._run(self.server.put(resource, copy.deepcopy(manifest)))
         if resource == JOBS:
             self._run(self.server._job_controller(raw))

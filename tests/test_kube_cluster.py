@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import threading
 import time
 
 import pytest

@@ -366,7 +366,7 @@ class Ctl:
     # -- delete -------------------------------------------------------------------------------------------------------
     def delete(self, name: str, wait_s: float = 60.0) -> int:
         """Stop a running job: local, SIGTERM to its launcher (which stops every replica); Kubernetes, delete its
-        Jobs, Services and pods. Its files stay on the volume. A finished job is left as it is."""
+        Jobs, Services, pods, NetworkPolicy and PodGroup. Its files stay on the volume. A finished job is left as it is."""
         r = self.find(name)
         state = jobs.effective_state(r)
         if state in jobs.TERMINAL_STATES:
@@ -385,6 +385,8 @@ class Ctl:
             api = self.api(r.get("namespace") or self.namespace)
             if api is None:
                 raise CtlError(f"cannot reach the cluster to delete {r['name']}")
+            from tfk8s.kube.errors import KubernetesApiError
+
             selector = f"{jobs.JOB_NAME_LABEL}={r['name']}"
             for item in api.list_jobs(selector).get("items") or []:
                 api.delete_job(item["metadata"]["name"])
@@ -392,6 +394,14 @@ class Ctl:
                 api.delete_service(item["metadata"]["name"])
             for item in api.list_pods(selector).get("items") or []:
                 api.delete_pod(item["metadata"]["name"])
+            for lister, deleter in ((api.list_network_policies, api.delete_network_policy),
+                                    (api.list_pod_groups, api.delete_pod_group)):
+                try:
+                    for item in lister(selector).get("items") or []:
+                        deleter(item["metadata"]["name"])
+                except KubernetesApiError as e:  # no PodGroup API on this cluster: no PodGroup either
+                    if e.status != 404:
+                        raise
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             try:
