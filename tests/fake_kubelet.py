@@ -237,7 +237,7 @@ class FakeKubelet:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        XX
+            def do_GET(self) -> None:
                 url = urllib.parse.urlsplit(self.path)
                 parts = url.path.strip("/").split("/")
                 if len(parts) != 4 or parts[0] != "containerLogs":
