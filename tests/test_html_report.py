@@ -46,9 +46,9 @@ def run_dir(tmp_path_factory) -> Path:
     _write_scalars(train / "logs" / "train", {"epoch_loss": [0.9, 0.45, 0.3], "epoch_accuracy": [0.7, 0.85, 0.9],
                                               "epoch_examples_per_sec": [4000.0, 4200.0, 4100.0]})
     _write_scalars(train / "logs" / "eval", {"epoch_loss": [0.6, 0.4, 0.35], "epoch_accuracy": [0.78, 0.86, 0.88]})
-    (train / "training_summary.json").write_text(json.dumps(
-        {"epochs": 3, "global_batch_size": 512, "strategy": "multi_worker_mirrored", "final_loss": 0.3,
-         "final_accuracy": 0.9, "examples_per_sec": 8100.0, "wall_time_s": 41.5, "train_examples": 60000}))
+    (train / "training_summary.json").write_text(json.dumps({"job": {"name": "tfk8s-42"}, "metrics": {
+        "epochs": 3, "global_batch_size": 512, "strategy": "multi_worker_mirrored", "final_loss": 0.3,
+        "final_accuracy": 0.9, "examples_per_sec": 8100.0, "wall_time_s": 41.5, "train_examples": 60000}}))
     now = time.time()
     jobs.write_record(train / "job.json", {
         "name": "tfk8s-42", "backend": "kubernetes", "namespace": "ml", "state": "Succeeded", "created": now - 60,
@@ -91,6 +91,7 @@ def test_report_embeds_the_curves_confusion_matrix_and_throughput_as_pngs(run_di
         img = Image.open(io.BytesIO(base64.b64decode(data)))
         assert img.format == "PNG" and img.width >= 400, name
     assert "NOT BLESSED" in page and "0.8825" in page
+    assert "<th>strategy</th><td>multi_worker_mirrored</td>" in page and "<td>8,100</td>" in page
     assert "worker-1 failed with exit code 137: OOMKilled" in page and "<p>1 restart: " in page
     assert "Ankle boot" in page and "T-shirt/top" in page  # the table beside the heat map: real names
     assert "tensorboard --logdir" in page and "pip install &#x27;tfk8s[tensorboard]&#x27;" in page

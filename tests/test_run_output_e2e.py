@@ -78,6 +78,10 @@ def test_the_finished_run_is_tracked_and_its_report_has_both_plots(run):
     code, out = tfk8s(volume, "logs", name, "worker-1")
     assert "epoch 2/2" in out
     run_dir = volume / "runs" / item["record"]["run_id"]
+    summary = json.loads((run_dir / "train" / "training_summary.json").read_text())["job"]
+    assert sorted(summary["replica_logs"]) == ["worker-0", "worker-1"]
+    assert all(Path(p).is_file() for p in summary["replica_logs"].values())
+    assert summary["record"] == str(run_dir / "train" / "job.json")
     page = (run_dir / "report.html").read_text()
     assert re.search(r"<img id='curves' [^>]*src='data:image/png;base64,", page)
     assert re.search(r"<img id='confusion' [^>]*src='data:image/png;base64,", page)

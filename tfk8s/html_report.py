@@ -226,6 +226,8 @@ vertical-align:top} th{color:#555;font-weight:600} code{background:#f4f4f4;paddi
 def render_html(data: Mapping[str, Any]) -> str:
     """The report for :func:`collect_run`'s ``data``, one self-contained HTML page."""
     job, summary, ev = data.get("job") or {}, data.get("summary") or {}, data.get("evaluation") or {}
+    if isinstance(summary.get("metrics"), dict):  # the launch step's training_summary.json: {"job", "metrics"}
+        summary = summary["metrics"]
     parts = [(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>tfk8s run {_h(data.get('run_id'))}"
              f"</title><style>{_CSS}</style></head><body>"),
              f"<h1>tfk8s training run <code>{_h(data.get('run_id'))}</code></h1>"]

@@ -236,6 +236,10 @@ def collect(job: TrainingJob, result: LaunchResult, train_dir: str | os.PathLike
             "wall_time_s": round(result.wall_time_s, 3),
             "exit_codes": result.exit_codes,
             "stopped": result.stopped,
+            # every replica's whole log (all attempts, kept after the pods are gone) and the job record
+            "replica_logs": {r.label: str(train / REPLICA_LOG_DIR / f"{r.label}.log") for r in job.counts.replicas()},
+            "record": str(train / "job.json"),
+            "tensorboard_command": f"tensorboard --logdir {train / 'logs'}",
         },
         "saved_model": str(saved_model),
         "metrics": reported,
