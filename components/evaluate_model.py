@@ -71,7 +71,8 @@ def evaluate_model(
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             metrics.log_metric(f"train_{key}", float(value))
     metrics.metadata.update({"blessed": outcome.blessing.blessed, "evaluated": outcome.evaluated,
-                             "how": outcome.how, "not_evaluated": outcome.reason})
+                             "how": outcome.how, "not_evaluated": outcome.reason,
+                             "reasons": outcome.blessing.reasons})
     if outcome.result is not None:
         classification.log_confusion_matrix(outcome.result.label_names, outcome.result.confusion_matrix)
     version = int(exported_model.metadata["version"])

@@ -375,6 +375,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  exported model: {r['export_path']}  (version {r['version']})")
     verdict = "blessed, pushed to the serving base" if r["blessed"] else "NOT blessed, not pushed"
     print(f"  quality gate  : {verdict}  (summary: {r['summary']})")
+    if not r["blessed"] and m.get("reasons"):
+        print(f"  why           : {'; '.join(m['reasons'])}")
     print(f"  report        : {r['report']}  (training curves, confusion matrix, throughput)")
     print(f"  run folder    : {r['run_dir']}  (data, checkpoints, TensorBoard logs, replica logs)")
     if job:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tfk8s import contract
 from tfk8s.cluster import ReplicaCounts, coordinator
-from tfk8s.launcher import LaunchError, LaunchResult, TrainingJob
+from tfk8s.launcher import LaunchError, LaunchResult, ReplicaFailedError, TrainingJob
 from tfk8s.specs import (  # noqa: F401 (re-exported)
     DEFAULT_BATCH_SIZE,
     DEFAULT_EPOCHS,
@@ -146,6 +146,12 @@ def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
     with tracked(job, backend, train_dir, log_sink, namespace=namespace) as track:
         try:
             result = _run(job, backend, kubernetes_params, track.sink, train, max_restarts)
+        except ReplicaFailedError as e:
+            if TRAINER_MODULE not in job.command:  # the user's program: say where its log is and what to fix
+                e.args = (f"{e}\nthe training program failed on replica {e.replica.label}: fix the program or the "
+                          f"command parameter ({' '.join(job.command)[:200]}); its whole log: "
+                          f"{train / REPLICA_LOG_DIR / (e.replica.label + '.log')}; the contract: {contract.DOCS}",)
+            raise
         finally:
             contract.remove_scratch(train)  # the non-coordinators' model dirs (tfk8s.contract)
         outcome = collect(job, result, train, log_sink=track.sink)

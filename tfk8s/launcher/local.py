@@ -201,10 +201,18 @@ class _LocalRun:
     def launch(self, replica: Replica, attempt: int = 0) -> None:
         """Start ``replica``'s process (attempt ``attempt``) and its log reader."""
         self.watches[replica].new_attempt()
-        popen = subprocess.Popen(
-            list(self.job.replica_command(replica)), env=self._env(replica), cwd=self.cwd, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True,
-        )
+        argv = list(self.job.replica_command(replica))
+        try:
+            popen = subprocess.Popen(
+                argv, env=self._env(replica), cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True,
+            )
+        except OSError as e:  # no such program, not executable: the Kubernetes backend's StartError
+            raise ReplicaFailedError(
+                replica, "StartError", detail=(
+                    f"cannot run {argv[0]!r}: {e.strerror or e}; the command must name an existing program "
+                    f"(on the PATH, or a path relative to {self.cwd or os.getcwd()}), e.g. python train.py"),
+            ) from None
         proc = _Proc(replica, popen, attempt)
         log_file = self.log_dir / f"{replica.label}.log" if self.log_dir else None
         proc.reader = threading.Thread(target=_stream, args=(proc, self.sink, log_file), daemon=True,
