@@ -102,7 +102,7 @@ def collect_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     return {
         "run_dir": str(run), "run_id": run.name,
         "job": read_record(train / "job.json") or {},
-        "summary": _read_json(train / "training_summary.json"),
+        "summary": _training_figures(_read_json(train / "training_summary.json")),
         "evaluation": _read_json(run / EVALUATION_FILE),
         "train_scalars": read_scalars(train / "logs" / "train"),
         "eval_scalars": read_scalars(train / "logs" / "eval"),
@@ -223,6 +223,21 @@ vertical-align:top} th{color:#555;font-weight:600} code{background:#f4f4f4;paddi
 """
 
 
+def _training_figures(summary: Mapping[str, Any] | None) -> dict:
+    """The training's figures from ``training_summary.json``: the launch step writes ``{"job", "metrics",
+    ...}`` (the program's reported metrics under ``metrics``; ``accuracy``/``loss`` also shown as the final
+    training ones); an older summary is flat."""
+    summary = dict(summary or {})
+    if "job" not in summary:
+        return summary
+    figures = dict(summary.get("metrics") or {})
+    for new, old in (("accuracy", "final_accuracy"), ("loss", "final_loss")):
+        if new in figures:
+            figures.setdefault(old, figures[new])
+    figures.setdefault("wall_time_s", (summary.get("job") or {}).get("wall_time_s"))
+    return {k: v for k, v in figures.items() if v is not None}
+
+
 def render_html(data: Mapping[str, Any]) -> str:
     """The report for :func:`collect_run`'s ``data``, one self-contained HTML page."""
     job, summary, ev = data.get("job") or {}, data.get("summary") or {}, data.get("evaluation") or {}
@@ -234,9 +249,13 @@ def render_html(data: Mapping[str, Any]) -> str:
     if ev:
         blessed = bool(ev.get("blessed"))
         if ev.get("evaluated") is False or "accuracy" not in ev:
-            what = f"not evaluated: {ev.get('not_evaluated') or 'no evaluation of the test split'}"
-        else:
-            what = f"test accuracy {ev['accuracy']:.4f} on {ev.get('num_examples', '?')} examples"
+            why = ev.get("not_evaluated") or "no evaluation of the test split"
+            what = why if why.startswith("not evaluated") else f"not evaluated: {why}"
+        elif "num_examples" in ev:
+            what = f"test accuracy {ev['accuracy']:.4f} on {ev['num_examples']} examples"
+        else:  # the user's eval_command: the metrics it reported
+            what = ", ".join(f"{k} {v:.4g}" for k, v in ev.items()
+                             if isinstance(v, int | float) and not isinstance(v, bool))
         parts.append(f"<div class='verdict {'ok' if blessed else 'bad'}'>{'BLESSED' if blessed else 'NOT BLESSED'}"
                      f" — {_h(what)}</div>")
     else:
