@@ -139,9 +139,9 @@ def mwms(a: argparse.Namespace) -> dict:
     from tfk8s.shards import make_dataset, num_workers_from_tf_config
     from trainer.model import build_model
 
-    workers = num_workers_from_tf_config()
     _, replica = parse_tf_config(os.environ.get("TF_CONFIG"))
     index = replica.index if replica else 0
+    workers = 1 if a.independent else num_workers_from_tf_config()
     strategy = _strategy(tf, a, workers)
     meta = load_metadata(a.data_dir)
     global_batch = a.per_worker_batch * workers
@@ -155,6 +155,9 @@ def mwms(a: argparse.Namespace) -> dict:
             if a.per_worker_batch % a.accumulate:
                 raise SystemExit(f"--per-worker-batch {a.per_worker_batch} must be a multiple of --accumulate")
             model = _accumulating_model(tf, tf_keras, model, a.accumulate, a.learning_rate, a.epochs * steps)
+        if a.steps_per_execution > 1:
+            model.compile(optimizer=model.optimizer, loss=model.loss, metrics=["accuracy"],
+                          steps_per_execution=a.steps_per_execution)
     times: list[float] = []
 
     class Timer(tf_keras.callbacks.Callback):
@@ -169,8 +172,8 @@ def mwms(a: argparse.Namespace) -> dict:
     result = {"worker": index, "workers": workers, "epoch_times_s": [round(t, 3) for t in times],
               "examples_per_sec": steps * global_batch / best, "steps_per_epoch": steps,
               "global_batch": global_batch, "accuracy": float(hist.history["accuracy"][-1])}
-    if a.out and index == 0:
-        Path(a.out).write_text(json.dumps(result))
+    if a.out and (index == 0 or a.independent):
+        Path(a.out.format(index=index)).write_text(json.dumps(result))
     return result
 
 
@@ -205,7 +208,11 @@ def main(argv: list[str] | None = None) -> None:
             s.add_argument("--bytes-per-pack", type=int, default=0, help="0: one pack of every gradient")
             s.add_argument("--implementation", choices=("auto", "ring"), default="auto")
             s.add_argument("--accumulate", type=int, default=1, help="micro-batches per all-reduce")
-            s.add_argument("--out", default="", help="worker 0 writes its JSON result here")
+            s.add_argument("--steps-per-execution", type=int, default=1, help="steps per tf.function call")
+            s.add_argument("--independent", action="store_true",
+                           help="ignore TF_CONFIG: every process trains alone (no all-reduce): the ceiling")
+            s.add_argument("--out", default="", help="worker 0 (--independent: each, {index} in the name) writes "
+                           "its JSON result here")
         else:
             s.add_argument("--saved-model", required=True)
     a = p.parse_args(argv)

@@ -12,12 +12,15 @@ what N workers and their all-reduce cost.
 Options (figure ``scaling_<option>``):
 
 - ``trainer``: the built-in trainer as it is (``python -m trainer.task``), per-worker batch ``B``;
+- ``independent``: the ceiling: N prototype processes at once, each training alone (no TF_CONFIG cluster, no
+  all-reduce), their examples/sec added up: what the cores give N single-thread processes right now;
 - ``default``: the prototype trainer (``python -m bench.procs mwms``: ``tf.distribute`` directly, the same
   model and input pipeline) with TF's default collective options (one pack, AUTO = RING on CPU);
 - ``ring``: ``CommunicationImplementation.RING`` explicitly; ``pack64k``: ``bytes_per_pack=65536`` (gradients
   all-reduced in several packs, so the first can start while the rest are computed);
 - ``overlap``: ``pack64k`` with 2 inter-op threads per worker, so a pack's all-reduce can run beside the
   backward pass of earlier layers;
+- ``spe8``: ``steps_per_execution=8`` (8 steps per ``tf.function`` call: less per-step dispatch);
 - ``accum4``: gradient accumulation, 4 micro-batches of ``B`` per all-reduce (per-worker batch 4B, computed
   as 4 x B: the same arithmetic per example as ``default``, a quarter of the all-reduces);
 - ``b4x``: per-worker batch 4B (one all-reduce per 4B examples per worker; bigger matrix products too).
@@ -49,7 +52,7 @@ from bench.common import (
     usable_cores,
 )
 
-OPTIONS = ("trainer", "default", "ring", "pack64k", "overlap", "accum4", "b4x")
+OPTIONS = ("trainer", "independent", "default", "ring", "pack64k", "overlap", "spe8", "accum4", "b4x")
 DEFAULT_OPTIONS = OPTIONS
 
 
@@ -62,6 +65,10 @@ def _variant(option: str, batch: int) -> dict:
         v["flags"] = ["--bytes-per-pack", "65536"]
     elif option == "overlap":
         v["flags"], v["inter"] = ["--bytes-per-pack", "65536"], 2
+    elif option == "spe8":
+        v["flags"] = ["--steps-per-execution", "8"]
+    elif option == "independent":
+        v["flags"] = ["--independent"]
     elif option == "accum4":
         v["batch"], v["accumulate"] = 4 * batch, 4
     elif option == "b4x":
@@ -86,7 +93,7 @@ def run_workers(data: Path, tmp: Path, option: str, workers: int, batch: int, ep
         run_job(job, "local", out, log_sink=lambda _line: None)
         return examples_per_sec(read_training_result(out), steady=True)
     v = _variant(option, batch)
-    result = out / "result.json"
+    result = out / "result-{index}.json"
     command = (sys.executable, "-m", "bench.procs", "mwms", "--data-dir", str(data),
                "--per-worker-batch", str(v["batch"]), "--accumulate", str(v["accumulate"]),
                "--epochs", str(epochs), "--steps-per-epoch", str(steps), "--intra", "1", "--inter", str(v["inter"]),
@@ -94,7 +101,9 @@ def run_workers(data: Path, tmp: Path, option: str, workers: int, batch: int, ep
     env = {**TRAINER_ENV, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     job = TrainingJob(name=f"bench-{workers}w", counts=ReplicaCounts(worker=workers), command=command, env=env)
     run_local(job, log_sink=lambda _line: None, cwd=Path(__file__).resolve().parents[1])
-    return float(json.loads(result.read_text())["examples_per_sec"])
+    if option == "independent":  # every process alone: their throughputs add up
+        return sum(float(json.loads(f.read_text())["examples_per_sec"]) for f in out.glob("result-*.json"))
+    return float(json.loads((out / "result-0.json").read_text())["examples_per_sec"])
 
 
 def main(argv: list[str] | None = None) -> list[Figure]:

@@ -41,8 +41,9 @@ def push_model(
     from tfk8s.steps import push_model_step
 
     model_name = model_name or exported_model.metadata["model_name"]
-    r = push_model_step(
-        model_dir=exported_model.metadata["path"], volume_root=volume_root, model_name=model_name
+    r = push_model_step(  # the export step's signature: the model is not loaded (nor TensorFlow imported) again
+        model_dir=exported_model.metadata["path"], volume_root=volume_root, model_name=model_name,
+        signature=exported_model.metadata.get("serving_signature"),
     )
     pushed_model.metadata.update(
         {"path": r.path, "version": r.version, "serving_signature": r.signature, "model_name": model_name}

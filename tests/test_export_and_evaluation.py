@@ -182,3 +182,19 @@ def test_summary_links_every_replica_log_the_report_and_the_tensorboard_command(
     assert md.rstrip().endswith(f"| TensorBoard (pip install 'tfk8s[tensorboard]') | `tensorboard --logdir "
                                 f"{train / 'logs'}` |")
     assert f"| log of worker-0 | `{train / 'replica-logs' / 'worker-0.log'}` |" in md
+
+
+def test_push_with_the_exports_signature_does_not_load_the_model_again(saved_model, tmp_path, monkeypatch):
+    from tfk8s import export
+    from tfk8s.export import push_saved_model
+
+    exported = export_saved_model(saved_model, tmp_path / "models" / "m")
+    loads: list[str] = []
+    real = export.serving_signature
+    monkeypatch.setattr(export, "serving_signature", lambda d, **kw: loads.append(str(d)) or real(d, **kw))
+    pushed = push_saved_model(exported.path, tmp_path / "serving" / "m", signature=exported.signature)
+    assert (pushed.version, pushed.signature, loads) == (1, exported.signature, [])
+    assert (tmp_path / "serving" / "m" / "1" / "saved_model.pb").is_file()
+    # without it (the CLI), or for a folder that holds no SavedModel, the model is loaded and checked
+    push_saved_model(exported.path, tmp_path / "serving" / "n")
+    assert loads == [exported.path]

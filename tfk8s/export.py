@@ -125,11 +125,17 @@ def export_saved_model(saved_model_dir: str | os.PathLike, export_base: str | os
     return ExportResult(str(base / str(version)), version, signature)
 
 
-def push_saved_model(version_dir: str | os.PathLike, serving_base: str | os.PathLike) -> ExportResult:
+def push_saved_model(version_dir: str | os.PathLike, serving_base: str | os.PathLike,
+                     signature: dict | None = None) -> ExportResult:
     """Promote a blessed export to the serving base, keeping its version number (TFX Pusher's job).
 
     ``<models>/<name>/<v>`` is copied to ``<serving base>/<v>`` through a staging folder and one atomic rename,
     so a model server watching the serving base only ever sees complete, blessed versions.
+
+    Args:
+        signature: the export's serving signature as :func:`export_saved_model` returned it (the pipeline
+            passes the export step's): then the version, already loaded by the export and the evaluation, is
+            not loaded again (no TensorFlow start-up in the push step); None: loaded and checked here.
 
     Returns:
         The pushed version's path, number and serving signature.
@@ -142,7 +148,8 @@ def push_saved_model(version_dir: str | os.PathLike, serving_base: str | os.Path
     if not src.name.isdigit():
         raise ExportError(f"{src} is not a version folder (<base>/<integer>): pass the exported model's path")
     version = int(src.name)
-    signature = serving_signature(src, required=False)
+    if signature is None or not (src / "saved_model.pb").is_file():
+        signature = serving_signature(src, required=False)
     base = Path(serving_base)
     base.mkdir(parents=True, exist_ok=True)
     target = base / str(version)

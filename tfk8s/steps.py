@@ -350,8 +350,10 @@ def write_report_step(*, data_dir: str, evaluation, export: dict, output: str | 
     return str(page)
 
 
-def push_model_step(*, model_dir: str, volume_root: str, model_name: str):
+def push_model_step(*, model_dir: str, volume_root: str, model_name: str, signature: dict | None = None):
     """Promote a blessed export to ``<volume_root>/serving/<model_name>/<version>`` (TFX Pusher).
+
+    ``signature``: the export step's serving signature; given, the model is not loaded again.
 
     Returns:
         :class:`tfk8s.export.ExportResult` of the pushed version.
@@ -362,4 +364,4 @@ def push_model_step(*, model_dir: str, volume_root: str, model_name: str):
     from tfk8s.export import push_saved_model
     from tfk8s.layout import RunLayout
 
-    return push_saved_model(model_dir, RunLayout(volume_root, "push", model_name).serving_base)
+    return push_saved_model(model_dir, RunLayout(volume_root, "push", model_name).serving_base, signature)
