@@ -173,7 +173,7 @@ def mwms(a: argparse.Namespace) -> dict:
               "examples_per_sec": steps * global_batch / best, "steps_per_epoch": steps,
               "global_batch": global_batch, "accuracy": float(hist.history["accuracy"][-1])}
     if a.out and (index == 0 or a.independent):
-        Path(a.out.format(index=index)).write_text(json.dumps(result))
+        Path(a.out).write_text(json.dumps(result))
     return result
 
 
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
             s.add_argument("--steps-per-execution", type=int, default=1, help="steps per tf.function call")
             s.add_argument("--independent", action="store_true",
                            help="ignore TF_CONFIG: every process trains alone (no all-reduce): the ceiling")
-            s.add_argument("--out", default="", help="worker 0 (--independent: each, {index} in the name) writes "
+            s.add_argument("--out", default="", help="worker 0 (--independent: each; the launcher substitutes {replica_index}) writes "
                            "its JSON result here")
         else:
             s.add_argument("--saved-model", required=True)

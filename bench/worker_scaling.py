@@ -58,7 +58,7 @@ DEFAULT_OPTIONS = OPTIONS
 
 def _variant(option: str, batch: int) -> dict:
     """The prototype's flags and per-worker compute for ``option``: (flags, batch, accumulate, inter)."""
-    v = {"flags": [], "batch": batch, "accumulate": 1, "inter": 1}
+    v = {"flags": [], "batch": batch, "accumulate": 1, "inter": 1, "spe": 1}
     if option == "ring":
         v["flags"] = ["--implementation", "ring"]
     elif option == "pack64k":
@@ -66,7 +66,7 @@ def _variant(option: str, batch: int) -> dict:
     elif option == "overlap":
         v["flags"], v["inter"] = ["--bytes-per-pack", "65536"], 2
     elif option == "spe8":
-        v["flags"] = ["--steps-per-execution", "8"]
+        v["flags"], v["spe"] = ["--steps-per-execution", "8"], 8
     elif option == "independent":
         v["flags"] = ["--independent"]
     elif option == "accum4":
@@ -93,7 +93,7 @@ def run_workers(data: Path, tmp: Path, option: str, workers: int, batch: int, ep
         run_job(job, "local", out, log_sink=lambda _line: None)
         return examples_per_sec(read_training_result(out), steady=True)
     v = _variant(option, batch)
-    result = out / "result-{index}.json"
+    result = out / "result-{replica_index}.json"  # substituted per replica (tfk8s.contract)
     command = (sys.executable, "-m", "bench.procs", "mwms", "--data-dir", str(data),
                "--per-worker-batch", str(v["batch"]), "--accumulate", str(v["accumulate"]),
                "--epochs", str(epochs), "--steps-per-epoch", str(steps), "--intra", "1", "--inter", str(v["inter"]),
@@ -124,10 +124,13 @@ def main(argv: list[str] | None = None) -> list[Figure]:
         a.examples, a.epochs, a.steps_per_epoch, a.per_worker_batch = 1024, 2, 3, 64
         options = [o for o in options if o == "trainer"] or options[:1]
     data = prepared_mnist(a.cache_dir, a.examples, 4 * a.workers)
-    # One 1-worker baseline per distinct per-worker computation (collective options change nothing there).
-    base_key = {o: ("trainer" if o == "trainer" else (_variant(o, a.per_worker_batch)["batch"],
-                                                       _variant(o, a.per_worker_batch)["accumulate"]))
-                for o in options}
+    # One 1-worker baseline per distinct per-worker computation (collective options change nothing there; the
+    # 1-worker run of an option that changes the computation, or the loop, runs with that option too).
+    def key(o: str) -> str:
+        v = _variant(o, a.per_worker_batch)
+        return "trainer" if o == "trainer" else f"b{v['batch']}/acc{v['accumulate']}/spe{v['spe']}"
+
+    base_key = {o: key(o) for o in options}
     with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
         variants = {}
         for key in dict.fromkeys(base_key.values()):
