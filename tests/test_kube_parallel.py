@@ -12,7 +12,7 @@ pytest.register_assert_rewrite("tests.kube_fixtures")
 from tests.kube_fixtures import FakeCluster
 from tfk8s.cluster import ReplicaCounts
 from tfk8s.kube.api import KubeApi
-from tfk8s.kube.parallel import run_all
+from tfk8s.kube.parallel import CONCURRENT_FROM, run_all
 from tfk8s.kube.settings import KubernetesSettings
 from tfk8s.launcher import TrainingJob
 
@@ -27,7 +27,7 @@ def test_run_all_keeps_the_items_order_and_runs_calls_at_the_same_time():
         barrier.wait()
         return x * 10
 
-    assert run_all(call, [1, 2, 3, 4], max_workers=4) == [10, 20, 30, 40]
+    assert run_all(call, range(8), max_workers=4) == [x * 10 for x in range(8)]
 
 
 def test_run_all_runs_every_call_then_raises_the_first_failing_items_error():
@@ -40,21 +40,22 @@ def test_run_all_runs_every_call_then_raises_the_first_failing_items_error():
         return x
 
     with pytest.raises(ValueError, match="item 2"):
-        run_all(call, [1, 2, 3, 4, 5], max_workers=2)
-    assert sorted(done) == [1, 3, 5]
+        run_all(call, range(1, 10), max_workers=2)
+    assert sorted(done) == [1, 3, 5, 6, 7, 8, 9]
 
 
-def test_run_all_with_one_worker_or_item_runs_in_the_callers_thread():
+def test_run_all_with_one_worker_or_a_few_items_runs_in_the_callers_thread():
     me = threading.current_thread()
-    assert run_all(lambda x: threading.current_thread() is me, [1, 2], max_workers=1) == [True, True]
-    assert run_all(lambda x: threading.current_thread() is me, [1]) == [True]
+    assert run_all(lambda x: threading.current_thread() is me, range(9), max_workers=1) == [True] * 9
+    assert run_all(lambda x: threading.current_thread() is me, range(CONCURRENT_FROM - 1)) == [True] * (
+        CONCURRENT_FROM - 1)
     assert run_all(lambda x: x, []) == []
 
 
 def test_the_backend_creates_services_and_jobs_concurrently(cluster: FakeCluster, monkeypatch):
-    # Each create waits until 3 creates of its kind are in flight together: one after the other, the first
+    # Each create waits until 8 creates of its kind are in flight together: one after the other, the first
     # would time out (BrokenBarrierError) and the launch fail.
-    barriers = {"service": threading.Barrier(3, timeout=5), "job": threading.Barrier(3, timeout=5)}
+    barriers = {"service": threading.Barrier(8, timeout=5), "job": threading.Barrier(8, timeout=5)}
     create_service, create_job = KubeApi.create_service, KubeApi.create_job
 
     def service(self, body):
@@ -67,22 +68,23 @@ def test_the_backend_creates_services_and_jobs_concurrently(cluster: FakeCluster
 
     monkeypatch.setattr(KubeApi, "create_service", service)
     monkeypatch.setattr(KubeApi, "create_job", job)
-    training = TrainingJob("tfk8s-par-1", ReplicaCounts(worker=3), ("python", "-m", "trainer.task"),
+    labels = [f"worker-{i}" for i in range(8)]
+    training = TrainingJob("tfk8s-par-1", ReplicaCounts(worker=8), ("python", "-m", "trainer.task"),
                            grace_period_s=0.2)
     settings = KubernetesSettings.from_params(namespace="tfk8s-test", image="img:1")
 
     def script(c: FakeCluster) -> None:
         deadline = time.monotonic() + 15
-        while c.server.pods_created < 3:  # one after the other, the launch fails first: end quietly then
+        while c.server.pods_created < 8:  # one after the other, the launch fails first: end quietly then
             if time.monotonic() > deadline:
                 return
             time.sleep(0.01)
-        c.wait_pods("worker-0", "worker-1", "worker-2")
-        assert len(c.objects("services")) == 3
+        c.wait_pods(*labels)
+        assert len(c.objects("services")) == 8
         c.run()
         c.succeed("worker-0")
 
     result = cluster.launch(training, settings, script)
     assert result.exit_codes["worker-0"] == 0
-    assert cluster.count("POST", "jobs") == 3 and cluster.count("POST", "services") == 3
+    assert cluster.count("POST", "jobs") == 8 and cluster.count("POST", "services") == 8
     assert cluster.remaining() == {}

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
 MAX_CONCURRENT_REQUESTS = 8
+CONCURRENT_FROM = 8  # fewer items than this run one after the other (a few round trips: nothing to win)
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -21,15 +22,15 @@ def run_all(fn: Callable[[_T], _R], items: Iterable[_T], max_workers: int = MAX_
     """``[fn(item) for item in items]``, up to ``max_workers`` calls at a time; results in the items' order.
 
     Every call runs to its end even when another fails (so no request is left half-sent); then the exception
-    of the first failed item, in the items' order, is raised. With one item (or ``max_workers=1``) the calls
-    run in the caller's thread. An exception in the caller's thread while it waits (SIGTERM turned into an
+    of the first failed item, in the items' order, is raised. With fewer than :data:`CONCURRENT_FROM` items
+    (or ``max_workers=1``) the calls run one after the other in the caller's thread. An exception in the caller's thread while it waits (SIGTERM turned into an
     exception) cancels the calls not yet started and waits for those in flight before it propagates.
 
     Raises:
         whatever ``fn`` raised for the first failing item.
     """
     todo = list(items)
-    if len(todo) <= 1 or max_workers <= 1:
+    if len(todo) < CONCURRENT_FROM or max_workers <= 1:
         return [fn(item) for item in todo]
     pool = ThreadPoolExecutor(max_workers=min(max_workers, len(todo)), thread_name_prefix="kube-create")
     try:
