@@ -205,10 +205,12 @@ def test_console_script_and_module_entry_point():
 
 
 def test_the_live_eta_comes_from_the_step_rate_since_the_job_was_first_seen_running():
-    steps = iter([10, 20])
+    steps = iter([0, 10, 11, 20])
     m = ProgressMonitor(lambda: _status(step=next(steps), steps=100, eta_s=999.0), io.StringIO(), tty=False,
                         interval_s=100)
-    assert m._current().eta_s == 999.0  # the first sample: job_status's estimate
+    assert m._current().eta_s is None  # step 0: tracing and handshakes, no rate yet
+    assert m._current().eta_s is None  # the first sample
+    assert m._current().eta_s is None  # one step since: too few
     time.sleep(0.2)
     eta = m._current().eta_s  # 10 steps in ~0.2 s, 80 to go
     assert 0.8 < eta < 2.0

@@ -215,7 +215,7 @@ def job_status(record: Mapping[str, Any], progress: Mapping[str, Progress] | Non
     fraction = 1.0 if state == "Succeeded" else (p.fraction if p else None)
     created = float(record.get("created") or now)
     eta = None
-    if state == "Running" and p and p.state == "running" and fraction and 0 < fraction < 1:
+    if state == "Running" and p and p.state == "running" and fraction and 0.05 <= fraction < 1:
         eta = (now - created) * (1.0 - fraction) / fraction  # start-up included: errs on the long side
     return JobStatus(
         name=record.get("name", "?"), backend=record.get("backend", "?"), state=state, ready=ready, total=total,

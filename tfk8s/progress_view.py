@@ -56,7 +56,7 @@ def progress_fields(status: JobStatus, *, replicas_word: bool = True) -> list[st
         parts.append(f"step {status.step}/{status.steps}" if status.steps else f"step {status.step}")
     if status.examples_per_sec:
         parts.append(f"{status.examples_per_sec:,.0f} ex/s")
-    if status.eta_s is not None and status.state == "Running":
+    if status.eta_s is not None and status.state == "Running" and (status.fraction or 0) < 1:
         parts.append(f"ETA {format_duration(status.eta_s)}")
     up, total = status.replicas_up
     parts.append(f"replicas {up}/{total} up" if replicas_word else f"{up}/{total} up")
@@ -73,7 +73,8 @@ def bar(fraction: float | None, width: int = BAR_WIDTH) -> str:
 
 def tty_line(status: JobStatus, columns: int = 120) -> str:
     """The live bar's text, cut to ``columns`` characters."""
-    text = f"{status.name} {bar(status.fraction)} " + "  ".join(progress_fields(status, replicas_word=False))
+    state = "" if status.state == "Running" else f"{status.state}  "
+    text = f"{status.name} {bar(status.fraction)} {state}" + "  ".join(progress_fields(status, replicas_word=False))
     return text[: max(10, columns - 1)]
 
 
@@ -133,14 +134,16 @@ class ProgressMonitor:
         if status.state != "Running" or status.step is None or not status.steps:
             return status
         now = time.monotonic()
+        if status.step < 1:  # the first step includes tracing and the peers' handshake: not a rate
+            return dataclasses.replace(status, eta_s=None)
         if self._first is None or status.step < self._first[1]:
             self._first = (now, status.step)
-            return status
+            return dataclasses.replace(status, eta_s=None)
         t0, s0 = self._first
-        if status.step > s0 and now > t0:
+        if status.step >= s0 + 2 and now > t0:
             rate = (status.step - s0) / (now - t0)
             return dataclasses.replace(status, eta_s=max(0.0, status.steps - status.step) / rate)
-        return status
+        return dataclasses.replace(status, eta_s=None)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
