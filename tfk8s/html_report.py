@@ -182,24 +182,38 @@ def confusion_figure(matrix: list[list[int]], label_names: list[str]) -> Any:
     return fig
 
 
-def throughput_figure(per_replica: Mapping[str, float], total: float | None) -> Any:
-    """Examples/sec per replica (from their progress files), and the job's total from the summary."""
+def throughput_figure(per_replica: Mapping[str, float], total: float | None,
+                      per_epoch: list[tuple[int, float]] | None = None) -> Any:
+    """Throughput: each replica's last reported examples/sec (its progress file) and the whole training's
+    (the summary, first-epoch warm-up included) as bars; examples/sec per epoch (TensorBoard's
+    ``epoch_examples_per_sec``) beside them when recorded."""
     from matplotlib.figure import Figure
 
-    labels = list(per_replica)
-    values = [per_replica[k] for k in labels]
+    labels = [f"{k} (last report)" for k in per_replica]
+    values = list(per_replica.values())
     if total:
-        labels.append("job (all workers)")
+        labels.append("whole training (summary)")
         values.append(total)
-    fig = Figure(figsize=(6, 0.5 * len(labels) + 1.2))
-    ax = fig.subplots()
-    bars = ax.barh(labels, values, color=["#4c72b0"] * (len(labels) - (1 if total else 0))
-                   + (["#dd8452"] if total else []))
+    fig = Figure(figsize=(11 if per_epoch else 6, 0.5 * max(len(labels), 3) + 1.4))
+    axes = fig.subplots(1, 2 if per_epoch else 1, squeeze=False)[0]
+    fig.subplots_adjust(wspace=0.45)
+    ax = axes[0]
+    colors = ["#4c72b0"] * len(per_replica) + (["#dd8452"] if total else [])
+    bars = ax.barh(labels, values, color=colors)
     ax.bar_label(bars, labels=[f"{v:,.0f}" for v in values], padding=3)
     ax.invert_yaxis()
     ax.set_xlabel("examples per second")
-    ax.set_title("Throughput")
-    ax.set_xlim(0, max(values) * 1.2 if values else 1)
+    ax.set_title("Throughput per replica")
+    ax.set_xlim(0, max(values) * 1.25 if values else 1)
+    if per_epoch:
+        ep = axes[1]
+        ep.plot([s + 1 for s, _ in per_epoch], [v for _, v in per_epoch], marker="o", color="#55a868")
+        ep.set_title("Throughput per epoch (all workers)")
+        ep.set_xlabel("epoch")
+        ep.set_ylabel("examples per second")
+        ep.set_xticks(range(1, max(s for s, _ in per_epoch) + 2))
+        ep.set_ylim(0, max(v for _, v in per_epoch) * 1.2)
+        ep.grid(alpha=0.3)
     return fig
 
 
@@ -302,9 +316,14 @@ def render_html(data: Mapping[str, Any]) -> str:
     parts.append("<h2>Throughput</h2>")
     per_replica = data.get("throughput") or {}
     total = summary.get("examples_per_sec")
+    per_epoch = _series(train, "epoch_examples_per_sec")
     if per_replica or total:
         parts.append(f"<img id='throughput' alt='examples per second per replica' "
-                     f"src='{_png(throughput_figure(per_replica, total))}'>")
+                     f"src='{_png(throughput_figure(per_replica, total, per_epoch))}'>")
+        parts.append("<p class='muted'>Each replica's bar is the examples/sec in its last progress report (the "
+                     "built-in trainer reports the job's rate as that replica sees it: under "
+                     "MultiWorkerMirroredStrategy every replica takes part in every step). The whole training's "
+                     "figure includes the first epoch's warm-up.</p>")
     else:
         parts.append("<p class='muted'>no throughput reported</p>")
 
