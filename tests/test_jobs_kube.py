@@ -173,3 +173,18 @@ def test_a_job_only_the_cluster_knows_is_found_by_label(cluster, tmp_path):
         (EXIT_OK, "hello from the chief\n")
     assert ctl(cluster, tmp_path, "delete", "tfk8s-elsewhere", "-n", NAMESPACE)[0] == EXIT_OK
     cluster.wait_for(lambda: cluster.remaining() == {}, "every object deleted")
+
+
+def test_a_running_record_whose_objects_are_gone_reads_as_lost(cluster, tmp_path):
+    """The launcher pod was deleted (the garbage collector took every replica) before it recorded the outcome."""
+    train = tmp_path / "runs" / "run-9" / "train"
+    record = {"name": JOB, "backend": "kubernetes", "namespace": NAMESPACE, "state": "Running",
+              "created": time.time() - 600, "updated": time.time() - 120, "replicas": {"worker": 1},
+              "replica_states": {"worker-0": "Running"}, "paths": {"train_dir": str(train)}}
+    jobs.write_record(train / "job.json", record)
+    _, out = ctl(cluster, tmp_path, "get")
+    assert out.splitlines()[1].split()[:5] == [JOB, "kubernetes", "worker", "0/1", "Lost"]
+    code, out = ctl(cluster, tmp_path, "wait", JOB)
+    assert code == 1 and out.startswith(f"{JOB} Lost: the cluster has no objects of this job")
+    jobs.write_record(train / "job.json", {**record, "updated": time.time()})  # just written: give it time
+    assert ctl(cluster, tmp_path, "get")[1].splitlines()[1].split()[4] == "Running"

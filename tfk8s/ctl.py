@@ -38,6 +38,7 @@ from tfk8s.progress_view import format_duration
 
 EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT, EXIT_NOT_FOUND = 0, 1, 3, 4
 POLL_S = 0.5
+LOST_AFTER_S = 30.0  # a Running Kubernetes record without objects in the cluster, not updated for this long
 
 
 class CtlError(Exception):
@@ -118,15 +119,32 @@ class Ctl:
         self._apis[namespace] = api
         return api
 
-    def live(self, namespace: str) -> dict[str, dict[str, Any]]:
+    def live(self, namespace: str) -> dict[str, dict[str, Any]] | None:
+        """The jobs with objects in ``namespace`` now (:func:`tfk8s.jobs.live_kubernetes_jobs`); None, with a
+        diagnostic, when the cluster cannot be asked."""
         api = self.api(namespace)
         if api is None:
-            return {}
+            return None
         try:
             return jobs.live_kubernetes_jobs(api)
         except Exception as e:  # noqa: BLE001
             self.warn(f"cannot list the jobs in namespace {namespace}: {e}")
-            return {}
+            return None
+
+    @staticmethod
+    def _overlay(record: dict[str, Any], found: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+        """A running Kubernetes job's record with its live replicas laid over; ``Lost`` when the cluster says it
+        has no objects left while the record, not updated for :data:`LOST_AFTER_S`, still says Running (its
+        launcher was stopped or its pod deleted before it could record the outcome)."""
+        if jobs.effective_state(record) != "Running" or found is None:
+            return record
+        live = found.get(record["name"])
+        if live is None:
+            if time.time() - float(record.get("updated") or record.get("created") or 0) > LOST_AFTER_S:
+                return {**record, "state": "Lost", "message": "the cluster has no objects of this job and its "
+                        "launcher recorded no outcome (it was stopped, or its pod deleted)"}
+            return record
+        return jobs.merge_live(record, live)
 
     def _records(self) -> list[dict[str, Any]]:
         return jobs.list_records(self.volume)
@@ -144,11 +162,13 @@ class Ctl:
             record, missing = None, str(e)
         namespace = (record or {}).get("namespace") or self.namespace
         if (record or {}).get("backend") == "kubernetes" or (record is None and self.namespace):
-            live = self.live(namespace).get(name)
-            if record is None and live is None:
-                raise CtlError(f"{missing}; nor is there a job {name} in namespace {namespace}", EXIT_NOT_FOUND)
-            if record is None or jobs.effective_state(record) == "Running":
-                record = jobs.merge_live(record, live)
+            found = self.live(namespace)
+            if record is None:
+                if not (found or {}).get(name):
+                    raise CtlError(f"{missing}; nor is there a job {name} in namespace {namespace}",
+                                   EXIT_NOT_FOUND)
+                return dict(found[name])
+            record = self._overlay(record, found)
         if record is None:
             raise CtlError(missing, EXIT_NOT_FOUND)
         return record
@@ -162,11 +182,13 @@ class Ctl:
         if self.namespace:
             namespaces.add(self.namespace)
         live: dict[str, dict[str, Any]] = {}
+        answered: dict[str, dict[str, Any] | None] = {}
         for ns in sorted(namespaces):
-            live.update(self.live(ns))
+            answered[ns] = self.live(ns)
+            live.update(answered[ns] or {})
         by_name = {r["name"]: r for r in records}
-        merged = [jobs.merge_live(r, live.get(r["name"])) if jobs.effective_state(r) == "Running" else r
-                  for r in records]
+        merged = [self._overlay(r, answered.get(r.get("namespace") or "", answered.get(self.namespace)))
+                  if r.get("backend") == "kubernetes" else r for r in records]
         merged += [v for k, v in live.items() if k not in by_name]
         statuses = [(r, jobs.job_status(r)) for r in merged]
         if output in ("json", "yaml"):

@@ -13,7 +13,7 @@ message, the outcome). One JSON object, format :data:`RECORD_FORMAT`::
      "cluster_spec": {"worker": ["127.0.0.1:4001", ...]},
      "restarts": 0, "restart_reasons": [{"time": ..., "message": "..."}],
      "events": [{"time": ..., "message": "..."}],   # the launcher's own messages, the last 100
-     "created": 1764581234.5, "finished": null,     # Unix seconds
+     "created": 1764581234.5, "finished": null,     # Unix seconds; "updated": the last write
      "wall_time_s": null,
      "launcher": {"pid": 4242, "host": "build-1"},
      "selector": "tfk8s.dev/job-name=tfk8s-123",
@@ -25,7 +25,7 @@ Replica states: ``Pending`` (not started), ``Running`` (its first log line arriv
 ``Failed``, ``Stopped`` (stopped by the launcher: ps, evaluator, laggards, or everything after a failure).
 
 A record whose launcher is gone without writing the outcome reads as ``Lost`` (local backend, same host: the
-launcher's pid is dead); ``tfk8s delete`` marks a job it stopped ``Deleted`` if its launcher did not record
+launcher's pid is dead; Kubernetes, in ``tfk8s``: the cluster has no objects of the job any more); ``tfk8s delete`` marks a job it stopped ``Deleted`` if its launcher did not record
 the outcome itself. Kubernetes jobs are also found live by their label ``tfk8s.dev/job-name``
 (:func:`live_kubernetes_jobs`), which covers a volume the caller has not mounted.
 """
@@ -282,6 +282,7 @@ class JobRecorder:
     def save(self) -> None:
         """Write the record now (errors are reported once and otherwise ignored: tracking never fails a job)."""
         with self._lock:
+            self.record["updated"] = self._clock()
             try:
                 write_record(self.path, self.record)
             except OSError as e:
