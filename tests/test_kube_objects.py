@@ -269,7 +269,8 @@ def test_from_params_takes_exactly_the_kubernetes_params_and_names_an_unknown_on
     assert KubernetesParams.names() == (
         "namespace", "image", "pvc_name", "cpu", "memory", "gpus", "node_selector", "tolerations",
         "service_account", "replica_overrides", "cluster_domain", "schedule_timeout_s", "max_restarts",
-        "ttl_seconds_after_finished", "kueue_queue", "scheduler_name")
+        "ttl_seconds_after_finished", "kueue_queue", "scheduler_name", "spread", "gang", "network_policy",
+        "network_policy_from")
     with pytest.raises(ValueError, match=r"unknown keys \['memroy'\] \(did you mean memory\?\)"):
         KubernetesSettings.from_params(image="i", memroy="1Gi")
     # structured values as parsed objects (the pipeline's dict parameter) or as JSON text (a CLI flag)
@@ -296,6 +297,10 @@ def test_from_params_takes_exactly_the_kubernetes_params_and_names_an_unknown_on
     ({"schedule_timeout_s": 0}, "schedule_timeout_s must be > 0"),
     ({"kueue_queue": "bad queue"}, "kueue_queue 'bad queue' must be"),
     ({"replica_overrides": '{"ps": {"env": {"TF_CONFIG": "{}"}}}'}, "env must not set TF_CONFIG"),
+    ({"spread": "always"}, "spread must be one of ['preferred', 'required', 'none']"),
+    ({"gang": "volcano"}, "gang must be '' (none) or 'native'"),
+    ({"network_policy": "maybe"}, "network_policy must be true or false"),
+    ({"network_policy_from": '[{"pods": {}}]'}, "network_policy_from: each entry must be a NetworkPolicyPeer"),
 ])
 def test_bad_parameters_raise_value_error_naming_the_parameter(params, message):
     with pytest.raises(ValueError) as e:
@@ -317,10 +322,13 @@ def test_cli_flags_build_the_same_settings():
     add_kubernetes_arguments(parser)
     args = parser.parse_args(["--namespace", "ml", "--image", "img:2", "--gpus", "2", "--max-restarts", "5",
                               "--replica-overrides", '{"ps": {"gpus": 0}}', "--schedule-timeout-s", "30",
-                              "--kueue-queue", "q", "--scheduler-name", "volcano"])
+                              "--kueue-queue", "q", "--scheduler-name", "volcano", "--gang", "native",
+                              "--spread", "required", "--network-policy", "false"])
     assert settings_from_args(args) == KubernetesSettings.from_params(
         namespace="ml", image="img:2", gpus=2, max_restarts=5, replica_overrides='{"ps": {"gpus": 0}}',
-        schedule_timeout_s=30, kueue_queue="q", scheduler_name="volcano")
+        schedule_timeout_s=30, kueue_queue="q", scheduler_name="volcano", gang="native", spread="required",
+        network_policy=False)
+    assert settings_from_args(args).network_policy is False
     flags = {a.dest for a in parser._actions} - {"help"}
     # one flag per KubernetesParams field; the mount path is the launch step's --volume-root
     assert flags == set(KubernetesParams.names())
@@ -511,3 +519,52 @@ def test_watcher_reports_an_api_that_keeps_failing_for_give_up_s_with_backoff():
     gaps = [b - a for a, b in itertools.pairwise(calls)]
     assert gaps[0] < gaps[2] and max(gaps) < 0.2  # doubling, then capped at max_retry_s
     assert calls[-1] - calls[0] >= 0.25
+
+
+# -- placement, gang, network policy ----------------------------------------------------------------------------------
+def test_default_spread_keeps_trainers_apart_and_the_ps_off_their_nodes_softly():
+    manifests = by_name(render_manifests(make_job(), make_settings()))
+    worker = manifests["Job", "tfk8s-run-42-worker-0"]["spec"]["template"]["spec"]
+    (constraint,) = worker["topologySpreadConstraints"]
+    assert constraint == {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+                          "nodeTaintsPolicy": "Honor", "labelSelector": {
+                              "matchLabels": {"tfk8s.dev/job-name": "tfk8s-run-42"},
+                              "matchExpressions": [{"key": "tfk8s.dev/replica-type", "operator": "In",
+                                                    "values": ["chief", "worker"]}]}}
+    assert "affinity" not in worker
+    ps = manifests["Job", "tfk8s-run-42-ps-0"]["spec"]["template"]["spec"]
+    (term,) = ps["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["labelSelector"]["matchExpressions"][0]["values"] == ["chief", "worker"]
+    assert ps["topologySpreadConstraints"][0]["labelSelector"]["matchExpressions"][0]["values"] == ["ps"]
+
+
+def test_spread_required_is_hard_and_none_leaves_placement_to_the_scheduler():
+    hard = by_name(render_manifests(make_job(), make_settings(spread="required")))
+    spec = hard["Job", "tfk8s-run-42-ps-0"]["spec"]["template"]["spec"]
+    assert spec["topologySpreadConstraints"][0]["whenUnsatisfiable"] == "DoNotSchedule"
+    assert "requiredDuringSchedulingIgnoredDuringExecution" in spec["affinity"]["podAntiAffinity"]
+    free = by_name(render_manifests(make_job(), make_settings(spread="none")))
+    spec = free["Job", "tfk8s-run-42-worker-0"]["spec"]["template"]["spec"]
+    assert "topologySpreadConstraints" not in spec and "affinity" not in spec
+
+
+def test_gang_native_adds_a_pod_group_of_the_whole_replica_set_and_opts_every_pod_in():
+    manifests = render_manifests(make_job(), make_settings(gang="native", network_policy=False))
+    assert [m["kind"] for m in manifests][:1] == ["PodGroup"]
+    group = manifests[0]
+    assert group["apiVersion"] == "scheduling.k8s.io/v1beta1" and group["metadata"]["name"] == "tfk8s-run-42"
+    assert group["spec"] == {"schedulingPolicy": {"gang": {"minCount": 4}}}
+    for m in manifests:
+        if m["kind"] == "Job":
+            assert m["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "tfk8s-run-42"}
+
+
+def test_network_policy_admits_the_jobs_own_pods_and_the_users_peers_on_the_port_only():
+    peer = {"namespaceSelector": {"matchLabels": {"team": "ml"}}}
+    (policy,) = [m for m in render_manifests(make_job(), make_settings(network_policy_from=[peer]))
+                 if m["kind"] == "NetworkPolicy"]
+    own = {"matchLabels": {"tfk8s.dev/job-name": "tfk8s-run-42"}}
+    assert policy["spec"] == {"podSelector": own, "policyTypes": ["Ingress"], "ingress": [
+        {"from": [{"podSelector": own}, peer], "ports": [{"protocol": "TCP", "port": 2222}]}]}
+    assert [m["kind"] for m in render_manifests(make_job(), make_settings(network_policy=False))].count(
+        "NetworkPolicy") == 0

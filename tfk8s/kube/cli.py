@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tfk8s.cli import boolean
 from tfk8s.kube.settings import KubernetesParams, KubernetesSettings
 
 
@@ -32,7 +33,7 @@ def add_kubernetes_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str
         if name in skip:
             continue
         structured = isinstance(default, dict | list)
-        kind = str if structured else type(default)
+        kind = str if structured else boolean if isinstance(default, bool) else type(default)
         shown = "" if structured else default
         help_text = KubernetesParams.help(name) + (" (JSON)" if structured else "")
         group.add_argument(_flag(name), dest=name, type=kind, default=None if unset_default else shown,

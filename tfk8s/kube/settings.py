@@ -246,6 +246,14 @@ class KubernetesParams:
     ttl_seconds_after_finished: int = _param(3600, "seconds Kubernetes keeps a finished replica Job (a backstop)")
     kueue_queue: str = _param("", "Kueue LocalQueue name (label kueue.x-k8s.io/queue-name on every Job)")
     scheduler_name: str = _param("", "schedulerName of the replica pods (e.g. volcano)")
+    spread: str = _param("preferred", "replicas over nodes: preferred (spread chief/workers, ps apart, when the "
+                                      "scheduler can), required (never share a node: pending instead), none")
+    gang: str = _param("", "native: all-or-nothing scheduling with a Kubernetes PodGroup (scheduling.k8s.io/"
+                           "v1beta1, Kubernetes >= 1.37 with the GenericWorkload gate); empty: none")
+    network_policy: bool = _param(True, "a NetworkPolicy per job: only the job's pods reach the replicas' port "
+                                        "(enforced where the network plugin supports it)")
+    network_policy_from: Any = _param([], "more NetworkPolicyPeers allowed to reach the replicas' port, e.g. "
+                                          '[{"podSelector": {"matchLabels": {"app": "tensorboard"}}}]')
 
     SHARED: ClassVar[tuple[str, ...]] = ("namespace", "image", "pvc_name", "max_restarts")
     """Keys that are pipeline parameters of their own (other steps, or both backends, use them)."""
@@ -447,6 +455,13 @@ class KubernetesSettings:
         replica_overrides, cluster_domain, schedule_timeout_s = p.replica_overrides, p.cluster_domain, p.schedule_timeout_s
         max_restarts, ttl_seconds_after_finished = p.max_restarts, p.ttl_seconds_after_finished
         kueue_queue, scheduler_name = p.kueue_queue, p.scheduler_name
+        peers = _parse_json(p.network_policy_from, "network_policy_from", list,
+                            '[{"podSelector": {"matchLabels": {"app": "tensorboard"}}}]')
+        network_policy = p.network_policy
+        if isinstance(network_policy, str):
+            _require(network_policy.lower() in ("true", "false"),
+                     f"network_policy must be true or false, got {network_policy!r}")
+            network_policy = network_policy.lower() == "true"
         own_namespace = _own_namespace()
         ns = resolve_namespace(namespace)
         selector = _parse_json(node_selector, "node_selector", dict, '{"cloud.google.com/gke-nodepool": "gpu"}')
@@ -490,7 +505,8 @@ class KubernetesSettings:
                 cluster_domain=cluster_domain, schedule_timeout_s=_number(schedule_timeout_s, "schedule_timeout_s"),
                 max_restarts=_integer(max_restarts, "max_restarts"),
                 ttl_seconds_after_finished=_integer(ttl_seconds_after_finished, "ttl_seconds_after_finished"),
-                kueue_queue=kueue_queue, scheduler_name=scheduler_name,
+                kueue_queue=kueue_queue, scheduler_name=scheduler_name, spread=p.spread, gang=p.gang,
+                network_policy=network_policy, network_policy_from=tuple(peers),
                 launcher_pod=LauncherPod.from_env(own_namespace or ns),
             )
         except TypeError as e:  # pragma: no cover - the checks above convert the types
