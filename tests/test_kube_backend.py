@@ -29,6 +29,7 @@ from tfk8s.kube.errors import (
     KubernetesApiError,
     LauncherTerminatedError,
     PermanentFailureError,
+    QuotaExceededError,
     RestartBudgetExhaustedError,
     ScheduleTimeoutError,
 )
@@ -301,7 +302,9 @@ def test_an_unschedulable_replica_fails_at_the_schedule_deadline_with_the_schedu
     assert any(f"event Warning FailedScheduling Pod/{name('worker-1')}" in line for line in cluster.output)
 
 
-def test_exceeded_quota_fails_at_the_schedule_deadline_with_the_job_controllers_message(cluster):
+def test_exceeded_quota_fails_fast_with_the_job_controllers_message(cluster):
+    """The quota admission refuses the ps's pod: the Job controller's FailedCreate event says so, and the job
+    fails within seconds (tests/test_kube_cluster.py shows it with the real quota admission)."""
     quota = (f'pods "{name("ps-0")}-x" is forbidden: exceeded quota: team-quota, requested: cpu=1, used: cpu=8, '
              f'limited: cpu=8')
     cluster.deny_pods(name("ps-0"), quota)
@@ -310,10 +313,12 @@ def test_exceeded_quota_fails_at_the_schedule_deadline_with_the_job_controllers_
         c.wait_pods("chief-0", "worker-0", "worker-1")
         c.run()
 
-    with pytest.raises(ScheduleTimeoutError) as e:
-        cluster.launch(make_job(), make_settings(schedule_timeout_s=0.5), script)
-    assert (e.value.replica, e.value.reason) == (Replica(ReplicaType.PS, 0), "FailedCreate")
-    assert quota in str(e.value)
+    t0 = time.monotonic()
+    with pytest.raises(QuotaExceededError) as e:
+        cluster.launch(make_job(), make_settings(), script)
+    assert time.monotonic() - t0 < 20  # not the 600 s schedule deadline
+    assert (e.value.replica, e.value.reason) == (Replica(ReplicaType.PS, 0), "QuotaExceeded")
+    assert quota in str(e.value) and "ResourceQuota is smaller than the job" in str(e.value)
 
 
 def test_the_job_timeout_fails_the_step(cluster):
