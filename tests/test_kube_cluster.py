@@ -90,6 +90,18 @@ def test_chief_success_stops_the_rest_and_the_real_controllers_clean_up(kube):
     assert any("none remain" in line for line in kube.output)
 
 
+def test_ttl_zero_the_real_ttl_controller_deletes_the_chiefs_job_and_it_still_counts_as_success(kube):
+    """ttlSecondsAfterFinished 0: the TTL-after-finished controller deletes the chief's Job (and its pod) as
+    soon as it is Complete; the launcher must not take that for a 'JobDeleted' failure."""
+    def script(c: RealCluster) -> None:
+        c.wait_pods("chief-0", "worker-0")
+        c.succeed("worker-0")
+        c.succeed("chief-0")
+
+    result = kube.launch(make_job(ps=0, worker=1), make_settings(kube, ttl_seconds_after_finished=0), script)
+    assert result.exit_codes["chief-0"] == 0
+
+
 # -- restarts ----------------------------------------------------------------------------------------------------------
 def test_mwms_oomkilled_worker_recreates_the_set_then_the_budget_runs_out(kube):
     """MultiWorkerMirroredStrategy: an OOMKilled worker (its peers exit 1 after it) recreates every worker;
