@@ -113,6 +113,9 @@ def test_runtime_example_trains_a_resnet_on_two_workers_and_reports_its_metrics(
     _, numbers, notes = read_metrics(train / "metrics" / "worker-0.json")
     assert numbers["accuracy"] > 0.3 and numbers["epochs"] == 1 and notes == []  # chance 0.1; measured ~0.55
     assert _serving_input(train / "saved_model") == ("uint8", [None, 28, 28, 1])  # fits the built-in evaluation
+    from tfk8s.evaluation import evaluate_saved_model
+
+    assert evaluate_saved_model(train / "saved_model", mnist_subset_dir).accuracy > 0.3  # test split, inference mode
     assert not (train / "scratch" / "worker-1" / "saved_model").exists()  # runtime.save threw it away
     assert read_progress(train / "progress" / "worker-1.json").state == "done"
     assert sorted(p.name for p in (train / "checkpoints").glob("ckpt-*.index")) == ["ckpt-1.index"]
