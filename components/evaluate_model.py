@@ -40,6 +40,7 @@ def evaluate_model(
     ``gate_metric``; outputs Metrics, the confusion matrix (built-in evaluation), a Markdown run summary, an
     HTML report with pictures (training curves, confusion matrix heat map, throughput, restarts), and whether
     the model is blessed (with the reasons)."""
+    import math
     import os
     from collections import namedtuple
 
@@ -63,16 +64,20 @@ def evaluate_model(
         training_summary=training_summary,
         train_dir=os.path.dirname(summary_file) or None,
     )
+    left_out = []  # a NaN/inf value (e.g. the test loss of a diverged model) would make the artifact invalid JSON
     for key, value in outcome.metrics.items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            metrics.log_metric(key, float(value))
+            if math.isfinite(value):
+                metrics.log_metric(key, float(value))
+            else:
+                left_out.append(f"{key} is {value} (not a finite number): left out of the metrics")
     for key in ("examples_per_sec", "wall_time_s"):
         value = model.metadata.get(f"train_{key}")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             metrics.log_metric(f"train_{key}", float(value))
     metrics.metadata.update({"blessed": outcome.blessing.blessed, "evaluated": outcome.evaluated,
                              "how": outcome.how, "not_evaluated": outcome.reason,
-                             "reasons": outcome.blessing.reasons})
+                             "reasons": outcome.blessing.reasons, "left_out": "; ".join(left_out)})
     if outcome.result is not None:
         classification.log_confusion_matrix(outcome.result.label_names, outcome.result.confusion_matrix)
     version = int(exported_model.metadata["version"])
@@ -120,11 +125,10 @@ def main(argv: list[str] | None = None) -> None:
                    "metrics are gated when the model is not evaluated)")
     add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from tfk8s.layout import RunLayout
-    from tfk8s.steps import evaluate_model_step
-
     from pathlib import Path
 
+    from tfk8s.layout import RunLayout
+    from tfk8s.steps import evaluate_model_step
     from tfk8s.training import read_summary_file
 
     outcome = evaluate_model_step(
