@@ -75,3 +75,17 @@ def test_blessed_model_is_pushed_and_an_unblessed_one_fails_the_run_and_is_not(p
         run_local(volume, {"max_examples": 2000, "epochs": 1, "min_accuracy": 0.999, "fail_on_unblessed": True})
     assert sorted(p.name for p in (volume / "models" / "mnist-cnn").iterdir()) == ["1", "2"]
     assert sorted(p.name for p in serving.iterdir()) == ["1"]
+
+
+def test_a_diverged_training_ends_not_blessed_saying_why_with_valid_json_everywhere(tmp_path):
+    """The built-in trainer at learning rate 1e9: NaN loss at the second step; it stops, saves, reports
+    diverged=true; the export and evaluation go on (the test loss of the NaN model is left out of Metrics)."""
+    from pipelines.train import run_local
+
+    result = run_local(tmp_path, {"max_examples": 3000, "epochs": 1, "batch_size": 64, "learning_rate": 1e9,
+                                  "workers": 2})
+    assert not result["blessed"]
+    assert result["metrics"]["reasons"] == ["not blessed: training diverged (loss NaN)"]
+    assert "loss is nan (not a finite number): left out of the metrics" in result["metrics"]["left_out"]
+    summary = json.loads((Path(result["run_dir"]) / "train" / "training_summary.json").read_text())
+    assert (summary["metrics"]["diverged"], summary["metrics"]["loss"]) == (True, "NaN")
