@@ -129,6 +129,10 @@ class FakeApiServer(kmock.KubernetesEmulator):
     deny_pods: dict[str, str] = attrs.field(factory=dict)  # Job name -> FailedCreate message (quota)
     forbidden: set[tuple[str, str]] = attrs.field(factory=set)  # (HTTP method, plural) answered 403
     tombstones: list[tuple[Any, dict[str, Any]]] = attrs.field(factory=list)  # (resource, last state) deleted
+    # pods on a lost node: a graceful DELETE only sets their deletionTimestamp (no kubelet confirms it); a forced
+    # one (gracePeriodSeconds=0) removes them, unless they are also in finalized_pods (a finalizer keeps them)
+    stuck_pods: set[str] = attrs.field(factory=set)
+    finalized_pods: set[str] = attrs.field(factory=set)
     closing: bool = False
     on_change: Callable[[], None] = lambda: None
     changed: asyncio.Condition = attrs.field(factory=asyncio.Condition)
@@ -156,6 +160,17 @@ class FakeApiServer(kmock.KubernetesEmulator):
                 meta.setdefault("namespace", request.namespace)
                 meta.setdefault("uid", str(uuid.uuid4()))
                 meta.setdefault("creationTimestamp", _now())
+        if (request.action == enums.action.DELETE and request.resource == PODS
+                and request.name in self.stuck_pods | self.finalized_pods):
+            grace = str(request.params.get("gracePeriodSeconds", "30"))
+            if grace != "0" or request.name in self.finalized_pods:
+                pod = await self.get(PODS, request.namespace, request.name)
+                if pod is None:
+                    return self._status(404, "NotFound", f'pods "{request.name}" not found')
+                if not pod["metadata"].get("deletionTimestamp"):
+                    pod = await self.patch(PODS, request.namespace, request.name, {"metadata": {
+                        "deletionTimestamp": _now(), "deletionGracePeriodSeconds": int(grace)}})
+                return aiohttp.web.json_response(pod, status=200)
         if request.action == enums.action.DELETE:
             await self._stamp_deletion(request.resource, request.namespace, request.name)
         response = await super()._handle(request)
@@ -614,6 +629,13 @@ class FakeCluster:
     def delete_pod(self, label: str) -> None:
         """The pod vanishes (node lost, someone deleted it)."""
         self._run(self.server.remove(PODS, self.namespace, self._pod_name(label)))
+
+    def node_lost(self, label: str, finalizer: bool = False) -> str:
+        """The replica's node is gone: its pod stays Running but no kubelet will confirm its deletion (only a
+        force delete removes it; with ``finalizer``, not even that). Returns the pod's name."""
+        name = self._pod_name(label)
+        (self.server.finalized_pods if finalizer else self.server.stuck_pods).add(name)
+        return name
 
     def add_event(self, kind: str, name: str, reason: str, message: str, etype: str = "Warning") -> None:
         self._run(self.server.event(kind, name, self.namespace, reason, message, etype))

@@ -74,8 +74,9 @@ def make_settings(**fields) -> KubernetesSettings:
     params = {k: fields.pop(k) for k in list(fields) if k in ("max_restarts", "schedule_timeout_s")}
     base = KubernetesSettings.from_params(namespace=NAMESPACE, image="img:1", **params)
     fields.setdefault("group_settle_s", 1.0)  # a group's permanent failure waits this long for its peers
-    return dataclasses.replace(base, log_wait_s=2.0, cleanup_timeout_s=5, create_retry_s=2,
-                               stop_grace_period_s=0, **fields)
+    fields.setdefault("stop_grace_period_s", 0)
+    fields.setdefault("cleanup_timeout_s", 5)
+    return dataclasses.replace(base, log_wait_s=2.0, create_retry_s=2, **fields)
 
 
 def name(label: str) -> str:

@@ -19,7 +19,7 @@ import pytest
 
 pytest.register_assert_rewrite("tests.kube_fixtures")
 
-from tests.kube_fixtures import JOBS, PODS, FakeApiServer, FakeCluster, running_cluster
+from tests.kube_fixtures import JOBS, NAMESPACE, PODS, FakeApiServer, FakeCluster, running_cluster
 from tests.test_kube_backend import (  # noqa: F401 - the autouse fixtures apply here too
     _nothing_left_and_every_call_granted,
     _outside_a_pod,
@@ -151,7 +151,7 @@ def test_pss_chief_exit_1_right_after_a_retryable_ps_failure_recreates_the_chief
     result = cluster.launch(make_job(), make_settings(), script)
     assert result.restarts == 1
     assert any("ps-0 failed with exit code 137: OOMKilled" in line and "(then chief-0 failed too)" in line
-               and "recreating chief-0, ps-0 (restart 1 of 3)" in line for line in cluster.output), cluster.output
+               and "recreating chief-0, ps-0 (restart 1 of 3)" in line for line in cluster.output)
 
 
 def test_mwms_peers_all_failing_permanently_blames_the_earliest(cluster):
@@ -408,4 +408,118 @@ def test_pss_ps_oomkilled_reported_after_the_chief_exit_1_recreates_the_chief_an
     assert result.restarts == 1
     assert seen["workers"] == {"worker-0": True, "worker-1": True}
     assert any("ps-0 failed with exit code 137: OOMKilled" in line and "(then chief-0 failed too)" in line
-               and "recreating chief-0, ps-0 (restart 1 of 3)" in line for line in cluster.output), cluster.output
+               and "recreating chief-0, ps-0 (restart 1 of 3)" in line for line in cluster.output)
+
+
+# -- the progress watchdog (tfk8s.launcher.watchdog; the same as the local backend's) -------------------------------
+def _report(train_dir, label: str) -> None:
+    from tfk8s.progress import Progress, progress_file, write_progress
+
+    write_progress(progress_file(train_dir, label), Progress(label, time.time(), epoch=1, epochs=2, step=3))
+
+
+def test_a_replica_that_reported_then_stalled_is_recreated_with_its_set_as_hung(cluster, tmp_path):
+    job = make_job(chief=0, worker=2, ps=0, train_dir=str(tmp_path), progress_timeout_s=1)
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        _report(tmp_path, "worker-1")  # then nothing: a hung collective
+        c.wait_pods("worker-0", "worker-1", attempt=1)
+        c.run()
+        c.succeed("worker-0")
+
+    result = cluster.launch(job, make_settings(), script)
+    assert result.restarts == 1
+    restart = next(line for line in cluster.output if "retryable: recreating" in line)
+    assert "worker-1 failed: NoProgress (no progress for 1 s (last report: epoch 1/2, step 3 at" in restart
+    assert "recreating worker-0, worker-1 (restart 1 of 3)" in restart
+
+
+def test_a_hung_replica_fails_with_no_progress_and_its_last_lines_once_the_budget_is_used(cluster, tmp_path):
+    job = make_job(chief=0, worker=2, ps=0, train_dir=str(tmp_path), progress_timeout_s=1)
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        c.log("worker-0", "reading shard 3 of 8")
+        _report(tmp_path, "worker-0")
+
+    with pytest.raises(ReplicaFailedError) as err:
+        cluster.launch(job, make_settings(max_restarts=0), script)
+    e = err.value
+    assert (e.replica.label, e.reason) == ("worker-0", "NoProgress")
+    assert "replica worker-0 failed: NoProgress (no progress for 1 s" in str(e)
+    assert "restart budget is used up (0 of max_restarts=0)" in str(e)
+    assert e.last_lines == ["reading shard 3 of 8"]
+
+
+def test_a_replica_that_never_reports_is_not_treated_as_hung(cluster, tmp_path):
+    job = make_job(chief=0, worker=1, ps=0, train_dir=str(tmp_path), progress_timeout_s=0.5)
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0")
+        c.run()
+        time.sleep(2)
+        c.succeed("worker-0")
+
+    assert cluster.launch(job, make_settings(), script).restarts == 0
+
+
+# -- pods whose deletion never completes (their node is gone) -----------------------------------------------------
+def _forced_deletes(c: FakeCluster, pod: str) -> int:
+    return sum(1 for r in c.requests() if r.resource == PODS and r.method.value == "DELETE" and r.name == pod
+               and str(r.params.get("gracePeriodSeconds")) == "0")
+
+
+def test_a_pod_whose_node_is_gone_is_force_deleted_at_cleanup_and_the_step_succeeds(cluster):
+    stuck: list[str] = []
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "ps-0")
+        c.run()
+        stuck.append(c.node_lost("ps-0"))
+        c.succeed("chief-0")
+
+    result = cluster.launch(make_job(worker=1), make_settings(stop_grace_period_s=1, force_delete_after_s=0.5), script)
+    assert result.exit_codes == {"chief-0": 0}
+    assert _forced_deletes(cluster, stuck[0]) == 1
+    assert any(f"force-deleting {stuck[0]} (grace period 0)" in line for line in cluster.output)
+    assert any("none remain" in line for line in cluster.output)
+
+
+def test_a_leftover_pod_whose_deletion_was_accepted_is_a_warning_with_a_kubectl_command_that_removes_it(cluster):
+    stuck: list[str] = []
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "ps-0")
+        c.run()
+        stuck.append(c.node_lost("ps-0", finalizer=True))
+        c.succeed("chief-0")
+
+    result = cluster.launch(make_job(worker=1), make_settings(stop_grace_period_s=1, force_delete_after_s=0.2, cleanup_timeout_s=2.5),
+                            script)
+    assert result.exit_codes == {"chief-0": 0}  # no CleanupError: the chief succeeded and saved the model
+    warning = next(line for line in cluster.output if "WARNING" in line)
+    assert f"deletion (forced, grace period 0) was accepted: ['{stuck[0]}']" in warning
+    assert f"kubectl delete pod -n {NAMESPACE} {stuck[0]} --grace-period=0 --force" in warning
+    cluster.server.finalized_pods.clear()  # what that command does once the finalizer is gone
+    cluster._run(cluster.server.remove(PODS, NAMESPACE, stuck[0]))
+
+
+def test_a_restart_does_not_wait_forever_on_a_pod_whose_node_is_gone(cluster):
+    stuck: list[str] = []
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        stuck.append(c.node_lost("worker-1"))
+        c._patch_pod("worker-1", {"phase": "Failed", "reason": "NodeLost", "message": "node node-1 is gone"})
+        c.wait_pods("worker-0", "worker-1", attempt=1)
+        c.run()
+        c.succeed("worker-0")
+
+    t0 = time.monotonic()
+    result = cluster.launch(make_job(chief=0, worker=2, ps=0), make_settings(stop_grace_period_s=1, force_delete_after_s=0.5), script)
+    assert result.restarts == 1 and time.monotonic() - t0 < 30
+    assert _forced_deletes(cluster, stuck[0]) == 1

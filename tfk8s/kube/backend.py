@@ -24,8 +24,15 @@ Semantics follow the Kubeflow Training Operator's TFJob controller:
   event (FailedMount...); ``job.timeout_s`` fails the job.
 - **Logs.** Every replica's log is streamed with a ``[worker-1]`` prefix (:mod:`tfk8s.kube.logs`); a failed
   replica's last lines and the events of its pod and Job are printed, always before any pod is deleted.
+- **Hangs** (:mod:`tfk8s.launcher.watchdog`): a started replica that reported progress in its current attempt
+  and then nothing new for ``job.progress_timeout_s`` is a retryable failure (``NoProgress``), as locally.
 - **Cleanup.** At every end (success, failure, timeout, SIGTERM) all Jobs, Services and pods of the job are
-  deleted and the launcher checks that none remain (:class:`~tfk8s.kube.errors.CleanupError` otherwise).
+  deleted (pods with ``stop_grace_period_s``, a short SIGTERM -> SIGKILL bound) and the launcher checks that
+  none remain (:class:`~tfk8s.kube.errors.CleanupError` otherwise). A pod still there
+  ``force_delete_after_s`` past its grace period (its node is gone: its deletionTimestamp stays forever) is
+  force-deleted (grace period 0), at cleanup and before a restart recreates its replica; a pod still listed
+  although its deletion was accepted is a warning with the ``kubectl delete pod --grace-period=0 --force``
+  command, not a failure of a job that succeeded.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ from tfk8s.kube.parallel import run_all
 from tfk8s.kube.settings import KubernetesSettings
 from tfk8s.kube.watch import Changed, Synced, Watcher, WatchFailed, WatchItem
 from tfk8s.launcher import JobTimeoutError, LaunchResult, ReplicaFailedError, TrainingJob, is_success, policy
+from tfk8s.launcher.watchdog import ProgressWatch
 
 MAX_WAIT_S = 5.0  # the main loop re-evaluates at least this often, events or not
 CLEANUP_POLL_S = 0.5
@@ -95,6 +103,7 @@ class _Replica:
     quota_checked_at: float | None = None  # monotonic seconds of the last look for a quota refusal
     reported: bool = False
     view: PodState | None = None
+    progress: ProgressWatch | None = None  # its progress file (tfk8s.launcher.watchdog)
 
     def pod(self) -> dict[str, Any] | None:
         """The attempt's newest pod (a Job with backoffLimit 0 has one, unless it was replaced)."""
@@ -118,6 +127,8 @@ class _Replica:
         self.job_seen = self.job_deleted = self.reported = False
         self.job_failed_at, self.view, self.scheduled_at = None, None, None
         self.failure_seen_at = self.quota_checked_at = None
+        if self.progress is not None:
+            self.progress.new_attempt()
 
 
 def _parse_time(value: str | None) -> datetime | None:
@@ -146,7 +157,8 @@ class KubernetesBackend:
         self.job, self.settings, self.api, self._clock = job, settings, api, clock
         self._sink, self._sink_lock = log_sink, threading.RLock()  # re-entrant: the SIGTERM handler logs
         self.selector = objects.job_selector(job.name)
-        self.replicas = {r: _Replica(r, replica_name(job.name, r)) for r in job.counts.replicas()}
+        self.replicas = {r: _Replica(r, replica_name(job.name, r), progress=ProgressWatch.for_replica(
+            job.train_dir, r.label, job.progress_timeout_s, clock)) for r in job.counts.replicas()}
         self._queue: queue.Queue[WatchItem] = queue.Queue()
         self._watchers: list[Watcher] = []
         self._logs: dict[str, LogStream] = {}
@@ -381,6 +393,9 @@ class KubernetesBackend:
                 times.append(rep.job_failed_at + s.log_wait_s)
             if rep.failure_seen_at is not None and rep.failure_seen_at + s.group_settle_s > now:
                 times.append(rep.failure_seen_at + s.group_settle_s)
+            hung_at = rep.progress.deadline() if rep.progress is not None else None
+            if hung_at is not None:
+                times.append(hung_at)
         return max(0.0, min(times) - now)
 
     def _pump(self, timeout_s: float) -> None:
@@ -583,6 +598,10 @@ class KubernetesBackend:
             rep.job_failed_at = rep.job_failed_at if rep.job_failed_at is not None else now
             if not rep.pods or now - rep.job_failed_at >= self.settings.log_wait_s:
                 return Failure(FailureKind.RETRYABLE, js.failed_reason, js.failed_message)
+        if view and view.started and rep.progress is not None:
+            stalled = rep.progress.poll()  # reported, then nothing new for progress_timeout_s: hung
+            if stalled is not None:
+                return Failure(FailureKind.RETRYABLE, policy.NO_PROGRESS, rep.progress.describe(stalled))
         return None
 
     def _result(self) -> LaunchResult:
@@ -638,10 +657,14 @@ class KubernetesBackend:
                 self.api.delete_pod(pod, self.settings.stop_grace_period_s)
             old_pods |= set(x.pods)
         # The Services select a replica by type and index: let the old pods go before their successors start,
-        # so that no peer resolves a replica's name to a terminating pod.
-        if not _wait_until(lambda: not old_pods & self._pod_names(), self.settings.stop_grace_period_s + 30,
+        # so that no peer resolves a replica's name to a terminating pod. One whose node is gone never goes by
+        # itself: force-deleted after the grace period.
+        s = self.settings
+        if not _wait_until(lambda: not old_pods & self._pod_names(), s.stop_grace_period_s + s.force_delete_after_s,
                            self._clock):
-            self.log(f"old pods still terminating: {sorted(old_pods & self._pod_names())}; recreating anyway")
+            self._force_delete(sorted(old_pods & self._pod_names()))
+            if not _wait_until(lambda: not old_pods & self._pod_names(), 30, self._clock):
+                self.log(f"old pods still terminating: {sorted(old_pods & self._pod_names())}; recreating anyway")
         for x in group:
             self.exit_codes.pop(x.replica.label, None)
             x.reset(x.attempt + 1, self._clock())
@@ -814,12 +837,25 @@ class KubernetesBackend:
                 left[:] = self._remaining()
                 return not left
 
-            if _wait_until(gone, self.settings.cleanup_timeout_s, self._clock):
+            s = self.settings
+            first = min(s.cleanup_timeout_s, s.stop_grace_period_s + s.force_delete_after_s)
+            done = _wait_until(gone, first, self._clock)
+            if not done and (stuck := [n.split("/", 1)[1] for n in left if n.startswith("pod/")]):
+                self._force_delete(stuck)  # their node is gone: no kubelet will ever confirm the deletion
+            if done or _wait_until(gone, max(0.0, s.cleanup_timeout_s - first), self._clock):
                 self.log(f"deleted the Jobs, Services and pods of {self.job.name}; none remain")
             else:
-                problem = (f"{len(left)} objects of {self.job.name} remain {self.settings.cleanup_timeout_s:g}s "
-                           f"after deleting them: {left}; delete them with kubectl delete {self._kinds()} "
-                           f"-n {self.settings.namespace} -l {self.selector}")
+                accepted = self._deletion_accepted(left)
+                if accepted and len(accepted) == len(left):
+                    self.log(f"WARNING: {len(accepted)} pods of {self.job.name} are still listed although their "
+                             f"deletion (forced, grace period 0) was accepted: {sorted(accepted)} (a finalizer or "
+                             f"an unreachable node keeps them; they run nothing the job needs). Remove them with "
+                             + "; ".join(self._force_command(p) for p in sorted(accepted)))
+                else:
+                    force = "; ".join(self._force_command(p) for p in sorted(accepted))
+                    problem = (f"{len(left)} objects of {self.job.name} remain {s.cleanup_timeout_s:g}s after "
+                               f"deleting them: {left}; delete them with kubectl delete {self._kinds()} -n "
+                               f"{s.namespace} -l {self.selector}" + (f"; {force}" if force else ""))
         except KubernetesApiError as e:
             problem = (f"cleanup of {self.job.name} failed: {e}; delete what is left with kubectl delete "
                        f"{self._kinds()} -n {self.settings.namespace} -l {self.selector}")
@@ -839,6 +875,27 @@ class KubernetesBackend:
     def _kinds(self) -> str:
         """The kinds to name in a ``kubectl delete`` of what is left of the job."""
         return ",".join(["jobs", "services", "pods"] + [_plural(k) for k, *_ in self._job_level()])
+
+    def _force_delete(self, pods: list[str]) -> None:
+        """Delete ``pods`` with grace period 0: they kept their deletionTimestamp past the grace period (their
+        node is gone, so no kubelet will confirm the deletion; ``kubectl delete pod --grace-period=0 --force``)."""
+        if not pods:
+            return
+        self.log(f"pods still terminating {self.settings.stop_grace_period_s + self.settings.force_delete_after_s:g}s "
+                 f"after their deletion (their node is gone or unreachable): force-deleting {', '.join(pods)} "
+                 f"(grace period 0)")
+        for pod in pods:
+            self.api.delete_pod(pod, 0)
+
+    def _deletion_accepted(self, left: list[str]) -> list[str]:
+        """The pods among ``left`` (``kind/name``) whose deletion the API server accepted (a deletionTimestamp)."""
+        names = {n.split("/", 1)[1] for n in left if n.startswith("pod/")}
+        return [p["metadata"]["name"] for p in self.api.list_pods(self.selector).get("items") or []
+                if p["metadata"]["name"] in names and p["metadata"].get("deletionTimestamp")]
+
+    def _force_command(self, pod: str) -> str:
+        """The kubectl command that removes a pod whose node is gone."""
+        return f"kubectl delete pod -n {self.settings.namespace} {pod} --grace-period=0 --force"
 
     def _terminal_pods(self) -> set[str]:
         return {name for rep in self.replicas.values() for name, pod in rep.pods.items()

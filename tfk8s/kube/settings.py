@@ -320,7 +320,12 @@ class KubernetesSettings:
         stop_grace_period_s: seconds a replica gets to exit after SIGTERM (its pod's
             ``terminationGracePeriodSeconds``, and the grace of the launcher's deletes) before the kubelet
             SIGKILLs it; short (:data:`tfk8s.launcher.policy.STOP_GRACE_S`), as TensorFlow may swallow SIGTERM.
-            A pod still not gone this long (+ 30 s) after its deletion (its node lost) is force-deleted.
+            A pod still there ``force_delete_after_s`` seconds later (its node lost: it keeps its
+            deletionTimestamp forever) is force-deleted (grace period 0).
+        force_delete_after_s: seconds past ``stop_grace_period_s`` the launcher waits for a deleted pod to go
+            before it force-deletes it (``kubectl delete pod --grace-period=0 --force``), at a restart and at
+            cleanup. A pod whose deletion was accepted but is still listed after that is a warning, not a
+            failure of the step.
         cleanup_timeout_s: seconds the launcher waits for every object to be gone after deleting them.
         backstop_deadline_s: ``activeDeadlineSeconds`` of the Jobs when the job has no timeout, so that
             replicas (a ps never exits) cannot outlive a launcher that died without cleaning up.
@@ -366,6 +371,7 @@ class KubernetesSettings:
     run_as_user: int = 10001  # the project image's user (Dockerfile: USER 10001, owns /home/tfk8s, /mnt/tfk8s)
     stop_grace_period_s: int = STOP_GRACE_S
     cleanup_timeout_s: float = 120
+    force_delete_after_s: float = 15.0
     backstop_deadline_s: int = WEEK_S
     watch_timeout_s: int = 300
     log_tail_lines: int = 30
