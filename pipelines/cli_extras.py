@@ -120,12 +120,12 @@ def handle(args: argparse.Namespace, compile_fn: Callable[[Path], Path]) -> bool
     fmt = getattr(args, "format", "kfp")
     run, schedule = getattr(args, "run", False), getattr(args, "schedule", None)
     try:
-        if run or schedule:
+        if run or schedule is not None:  # --schedule '' is a malformed cron, never a local run
             if fmt != "kfp":
                 raise SystemExit(
                     "error: --format argo applies to --compile only; submit that file with `argo submit`"
                 )
-            if schedule:
+            if schedule is not None:
                 kfp_client.validate_cron(schedule)
             params = kfp_client.parse_param_items(getattr(args, "param", None) or [])
             host = kfp_client.normalize_host(args.host)

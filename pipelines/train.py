@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.compile and a.param:
         raise SystemExit("tfk8s: --param applies to --local, --run and --schedule; a compiled pipeline takes its "
                          "parameters when a run starts")
-    if a.run or a.schedule or a.local:
+    if a.run or a.schedule is not None or a.local:  # --schedule '' is a bad cron, not "no schedule"
         _check_params(a.param, local=a.local)
     if handle_cluster(a, compile_pipeline):  # --run / --schedule / --compile --format argo
         return

@@ -504,3 +504,13 @@ def test_cli_help_lists_every_flag():
         assert flag in text, flag
     assert "'0 0 2 * * *' is 02:00 daily" in text
     assert "KF_PIPELINES_TOKEN" in text
+
+
+def test_an_empty_schedule_is_a_cron_error_not_a_local_run(monkeypatch):
+    import pipelines.train as train
+
+    monkeypatch.setattr(train, "run_local", lambda *a, **k: pytest.fail("--schedule '' ran the pipeline locally"))
+    with FakeKfp() as kfp:
+        with pytest.raises(SystemExit, match=r"^error: cron '' has 0 fields; KFP cron has 6"):
+            train.main(["--schedule", "", "--host", kfp.host])
+    assert kfp.requests == []

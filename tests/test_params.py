@@ -43,6 +43,11 @@ def test_the_pipeline_defaults_pass():
     ({"command": "python train.py --out {model}"}, "command: command uses unknown placeholder {model}"),
     ({"eval_command": "python 'eval.py"}, "cannot be split like a shell line (No closing quotation)"),
     ({"gate_metric": ""}, "gate_metric is empty"),
+    ({"pvc_name": "Bad_Name"}, ("pvc_name 'Bad_Name' is not a valid PersistentVolumeClaim name: a DNS-1123 "
+                                "subdomain: at most 253 lower-case letters, digits, '-' and '.', starting and ending "
+                                "with a letter or digit")),
+    ({"progress_timeout_s": -1}, "progress_timeout_s must be >= 0, got -1"),
+    ({"timeout_s": -5}, "timeout_s must be >= 0, got -5"),
 ])
 def test_each_bad_parameter_is_named_with_its_fix(override, expected):
     found = problems({**DEFAULTS, **override})
@@ -129,3 +134,15 @@ def test_component_clis_print_expected_errors_as_one_line():
     assert r.returncode == 1
     assert r.stderr.startswith("launch_training: error: invalid pipeline parameters:\n  - pvc_name is empty")
     assert "Traceback" not in r.stderr
+
+
+def test_a_run_id_placeholder_left_unreplaced_by_an_old_kfp_backend_names_the_version_needed():
+    from kfp import dsl
+
+    from tfk8s.layout import RunLayout
+
+    with pytest.raises(ValueError) as err:
+        RunLayout("/mnt/tfk8s", dsl.PIPELINE_JOB_ID_PLACEHOLDER)
+    msg = str(err.value)
+    assert "run id '{{$.pipeline_job_uuid}}' is a KFP placeholder the backend did not replace" in msg
+    assert "older than 2.5" in msg and "to 2.5 or newer" in msg

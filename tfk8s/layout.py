@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_ROOT = "/mnt/tfk8s"
+MIN_KFP_BACKEND = "2.5"
+"""The oldest KFP backend that substitutes ``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` (the run id) in a component's
+inputs (kubeflow/pipelines#11599); older ones pass the placeholder through as text."""
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -51,6 +54,12 @@ class RunLayout:
     def __post_init__(self) -> None:
         if not self.root:
             raise ValueError("volume root is empty: pass the PVC mount path, e.g. /mnt/tfk8s")
+        if self.run_id.startswith("{{") and self.run_id.endswith("}}"):
+            raise ValueError(
+                f"run id {self.run_id!r} is a KFP placeholder the backend did not replace: Kubeflow Pipelines "
+                f"backends older than {MIN_KFP_BACKEND} pass dsl.PIPELINE_JOB_ID_PLACEHOLDER through as text. Upgrade "
+                f"the KFP installation to {MIN_KFP_BACKEND} or newer, or run the Argo export "
+                f"(python pipelines/train.py --compile --format argo), which uses the workflow's uid")
         _check_segment("run id", self.run_id)
         _check_segment("model name", self.model_name)
 

@@ -44,6 +44,8 @@ OVERRIDE_KEYS = ("image", "command", "cpu", "memory", "cpu_limit", "memory_limit
                  "tolerations", "service_account", "env")
 TOLERATION_KEYS = ("key", "operator", "value", "effect", "tolerationSeconds")
 
+DNS1123_SUBDOMAIN_RULE = ("a DNS-1123 subdomain: at most 253 lower-case letters, digits, '-' and '.', starting and "
+                          "ending with a letter or digit, e.g. 'tfk8s-data'")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -172,7 +174,8 @@ class ReplicaSettings:
             _require(t.get("operator", "Equal") in ("Equal", "Exists"),
                      f"tolerations: operator must be 'Equal' or 'Exists', got {t.get('operator')!r}")
         _require(self.service_account == "" or bool(_DNS1123_SUBDOMAIN.match(self.service_account)),
-                 f"service_account {self.service_account!r} is not a valid ServiceAccount name")
+                 f"service_account {self.service_account!r} is not a valid ServiceAccount name: "
+                 f"{DNS1123_SUBDOMAIN_RULE}")
         env = _str_map(self.env, "env")
         bad = [k for k in env if not _ENV_NAME.match(k)]
         _require(not bad, f"env: invalid variable names {bad}")
@@ -388,8 +391,8 @@ class KubernetesSettings:
                  f"namespace {self.namespace!r} is not a valid namespace name (lower-case letters, digits, '-')")
         missing = [t.value for t in ReplicaType if t not in self.replicas]
         _require(not missing, f"replicas lacks settings for {missing}: build settings with from_params()")
-        _require(self.pvc_name == "" or bool(_DNS1123_SUBDOMAIN.match(self.pvc_name)),
-                 f"pvc_name {self.pvc_name!r} is not a valid PersistentVolumeClaim name")
+        _require(self.pvc_name == "" or (bool(_DNS1123_SUBDOMAIN.match(self.pvc_name)) and len(self.pvc_name) <= 253),
+                 f"pvc_name {self.pvc_name!r} is not a valid PersistentVolumeClaim name: {DNS1123_SUBDOMAIN_RULE}")
         _require(self.volume_mount_path.startswith("/") and ":" not in self.volume_mount_path,
                  f"volume_mount_path must be an absolute path, got {self.volume_mount_path!r}")
         _require(self.cluster_domain == "" or bool(_DNS1123_SUBDOMAIN.match(self.cluster_domain)),
