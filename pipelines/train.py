@@ -321,6 +321,13 @@ def _check_params(items: list[str], *, local: bool) -> None:
         pipeline_params.check(merged)
     except ValueError as e:
         raise SystemExit(f"tfk8s: {e}") from None
+    from tfk8s.dataset import check_dataset, default_tfds_data_dir
+
+    data_dir = merged.get("tfds_data_dir") or (default_tfds_data_dir() if local else "")
+    try:  # a bad dataset_name fails here, not in the prepare step of a started run
+        check_dataset(merged["dataset_name"], data_dir or None, bool(merged.get("tfds_download")), local=local)
+    except ValueError as e:
+        raise SystemExit(f"tfk8s: {e}") from None
 
 
 def main(argv: list[str] | None = None) -> None:

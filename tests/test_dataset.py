@@ -253,3 +253,21 @@ def test_the_pipeline_downloads_by_default_and_offline_fails_within_seconds_with
                              run_id="r1", num_shards=2, num_workers=2, max_examples=10)
     assert probes == [1] and time.monotonic() - start < 10
     assert "tfds_data_dir" in str(err.value) and str(tmp_path / "empty") in str(err.value)
+
+
+def test_a_bad_dataset_name_is_refused_before_a_local_run_or_a_submission_naming_the_fix(tmp_path, monkeypatch):
+    from pipelines import train
+
+    monkeypatch.setattr(train, "run_local", lambda *a, **k: pytest.fail("the pipeline started"))
+    with pytest.raises(SystemExit) as err:
+        train.main(["--local", "--volume", str(tmp_path), "--param", "dataset_name=nope"])
+    msg = str(err.value)
+    assert msg.startswith("tfk8s: unknown TFDS data set 'nope'")
+    assert "tfds_data_dir" in msg and "tfds_download=true" in msg
+    with pytest.raises(SystemExit, match="unknown TFDS data set 'nope'.*tfds_data_dir is empty"):
+        train.main(["--run", "--host", "http://127.0.0.1:9", "--param", "dataset_name=nope"])
+    # in a cluster the data directory cannot be looked into from here: a name outside the catalog may be in it
+    from tfk8s.dataset import check_dataset
+
+    assert check_dataset("my_images", "/mnt/tfk8s/tfds", local=False) is None
+    assert check_dataset("fashion_mnist", None, local=False) is None

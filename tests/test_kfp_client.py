@@ -507,7 +507,7 @@ def test_cli_help_lists_every_flag():
 
 
 def test_an_empty_schedule_is_a_cron_error_not_a_local_run(monkeypatch):
-    import pipelines.train as train
+    from pipelines import train
 
     monkeypatch.setattr(train, "run_local", lambda *a, **k: pytest.fail("--schedule '' ran the pipeline locally"))
     with FakeKfp() as kfp:

@@ -276,6 +276,65 @@ def _versions_found(data_dir: str | None, name: str) -> list[str]:
         return []
 
 
+def _unknown_name(name: str, tfds_data_dir: str | None) -> ValueError:
+    where = f"nor in tfds_data_dir {tfds_data_dir}" if tfds_data_dir else "and tfds_data_dir is empty"
+    return ValueError(
+        f"unknown TFDS data set {name!r}: not in the TFDS catalog (https://www.tensorflow.org/datasets/catalog, "
+        f"e.g. mnist) {where}; fix dataset_name, point tfds_data_dir at a TFDS data directory holding it, or set "
+        f"tfds_download=true for a catalog data set")
+
+
+def check_dataset(name: str, tfds_data_dir: str | None = None, download: bool = False, *, local: bool = True):
+    """Check that data set ``name`` can be prepared, before any step runs; returns its TFDS builder (None when
+    not ``local``).
+
+    Args:
+        name: TFDS name, optionally ``name:version``.
+        tfds_data_dir: the TFDS data directory (None: TFDS's default).
+        download: whether the prepare step may download it.
+        local: the data directory is on this machine (``--local``, the prepare step). False (``--run``: the
+            directory is a path in the cluster): only the name is checked against the TFDS catalog, and a name
+            outside it passes when ``tfds_data_dir`` is set (it may hold it).
+
+    Raises:
+        ValueError: an unknown name (neither in the catalog nor in ``tfds_data_dir``; the message names
+            ``tfds_data_dir`` and ``tfds_download``), or (``local``) a data set without image/label features.
+        DatasetUnavailableError: ``local`` and the data set is not in the directory, and ``download`` is False or
+            the network is unreachable (within seconds).
+    """
+    import tensorflow_datasets as tfds
+
+    if not local:
+        try:
+            tfds.builder_cls(name.split(":", 1)[0])
+        except tfds.core.registered.DatasetNotFoundError:
+            if not tfds_data_dir:
+                raise _unknown_name(name, tfds_data_dir) from None
+        return None
+    try:
+        builder = tfds.builder(name, data_dir=tfds_data_dir)
+    except tfds.core.registered.DatasetNotFoundError:
+        raise _unknown_name(name, tfds_data_dir) from None
+    _check_features(name, builder.info.features)  # an image-classification data set, before its availability
+    searched = tfds_data_dir or "TFDS's default data directory"
+    if not builder.is_prepared():
+        found = _versions_found(tfds_data_dir, builder.name)
+        where = (
+            f"{builder.name} not found in data_dir {searched} (looked for {builder.data_dir}"
+            + (f"; versions present: {found}" if found else "")
+            + ")"
+        )
+        if not download:
+            raise DatasetUnavailableError(f"data set {name!r} is not available offline: {where}; {_FIX_HINT}")
+        if not _network_reachable():
+            raise DatasetUnavailableError(
+                f"data set {name!r} cannot be downloaded: the network is unreachable "
+                f"({_PROBE_HOST[0]}:{_PROBE_HOST[1]} did not answer within {_PROBE_TIMEOUT_S:.0f} s) and {where}; "
+                f"{_FIX_HINT}"
+            )
+    return builder
+
+
 def prepare_dataset(
     name: str,
     output_dir: str | os.PathLike,
@@ -328,33 +387,9 @@ def prepare_dataset(
         if not isinstance(s, str) or not re.fullmatch(r"[A-Za-z0-9_]+", s):
             raise ValueError(f"split {s!r} must be a plain TFDS split name such as 'train' or 'test'")
 
-    import tensorflow_datasets as tfds
-
-    try:
-        builder = tfds.builder(name, data_dir=tfds_data_dir)
-    except tfds.core.registered.DatasetNotFoundError as e:
-        first = str(e).splitlines()[0]
-        raise ValueError(
-            f"unknown TFDS data set {name!r} ({first}); see https://www.tensorflow.org/datasets/catalog"
-        ) from None
+    builder = check_dataset(name, tfds_data_dir, download)
     image_shape, num_classes, label_names = _check_features(name, builder.info.features)
-
-    searched = tfds_data_dir or "TFDS's default data directory"
     if not builder.is_prepared():
-        found = _versions_found(tfds_data_dir, builder.name)
-        where = (
-            f"{builder.name} not found in data_dir {searched} (looked for {builder.data_dir}"
-            + (f"; versions present: {found}" if found else "")
-            + ")"
-        )
-        if not download:
-            raise DatasetUnavailableError(f"data set {name!r} is not available offline: {where}; {_FIX_HINT}")
-        if not _network_reachable():
-            raise DatasetUnavailableError(
-                f"data set {name!r} cannot be downloaded: the network is unreachable "
-                f"({_PROBE_HOST[0]}:{_PROBE_HOST[1]} did not answer within {_PROBE_TIMEOUT_S:.0f} s) and {where}; "
-                f"{_FIX_HINT}"
-            )
         builder.download_and_prepare()
 
     available = set(builder.info.splits.keys())
