@@ -510,7 +510,6 @@ def test_an_empty_schedule_is_a_cron_error_not_a_local_run(monkeypatch):
     from pipelines import train
 
     monkeypatch.setattr(train, "run_local", lambda *a, **k: pytest.fail("--schedule '' ran the pipeline locally"))
-    with FakeKfp() as kfp:
-        with pytest.raises(SystemExit, match=r"^error: cron '' has 0 fields; KFP cron has 6"):
-            train.main(["--schedule", "", "--host", kfp.host])
+    with FakeKfp() as kfp, pytest.raises(SystemExit, match=r"^error: cron '' has 0 fields; KFP cron has 6"):
+        train.main(["--schedule", "", "--host", kfp.host])
     assert kfp.requests == []
