@@ -335,10 +335,14 @@ class FakeApiServer(kmock.KubernetesEmulator):
         return raw
 
     async def patch(self, resource: kmock.resource, namespace: str | None, name: str,
-                    changes: dict[str, Any]) -> dict[str, Any]:
-        """Merge-patch an object (e.g. its status, as the kubelet does), with a MODIFIED event."""
+                    changes: dict[str, Any], missing_ok: bool = False) -> dict[str, Any] | None:
+        """Merge-patch an object (e.g. its status, as the kubelet does), with a MODIFIED event. With
+        ``missing_ok``, an object already deleted is left alone (None)."""
         async with self._lock:
-            obj = self._objects[resource, namespace, name]
+            key = (resource, namespace, name)
+            if missing_ok and (key not in self._objects or self._objects[key].deleted):
+                return None
+            obj = self._objects[key]
             assert not obj.deleted, f"{name} is deleted"
             self.rv += 1
             obj.patch({**changes, "metadata": {**changes.get("metadata", {}), "resourceVersion": str(self.rv)}})
@@ -546,10 +550,13 @@ class FakeCluster:
         self._run(self.server.patch(PODS, self.namespace, name, changes))
         return name
 
-    def _patch_job(self, label: str, status: dict[str, Any]) -> None:
-        pod = self.replica_pod(label)
+    def _patch_job(self, label_or_pod: str | dict[str, Any], status: dict[str, Any]) -> None:
+        pod = self.replica_pod(label_or_pod) if isinstance(label_or_pod, str) else label_or_pod
         assert pod is not None
-        self._run(self.server.patch(JOBS, self.namespace, pod["metadata"]["labels"]["job-name"], {"status": status}))
+        # The Job controller updates the Job after the pod: a launcher that saw the pod's status first may have
+        # finished and deleted the Job by then, as on a real cluster.
+        self._run(self.server.patch(JOBS, self.namespace, pod["metadata"]["labels"]["job-name"], {"status": status},
+                                    missing_ok=True))
 
     @staticmethod
     def _container(state: dict[str, Any], ready: bool = False) -> list[dict[str, Any]]:
@@ -585,13 +592,15 @@ class FakeCluster:
         if message:
             term["message"] = message
         phase = "Succeeded" if exit_code == 0 and not pod_status else "Failed"
+        pod = self.replica_pod(label)  # before its status changes: the launcher may delete it right after
+        assert pod is not None, f"no pod for {label}"
         self._patch_pod(label, {"phase": phase, "containerStatuses": self._container({"terminated": term}),
                                 **(pod_status or {})})
         if phase == "Succeeded":
-            self._patch_job(label, {"active": 0, "succeeded": 1, "conditions": [
+            self._patch_job(pod, {"active": 0, "succeeded": 1, "conditions": [
                 {"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}]})
         else:
-            self._patch_job(label, {"active": 0, "failed": 1, "conditions": [
+            self._patch_job(pod, {"active": 0, "failed": 1, "conditions": [
                 {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded"},
                 {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
                  "message": "Job has reached the specified backoff limit"}]})
