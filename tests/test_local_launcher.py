@@ -190,7 +190,7 @@ def test_the_restart_budget_is_honoured_then_the_failure_names_the_replica_and_t
 
 def test_a_ps_failure_recreates_the_chief_and_every_ps_but_not_the_workers(tmp_path):
     job = _policy_job(ReplicaCounts(chief=1, worker=2, ps=1),
-                      {"ps-0": ["kill:0.5", "sleep"], "chief-0": ["sleep", "exit:0"], "worker-0": "sleep",
+                      {"ps-0": ["kill:0.5", "sleep"], "chief-0": ["sleep", "sleep:1.5"], "worker-0": "sleep",
                        "worker-1": "sleep"}, tmp_path, grace_period_s=0)
     result = run_local(job, log_sink=lambda _: None, stop_grace_s=2)
     assert result.restarts == 1 and result.exit_codes == {"chief-0": 0}
