@@ -543,4 +543,10 @@ def main(argv: list[str] | None = None, *, kube_api: Callable[[str], Any] | None
 
 def entry_point() -> None:
     """The ``tfk8s`` console script."""
-    raise SystemExit(main())
+    try:
+        code = main()
+    except BrokenPipeError:  # `tfk8s logs JOB | head`: the reader has gone, which is fine
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = EXIT_OK
+    raise SystemExit(code)
