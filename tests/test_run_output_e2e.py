@@ -90,3 +90,21 @@ def test_the_finished_run_is_tracked_and_its_report_has_both_plots(run):
     code, out = tfk8s(volume, "report", item["record"]["run_id"], "--output", str(run_dir / "again.html"))
     assert code == 0 and Path(out.strip()) == run_dir / "again.html"
     assert "<img id='curves'" in (run_dir / "again.html").read_text()
+
+
+def test_a_failing_replica_still_prints_its_last_lines(tmp_path):
+    program = 'python -c "import sys; print(\'loading shards\'); print(\'boom\', file=sys.stderr); sys.exit(3)"'
+    done = subprocess.run(
+        [sys.executable, str(REPO / "pipelines" / "train.py"), "--local", "--volume", str(tmp_path),
+         "--param", "max_examples=500", "--param", f"command={program}"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode != 0
+    lines = done.stdout.splitlines()
+    assert len(lines) <= MAX_LINES, done.stdout
+    failed = next(i for i, line in enumerate(lines) if line.startswith("tfk8s: launch-training FAILED"))
+    m = re.search(r"replica (worker-[01]) failed with exit code 3: Error$", lines[failed + 1])
+    assert m, lines[failed + 1]  # both exit 3 at once: either is the first
+    assert [x.strip() for x in lines[failed + 2:failed + 5]] == [f"last 2 log lines of {m.group(1)}:",
+                                                                  "loading shards", "boom"]
+    assert "\x1b" not in done.stdout + done.stderr
+    assert "Inner task failed: 'launch-training'" in done.stderr
