@@ -1,5 +1,5 @@
 """A launch step with the tracking of the real one (job record, progress display) around the local backend
-running tests/fake_replica.py: ``python tests/fake_launch.py TRAIN_DIR BEHAVIOUR_JSON [WORKERS]``."""
+running tests/fake_replica.py: ``python tests/fake_launch.py TRAIN_DIR BEHAVIOUR_JSON [WORKERS [MAX_RESTARTS]]``."""
 
 import sys
 from pathlib import Path
@@ -13,14 +13,15 @@ from tfk8s.tracking import tracked
 
 train_dir = Path(sys.argv[1])
 workers = int(sys.argv[3]) if len(sys.argv) > 3 else 2
-env = {"FAKE_BEHAVIOUR": sys.argv[2], "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+env = {"FAKE_BEHAVIOUR": sys.argv[2], "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+       "FAKE_STATE_DIR": str(train_dir)}  # counts each replica's attempts
 job = TrainingJob(name="tfk8s-" + train_dir.parent.name, counts=ReplicaCounts(worker=workers),
                   command=(sys.executable, str(Path(__file__).with_name("fake_replica.py"))), env=env,
                   train_dir=str(train_dir))  # the contract's TFK8S_PROGRESS_FILE: <train dir>/progress/<label>.json
 try:
     with tracked(job, "local", train_dir) as t:
         t.recorder.result = run_local(job, log_sink=t.sink, log_dir=train_dir / "replica-logs", stop_grace_s=2,
-                                       max_restarts=0)
+                                       max_restarts=int(sys.argv[4]) if len(sys.argv) > 4 else 0)
 except Exception as e:  # noqa: BLE001
     print(f"launch failed: {e}", flush=True)
     sys.exit(1)

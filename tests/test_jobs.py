@@ -35,12 +35,13 @@ def ctl(volume: Path, *args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def start_launch(volume: Path, run_id: str, behaviour: dict, workers: int = 2) -> subprocess.Popen:
+def start_launch(volume: Path, run_id: str, behaviour: dict, workers: int = 2, max_restarts: int = 0
+                 ) -> subprocess.Popen:
     train = volume / "runs" / run_id / "train"
     train.mkdir(parents=True)
     env = {**os.environ, "PYTHONPATH": str(REPO), "TFK8S_PROGRESS_INTERVAL_S": "0.5"}
     return subprocess.Popen([sys.executable, str(REPO / "tests" / "fake_launch.py"), str(train),
-                             json.dumps(behaviour), str(workers)], env=env, stdout=subprocess.PIPE,
+                             json.dumps(behaviour), str(workers), str(max_restarts)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -107,8 +108,7 @@ def test_get_describe_logs_wait_while_a_local_job_runs_and_after_it_ended(tmp_pa
     assert record["replica_states"] == {"worker-0": "Succeeded", "worker-1": "Succeeded"}
     assert record["finished"] >= record["created"] and record["wall_time_s"] > 5
     assert record["cluster_spec"]["worker"][1].startswith("127.0.0.1:")
-    assert [e["message"] for e in record["events"]][-1] == "tfk8s-r1 succeeded in " + \
-        record["events"][-1]["message"].rsplit(" ", 1)[1]
+    assert any(e["message"].startswith("tfk8s-r1 succeeded in ") for e in record["events"])
 
 
 def test_a_failed_job_waits_to_exit_1_and_describes_the_reason(tmp_path):
@@ -122,6 +122,22 @@ def test_a_failed_job_waits_to_exit_1_and_describes_the_reason(tmp_path):
     _, out, _ = ctl(tmp_path, "describe", "tfk8s-r2")
     assert "State:         Failed (replica worker-1 failed with exit code 3: Error)" in out
     assert "  worker-1   Failed" in out
+
+
+def test_a_local_restart_is_recorded_with_its_reason_and_both_attempts_are_in_the_log(tmp_path):
+    launch = start_launch(tmp_path, "r5", {"worker-0": ["sleep:30", "exit:0"], "worker-1": ["kill:0.5", "exit:0"]},
+                          max_restarts=1)
+    out, _ = launch.communicate(timeout=60)
+    assert launch.returncode == 0, out
+    record = jobs.find_record(tmp_path, "r5")
+    assert record["state"] == "Succeeded" and record["restarts"] == 1
+    (reason,) = record["restart_reasons"]
+    assert reason["message"].startswith("replica worker-1 ") and "recreating worker-0, worker-1" in reason["message"]
+    _, described, _ = ctl(tmp_path, "describe", "r5")
+    assert "Restarts:      1" in described and reason["message"] in described
+    _, log, _ = ctl(tmp_path, "logs", "r5", "worker-1")
+    assert "worker-1 attempt 0" in log and "worker-1 is being killed" in log and "worker-1 attempt 1" in log
+    assert log.index("worker-1 attempt 0") < log.index("worker-1 attempt 1")
 
 
 def test_delete_stops_a_running_local_job_and_its_replicas(tmp_path):

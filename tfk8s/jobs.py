@@ -56,7 +56,7 @@ TERMINAL_STATES = ("Succeeded", "Failed", "Lost", "Deleted")
 MAX_EVENTS = 100
 JOB_NAME_LABEL = "tfk8s.dev/job-name"
 _LABEL_LINE = re.compile(r"^\[([a-z]+-\d+)\] ?(.*)$")
-_RESTART = re.compile(r"\(restart (\d+) of (\d+)\)")
+_RESTART = re.compile(r"\(restart (\d+) of (?:max_restarts=)?(\d+)\)")  # both backends' wording
 _CLUSTER_SPEC = re.compile(r"cluster spec (\{.*\})")
 _SUCCEEDED = re.compile(r"^(?:replica )?([a-z]+-\d+) succeeded$")
 

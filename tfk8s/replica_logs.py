@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO
 
 _LINE = re.compile(r"^\[([a-z]+-\d+)\] ?(.*)$")
-_RECREATING = re.compile(r"recreating (.+?) \(restart (\d+) of \d+\)")
+_RECREATING = re.compile(r"recreating (.+?) \(restart (\d+) of (?:max_restarts=)?\d+\)")
 
 
 def replica_log_file(log_dir: str | os.PathLike, label: str) -> Path:
