@@ -1,0 +1,198 @@
+"""The launch side without TensorFlow: typed launch specs, the user's data folder, the coordinator's metrics
+becoming the training summary, the gate on any reported metric, and the user's eval_command."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import pytest
+
+from tfk8s import contract
+from tfk8s.cluster import ReplicaCounts
+from tfk8s.dataset import inspect_data_dir, prepare_dataset  # noqa: F401 (prepare_dataset: the layout's writer)
+from tfk8s.evaluation import Thresholds, builtin_misfit, gate
+from tfk8s.evaluation_command import run_eval_command
+from tfk8s.launcher import LaunchResult, TrainingJob
+from tfk8s.specs import LaunchSpec
+from tfk8s.steps import default_model_name
+from tfk8s.training import NoSavedModelError, collect, steps_warning
+
+
+def test_launch_spec_groups_the_flat_parameters_into_typed_specs():
+    spec = LaunchSpec.from_params({"workers": 3, "chief": 1, "epochs": 4, "command": "python t.py --x {model_dir}",
+                                   "kubernetes": {"cpu": "2", "node_selector": {"pool": "gpu"}},
+                                   "image": "me/train:1", "max_restarts": 5, "unrelated": 1})
+    assert spec.replicas == ReplicaCounts(chief=1, worker=3)
+    assert spec.trainer.epochs == 4 and spec.command == ("python", "t.py", "--x", "{model_dir}")
+    assert not spec.is_builtin_trainer
+    k = spec.kubernetes
+    assert (k.cpu, k.node_selector, k.image, k.max_restarts, k.memory) == ("2", {"pool": "gpu"}, "me/train:1", 5,
+                                                                           "2Gi")
+    assert LaunchSpec.from_params({}).is_builtin_trainer
+    with pytest.raises(ValueError, match=r"kubernetes must not set \['image'\]"):
+        LaunchSpec.from_params({"kubernetes": {"image": "x"}})
+    with pytest.raises(ValueError, match="ps=1 needs chief=1"):
+        LaunchSpec.from_params({"ps": 1})
+
+
+def test_a_users_data_folder_is_checked_before_any_replica(tmp_path):
+    with pytest.raises(ValueError, match=r"data_dir .*/nope does not exist: prepare it on the volume"):
+        inspect_data_dir(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="is empty"):
+        inspect_data_dir(tmp_path / "empty")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match=r"holds neither metadata.json, a tf.data snapshot nor TFRecord files "
+                                         r"\(it has \['notes.txt'\]\)"):
+        inspect_data_dir(tmp_path / "other")
+    (tmp_path / "snap").mkdir()
+    (tmp_path / "snap" / "dataset_spec.pb").write_bytes(b"x")
+    assert inspect_data_dir(tmp_path / "snap")["format"] == "tf.data snapshot"
+    (tmp_path / "rec" / "train").mkdir(parents=True)
+    (tmp_path / "rec" / "train" / "part-0.tfrecord.gz").write_bytes(b"x")
+    assert inspect_data_dir(tmp_path / "rec") == {"path": str(tmp_path / "rec"), "format": "tfrecord",
+                                                  "dataset": "rec", "splits": {}}
+    # metadata.json naming a shard that is not there
+    md = {"format_version": 1, "dataset": "mine", "version": "1", "image_shape": [2, 2, 1], "image_dtype": "uint8",
+          "num_classes": 2, "label_names": ["a", "b"],
+          "splits": {"train": {"num_examples": 4, "files": ["train-00000-of-00001.tfrecord"]}}}
+    (tmp_path / "md").mkdir()
+    (tmp_path / "md" / "metadata.json").write_text(json.dumps(md))
+    with pytest.raises(ValueError, match=r"lists 1 missing or empty shard files of split 'train'"):
+        inspect_data_dir(tmp_path / "md")
+    (tmp_path / "md" / "train-00000-of-00001.tfrecord").write_bytes(b"x")
+    info = inspect_data_dir(tmp_path / "md")
+    assert (info["format"], info["dataset"], info["splits"]["train"]["num_examples"]) == ("tfk8s", "mine", 4)
+
+
+def test_model_name_from_the_data_set_and_a_warning_for_a_handful_of_steps():
+    assert default_model_name("mnist") == "mnist-cnn"
+    assert default_model_name("fashion_mnist", builtin_trainer=False) == "fashion_mnist-model"
+    assert default_model_name("my data/v2", builtin_trainer=False) == "my-data-v2-model"
+    warning = steps_warning(1500, 512, 2)
+    assert warning.startswith("WARNING: 1500 training examples at global batch_size 512 give 2 steps per epoch "
+                              "(4 in all)") and "--param batch_size=75" in warning
+    assert steps_warning(60000, 512, 2) is None
+
+
+def _job(tmp_path, **kw):
+    return TrainingJob("tfk8s-r1", ReplicaCounts(worker=2), ("python", "train.py"), train_dir=str(tmp_path),
+                       **kw)
+
+
+def _result():
+    return LaunchResult("tfk8s-r1", {"worker-0": 0, "worker-1": 0}, [], 12.5, 1, {"worker": ["a:1", "b:2"]})
+
+
+def test_the_launch_step_writes_the_summary_from_the_coordinators_metrics_file(tmp_path):
+    (tmp_path / "saved_model").mkdir()
+    (tmp_path / "saved_model" / "saved_model.pb").write_bytes(b"x")
+    contract.write_metrics(tmp_path / "metrics" / "worker-0.json",
+                           {"accuracy": 0.91, "loss": math.nan, "diverged": True, "epochs": 3})
+    contract.write_metrics(tmp_path / "metrics" / "worker-1.json", {"accuracy": 0.1})  # not the coordinator's
+    lines: list[str] = []
+    outcome = collect(_job(tmp_path), _result(), tmp_path, log_sink=lines.append)
+    summary = json.loads((tmp_path / "training_summary.json").read_text())  # valid JSON: no bare NaN
+    assert summary == outcome.summary
+    assert summary["job"]["name"] == "tfk8s-r1" and summary["job"]["restarts"] == 1
+    assert summary["job"]["replicas"] == {"chief": 0, "worker": 2, "ps": 0, "evaluator": 0}
+    assert summary["metrics"] == {"accuracy": 0.91, "loss": "NaN", "diverged": True, "epochs": 3}
+    assert outcome.metrics == {"accuracy": 0.91, "epochs": 3.0}
+    assert "note: loss is NaN (not a finite number): left out of the metrics" in lines
+    assert any("training diverged" in line for line in lines)
+
+
+def test_no_saved_model_names_the_coordinator_and_what_it_left(tmp_path):
+    (tmp_path / "saved_model").mkdir()
+    (tmp_path / "saved_model" / "model.keras").write_bytes(b"x")
+    with pytest.raises(NoSavedModelError, match=r"replica worker-0 \(the coordinator\) exited 0 but saved no "
+                                                r"SavedModel .*it holds \['model.keras'\]"):
+        collect(_job(tmp_path), _result(), tmp_path)
+
+
+def test_the_gate_decides_on_any_reported_metric_and_never_crashes():
+    t = Thresholds(min_accuracy=0.9)
+    assert gate({"accuracy": 0.95}, t).blessed
+    assert gate({"f1": 0.95}, t, "f1", source="eval_command").reasons == [
+        "f1 0.9500 >= min_accuracy 0.9000 (eval_command)"]
+    missing = gate({"loss": 0.1}, t, source="the training program's metrics")
+    assert not missing.blessed and missing.reasons[0].startswith(
+        "not blessed: gate_metric 'accuracy' was not reported by the training program's metrics (numeric metrics: "
+        "['loss'])")
+    assert "is not a finite number" in gate({"accuracy": math.nan}, t).reasons[0]
+    assert gate({"accuracy": 0.99}, t, diverged=True).reasons == ["not blessed: training diverged (loss NaN)"]
+    regressed = gate({"accuracy": 0.95}, Thresholds(0.9, 0.01), baseline_value=0.98)
+    assert not regressed.blessed and "accuracy drop vs last blessed 0.9800 is +0.0300 >" in regressed.reasons[1]
+
+
+class _Md:
+    image_shape, image_dtype, num_classes = (28, 28, 1), "uint8", 10
+
+
+def test_the_builtin_evaluation_runs_a_model_only_when_its_signature_fits_the_images():
+    fits = {"inputs": {"image": {"dtype": "uint8", "shape": [None, 28, 28, 1]}},
+            "outputs": {"probabilities": {"dtype": "float32", "shape": [None, 10]}}}
+    assert builtin_misfit(fits, _Md) is None
+    flat = {"inputs": {"x": {"dtype": "float32", "shape": [None, 784]}}, "outputs": fits["outputs"]}
+    assert builtin_misfit(flat, _Md) == ("the model's serving signature takes float32 [None, 784]; the data set's "
+                                         "images are uint8 [28, 28, 1]")
+    assert builtin_misfit({}, _Md) == "the model has no 'serving_default' signature"
+    assert "no metadata.json" in builtin_misfit(fits, None)
+    five = {**fits, "outputs": {"p": {"dtype": "float32", "shape": [None, 5]}}}
+    assert "not one probability per class ([None, 10])" in builtin_misfit(five, _Md)
+
+
+def test_eval_command_gets_the_contract_and_its_failures_are_reasons_not_crashes(tmp_path):
+    train, model, data = tmp_path / "train", tmp_path / "models" / "m" / "3", tmp_path / "data"
+    for d in (train, model, data):
+        d.mkdir(parents=True)
+    # literal braces in a command are doubled ({{ }}), as in str.format
+    report = ("import json, os; json.dump({{'accuracy': 0.97, 'model': os.environ['TFK8S_MODEL_DIR'], "
+              "'data': '{data_dir}'}}, open(os.environ['TFK8S_METRICS_FILE'], 'w'))")
+    lines: list[str] = []
+    values, failure = run_eval_command(json.dumps(["python", "-c", report]), model_dir=str(model),
+                                       data_dir=str(data), train_dir=str(train), log_sink=lines.append)
+    assert (values, failure) == ({"accuracy": 0.97}, None)
+    written = json.loads((train / "metrics" / "evaluation.json").read_text())
+    assert (written["model"], written["data"]) == (str(model), str(data))
+    assert lines[0].startswith(f"running eval_command: {sys.executable} -c")  # python -> this interpreter
+
+    values, failure = run_eval_command("python -c 'import sys; print(\"bad input\"); sys.exit(3)'",
+                                       model_dir=str(model), data_dir=str(data), train_dir=str(train),
+                                       log_sink=lambda _: None)
+    assert values == {} and failure.startswith("eval_command exited with code 3") and "bad input" in failure
+    values, failure = run_eval_command("no-such-eval", model_dir=str(model), data_dir=str(data),
+                                       train_dir=str(train), log_sink=lambda _: None)
+    assert "could not start 'no-such-eval'" in failure
+    values, failure = run_eval_command("python -c pass", model_dir=str(model), data_dir=str(data),
+                                       train_dir=str(train), log_sink=lambda _: None)
+    assert "reported no finite metric in TFK8S_METRICS_FILE" in failure
+    values, failure = run_eval_command("python eval.py --out {nope}", model_dir=str(model), data_dir=str(data),
+                                       train_dir=str(train), log_sink=lambda _: None)
+    assert "unknown placeholder {nope}" in failure
+
+
+def test_dry_run_renders_the_users_command_per_replica_with_the_kubernetes_settings(capsys):
+    import yaml
+
+    from components import launch_training
+
+    launch_training.main(["--dry-run", "--data-dir", "/mnt/tfk8s/mine", "--run-id", "r9", "--chief", "1",
+                          "--workers", "1", "--pvc-name", "tfk8s-data", "--image", "me/train:2",
+                          "--command", "python /app/train.py --out {model_dir} --tag {replica_type}-{replica_index}",
+                          "--kubernetes", '{"memory": "4Gi", "replica_overrides": {"chief": {"cpu": "3"}}}',
+                          "--cpu", "2"])
+    jobs = {d["metadata"]["name"]: d for d in yaml.safe_load_all(capsys.readouterr().out) if d["kind"] == "Job"}
+    chief = jobs["tfk8s-r9-chief-0"]["spec"]["template"]["spec"]["containers"][0]
+    worker = jobs["tfk8s-r9-worker-0"]["spec"]["template"]["spec"]["containers"][0]
+    assert chief["command"] == ["python", "/app/train.py", "--out", "/mnt/tfk8s/runs/r9/train/saved_model",
+                                "--tag", "chief-0"]
+    assert worker["command"][3] == "/mnt/tfk8s/runs/r9/train/scratch/worker-0/saved_model"
+    assert chief["image"] == "me/train:2"
+    assert chief["resources"]["requests"] == {"cpu": "3", "memory": "4Gi"}
+    assert worker["resources"]["requests"] == {"cpu": "2", "memory": "4Gi"}
+    env = {e["name"]: e["value"] for e in worker["env"]}
+    assert env["TFK8S_DATA_DIR"] == "/mnt/tfk8s/mine" and env["TFK8S_REPLICA_TYPE"] == "worker"
