@@ -181,21 +181,6 @@ class NoSavedModelError(LaunchError):
     """The coordinator exited 0 but left no SavedModel in its ``TFK8S_MODEL_DIR``."""
 
 
-def _legacy_summary_metrics(summary_file: Path) -> dict:
-    """A program that wrote ``training_summary.json`` itself (the trainer before the metrics file existed):
-    its fields, with final_accuracy/final_loss also as accuracy/loss."""
-    try:
-        data = json.loads(summary_file.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or "job" in data:
-        return {}
-    for old, new in (("final_accuracy", "accuracy"), ("final_loss", "loss")):
-        if old in data and new not in data:
-            data[new] = data[old]
-    return data
-
-
 def collect(job: TrainingJob, result: LaunchResult, train_dir: str | os.PathLike, *,
             log_sink: Callable[[str], None] | None = None) -> TrainingOutcome:
     """After a successful job: check the coordinator's SavedModel, read its metrics, write the summary.
@@ -220,12 +205,6 @@ def collect(job: TrainingJob, result: LaunchResult, train_dir: str | os.PathLike
             f"at the same path in the replicas and the launcher")
     summary_file = train / contract.SUMMARY_FILE
     reported, numbers, notes = contract.read_metrics(contract.metrics_file(train, coord))
-    if not reported and summary_file.is_file():
-        legacy = _legacy_summary_metrics(summary_file)
-        tmp = train / contract.METRICS_DIR / f".legacy-{coord.label}.json"
-        contract.write_metrics(tmp, legacy)
-        reported, numbers, notes = contract.read_metrics(tmp)
-        tmp.unlink(missing_ok=True)
     if not reported:
         notes.append(f"the program reported no metrics ({contract.ENV_METRICS_FILE} of {coord.label} was not "
                      f"written; see {contract.DOCS})")
