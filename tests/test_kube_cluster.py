@@ -176,6 +176,16 @@ def test_node_selector_no_node_has_fails_at_the_schedule_deadline_with_the_real_
     assert "schedule_timeout_s=4s" in str(e.value)
 
 
+def test_a_bound_pod_whose_container_never_starts_fails_at_the_start_deadline(kube):
+    """The real scheduler binds the pod; the kubelet keeps it ContainerCreating (a volume that cannot be
+    mounted would): schedule_timeout_s after it was scheduled, the job fails naming the node."""
+    kube.kubelet.hold = lambda pod: True
+    with pytest.raises(ScheduleTimeoutError) as e:
+        kube.launch(make_job(chief=0, worker=1, ps=0), make_settings(kube, schedule_timeout_s=3))
+    assert e.value.reason == "ContainerCreating"
+    assert "was scheduled on tfk8s-node-" in str(e.value) and "did not start within" in str(e.value)
+
+
 def test_job_timeout_fails_the_step_and_the_jobs_carry_the_deadline(kube):
     seen: dict = {}
 
@@ -253,6 +263,10 @@ def test_a_restarted_launcher_reattaches_and_owns_the_replicas(kube, monkeypatch
         now = c.wait_pods("chief-0", "worker-0", "worker-1")
         assert {k: p["metadata"]["uid"] for k, p in now.items()} == {k: p["metadata"]["uid"]
                                                                       for k, p in first.items()}
+        assert len(c.remaining()["services"]) == 3
+        (policy,) = c.custom.list_namespaced_custom_object("networking.k8s.io", "v1", c.namespace,
+                                                           "networkpolicies")["items"]
+        assert [r["name"] for r in policy["metadata"]["ownerReferences"]] == ["launcher-2"]
         c.succeed("chief-0")
 
     result = kube.launch(job, make_settings(kube), script)
