@@ -26,6 +26,7 @@ if [[ ${#missing[@]} -eq 0 ]]; then
   echo "$dir"
   exit 0
 fi
+if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then export PATH="/usr/local/go/bin:$PATH"; fi
 command -v go >/dev/null || { echo "build.sh: go is not installed: the real-cluster tests need Go >= 1.26" >&2; exit 3; }
 mkdir -p "$dir"
 tmp="$(mktemp -d "$dir/.build.XXXXXX")"
