@@ -349,3 +349,30 @@ def test_compile_format_argo_writes_the_workflow_and_never_over_the_kfp_package(
     assert cli_extras.handle(p.parse_args(["--compile"]), compile_pipeline) is False  # kfp: train.py's own
     with pytest.raises(SystemExit, match="--format applies to --compile"):
         cli_extras.handle(p.parse_args(["--local", "--format", "argo"]), compile_pipeline)
+
+
+def test_every_steps_service_account_may_report_its_outputs_as_workflowtaskresults(committed):
+    """Argo 3.4+: each step's executor creates/patches a WorkflowTaskResult; manifests/argo-rbac.yaml grants
+    exactly that to every ServiceAccount a step runs as, and the launcher's Role stays what the launcher calls."""
+    import kubernetes_validate
+
+    from tfk8s.kube.api import required_rules
+
+    docs = list(yaml.safe_load_all((REPO / "manifests" / "argo-rbac.yaml").read_text()))
+    role = next(d for d in docs if d["kind"] == "Role")
+    binding = next(d for d in docs if d["kind"] == "RoleBinding")
+    assert role["rules"] == [{"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"],
+                              "verbs": ["create", "patch"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": role["metadata"]["name"]}
+    step_accounts = {t.get("serviceAccountName") or committed["spec"].get("serviceAccountName") or "default"
+                     for t in committed["spec"]["templates"] if "container" in t}
+    assert step_accounts == {"tfk8s-launcher", "default"}
+    assert {s["name"] for s in binding["subjects"] if s["kind"] == "ServiceAccount"} == step_accounts
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.29", strict=True)
+    # the launcher's own Role grants nothing of Argo's
+    launcher_role = next(d for d in yaml.safe_load_all((REPO / "manifests" / "rbac.yaml").read_text())
+                         if d["kind"] == "Role")
+    assert all("argoproj.io" not in r["apiGroups"] for r in launcher_role["rules"])
+    assert ("argoproj.io", "workflowtaskresults") not in required_rules()
