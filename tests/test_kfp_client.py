@@ -15,13 +15,13 @@ import yaml
 
 from tfk8s import kfp_client
 from tfk8s.kfp_client import (
-    parse_param_items,
     CronError,
     KfpApiError,
     KfpClientError,
     KfpUnreachableError,
     ParameterError,
     create_schedule,
+    parse_param_items,
     resolve_params,
     submit_run,
     validate_cron,

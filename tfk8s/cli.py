@@ -28,8 +28,9 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     prints them as one ``error:`` line instead of a traceback."""
     from tfk8s.export import ExportError
     from tfk8s.launcher import LaunchError
+    from tfk8s.layout import VolumeWriteError
 
-    errors: list[type[BaseException]] = [ValueError, LaunchError, ExportError, FileNotFoundError]
+    errors: list[type[BaseException]] = [ValueError, LaunchError, ExportError, FileNotFoundError, VolumeWriteError]
     try:
         from tfk8s.kube.errors import KubernetesApiError, VolumeError
 

@@ -33,7 +33,10 @@ def ensure_volume_step(*, backend: str, volume_root: str, pvc_name: str, namespa
 
     params.check({"backend": backend, "volume_root": volume_root, "pvc_name": pvc_name})
     if backend == "local":
-        Path(volume_root).mkdir(parents=True, exist_ok=True)
+        from tfk8s.layout import volume_writes
+
+        with volume_writes(volume_root, "the volume root"):
+            Path(volume_root).mkdir(parents=True, exist_ok=True)
         return {"backend": backend, "volume_root": volume_root}
     from tfk8s.kube.api import KubeApi
     from tfk8s.kube.settings import resolve_namespace
@@ -85,7 +88,7 @@ def prepare_dataset_step(
         tfk8s.dataset.DatasetUnavailableError: the data set is not there and cannot be downloaded.
     """
     from tfk8s.dataset import default_tfds_data_dir, inspect_data_dir, prepare_dataset
-    from tfk8s.layout import RunLayout
+    from tfk8s.layout import RunLayout, volume_writes
 
     if data_dir:
         return inspect_data_dir(resolve_data_dir(data_dir, volume_root))
@@ -98,14 +101,15 @@ def prepare_dataset_step(
             f"num_shards={shards} < {readers} chief/worker replicas: each needs its own shard file"
         )
     out = RunLayout(volume_root, run_id).data_dir
-    md = prepare_dataset(
-        dataset_name,
-        out,
-        tfds_data_dir=tfds_data_dir or default_tfds_data_dir(),
-        num_shards=shards,
-        max_examples=max_examples or None,
-        download=download,
-    )
+    with volume_writes(out, "the prepared data set"):
+        md = prepare_dataset(
+            dataset_name,
+            out,
+            tfds_data_dir=tfds_data_dir or default_tfds_data_dir(),
+            num_shards=shards,
+            max_examples=max_examples or None,
+            download=download,
+        )
     return {**json.loads(md.to_json()), "path": str(out)}
 
 
@@ -147,7 +151,7 @@ def launch_training_step(
     from tfk8s import params as pipeline_params
     from tfk8s.dataset import inspect_data_dir
     from tfk8s.launcher import job_name
-    from tfk8s.layout import RunLayout
+    from tfk8s.layout import RunLayout, volume_writes
     from tfk8s.specs import LAUNCH_PARAMETERS, LaunchSpec
     from tfk8s.training import build_job, run_job, steps_warning, trainer_args
 
@@ -188,7 +192,8 @@ def launch_training_step(
         from tfk8s.launcher.kubernetes import render_manifests
 
         return render_manifests(job, KubernetesSettings.from_params(**kube))
-    return run_job(job, backend, layout.train_dir, kubernetes_params=kube, log_sink=log_sink)
+    with volume_writes(layout.train_dir, "the training's files"):
+        return run_job(job, backend, layout.train_dir, kubernetes_params=kube, log_sink=log_sink)
 
 
 def launch_training_outputs(outcome, dataset_metadata: dict | None = None) -> tuple[dict, dict[str, float]]:
@@ -245,10 +250,11 @@ def export_model_step(*, saved_model_dir: str, volume_root: str, model_name: str
         tfk8s.export.ExportError: not a loadable SavedModel.
     """
     from tfk8s.export import export_saved_model
-    from tfk8s.layout import RunLayout
+    from tfk8s.layout import RunLayout, volume_writes
 
     layout = RunLayout(volume_root, "export", model_name)
-    return export_saved_model(saved_model_dir, layout.export_base, reserved_bases=(layout.serving_base,))
+    with volume_writes(layout.export_base, "the exported model"):
+        return export_saved_model(saved_model_dir, layout.export_base, reserved_bases=(layout.serving_base,))
 
 
 def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, max_accuracy_drop: float = -1.0,
@@ -362,6 +368,8 @@ def push_model_step(*, model_dir: str, volume_root: str, model_name: str, signat
         tfk8s.export.ExportError: not a servable version folder, or that version was pushed already.
     """
     from tfk8s.export import push_saved_model
-    from tfk8s.layout import RunLayout
+    from tfk8s.layout import RunLayout, volume_writes
 
-    return push_saved_model(model_dir, RunLayout(volume_root, "push", model_name).serving_base, signature)
+    serving_base = RunLayout(volume_root, "push", model_name).serving_base
+    with volume_writes(serving_base, "the pushed model"):
+        return push_saved_model(model_dir, serving_base, signature)
