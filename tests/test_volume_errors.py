@@ -80,7 +80,7 @@ def test_the_step_cli_prints_one_error_line_not_a_traceback(tmp_path):
     (tmp_path / "a-file").write_text("")
     r = subprocess.run([sys.executable, "-m", "components.ensure_volume", "--backend", "local", "--volume-root",
                         str(tmp_path / "a-file" / "v"), "--pvc-name", "x"], capture_output=True, text=True,
-                       cwd=REPO, timeout=120)
+                       cwd=REPO, timeout=120, check=False)
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("ensure_volume: error: cannot write the volume root")
