@@ -3,9 +3,13 @@
     python bench/launcher_scale.py [--replicas 8,64,256]
 
 Runs the real Kubernetes backend (``tfk8s.kube.backend`` through ``run_kubernetes``, the real ``kubernetes``
-client) against the **kmock emulator** of ``tests/kube_fixtures.py`` (an aiohttp API server in this process
-with a fake Job controller; the benchmark plays the kubelet). Not a real control plane: its latencies are
-those of one Python event loop, not of etcd and an apiserver.
+client) against the **real control plane** of the cluster tests (``tests/controlplane.py``: etcd,
+kube-apiserver, controller manager, scheduler and KWOK fake nodes, built by ``make test-cluster``; the fake
+kubelet of ``tests/fake_kubelet.py`` plays the pods; the launcher runs as the ``tfk8s-launcher``
+ServiceAccount), or, where those binaries are not built (``--backend kmock``, and ``--smoke``), against the
+**kmock emulator** of ``tests/kube_fixtures.py`` (an aiohttp API server in this process with a fake Job
+controller; the benchmark plays the kubelet), whose latencies are those of one Python event loop. The line
+of each figure says which.
 
 Per job of N workers (MultiWorkerMirroredStrategy, success policy ``AllWorkers``) the benchmark waits until
 every pod exists, marks them all Running, waits a while, then marks every replica Succeeded (pod and Job
@@ -39,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import Figure, common_args, report, usable_cores
 
 NOTE = "kmock emulator (tests/kube_fixtures.py), not a real control plane"
+NOTE_CP = "real control plane (tests/controlplane.py: etcd, apiserver, controllers, scheduler, KWOK nodes)"
 
 
 def _count(requests, *, skip_watch_and_logs: bool) -> int:
@@ -150,21 +155,150 @@ def measure(n: int, wait_s: float = 2.0) -> dict:
     return out
 
 
+class _Counter:
+    """Counts the requests an ``ApiClient`` sends (wraps its ``request``): ``(monotonic time, method, url)``."""
+
+    def __init__(self, api) -> None:
+        self.calls: list[tuple[float, str, str]] = []
+        self._lock = threading.Lock()
+        real = api.request
+
+        def request(method, url, *args, **kwargs):
+            with self._lock:
+                self.calls.append((time.monotonic(), method, url))
+            return real(method, url, *args, **kwargs)
+
+        api.request = request
+
+    def since(self, t: float) -> list[tuple[float, str, str]]:
+        with self._lock:
+            return [c for c in self.calls if c[0] >= t]
+
+
+def _is_watch_or_log(url: str) -> bool:
+    return "watch=True" in url or "watch=true" in url or url.split("?")[0].endswith("/log")
+
+
+def _about_one(method: str, url: str) -> bool:
+    """A request about one replica's object: a create of a Job, Service or pod, or a URL naming one
+    (``.../jobs/<name>``); the job-level ones (lists by label, the job's NetworkPolicy) are not."""
+    parts = url.split("?")[0].rstrip("/").rsplit("/", 2)
+    kinds = ("jobs", "services", "pods")
+    return (method == "POST" and parts[-1] in kinds) or parts[-2] in kinds
+
+
+def measure_control_plane(n: int, wait_s: float, nodes: int) -> dict:
+    """The same as :func:`measure` on the real control plane of ``tests/controlplane.py`` (etcd, kube-apiserver,
+    controller manager, scheduler, KWOK nodes) with the fake kubelet of ``tests/fake_kubelet.py``; the launcher
+    authenticates as the ``tfk8s-launcher`` ServiceAccount of ``manifests/rbac.yaml``."""
+    import tempfile
+    import uuid
+
+    from tests.cluster_fixtures import RealCluster, add_node, node_name, wait
+    from tests.controlplane import free_port, running_control_plane
+    from tests.fake_kubelet import FakeKubelet
+    from tfk8s.cluster import ReplicaCounts
+    from tfk8s.kube.settings import KubernetesSettings
+    from tfk8s.launcher import TrainingJob
+    from tfk8s.launcher.kubernetes import run_kubernetes
+
+    out: dict = {}
+    with tempfile.TemporaryDirectory(prefix="bench-cp-") as work:
+        port = free_port()
+        with running_control_plane(Path(work), port) as cp:
+            kubelet = FakeKubelet(cp.admin_client, cp.pki.path("kubelet.crt"), cp.pki.path("kubelet.key"), port)
+            kubelet.start()
+            try:
+                from kubernetes import client
+
+                with cp.admin_client() as admin:
+                    core = client.CoreV1Api(admin)
+                    for i in range(nodes):
+                        add_node(core, node_name(i), "64", "256Gi")
+                    wait(lambda: len(core.list_node().items) == nodes, f"{nodes} nodes", 60)
+                c = RealCluster(cp, kubelet, f"bench-{uuid.uuid4().hex[:6]}")
+                c.create_namespace()
+                job = TrainingJob(f"bench-{n}", ReplicaCounts(worker=n), ("python", "-m", "trainer.task"),
+                                  success_policy="AllWorkers", grace_period_s=0.0)
+                settings = dataclasses.replace(
+                    KubernetesSettings.from_params(namespace=c.namespace, image="img:1", cpu="10m", memory="16Mi"),
+                    log_wait_s=0.5, cleanup_timeout_s=300, stop_grace_period_s=0)
+                api = c.launcher_client()
+                counter = _Counter(api)
+                verdict_at: list[float] = []
+
+                def sink(line: str) -> None:
+                    if not verdict_at and " succeeded in " in line and line.startswith("[launcher]"):
+                        verdict_at.append(time.monotonic())
+
+                def script() -> None:
+                    c.job_name = job.name
+                    c.wait_for(lambda: len(c.pods()) >= n, f"{n} pods", 300)
+                    calls = counter.since(out["t0"])
+                    # launch -> the last Job create sent (the Job controller then makes its pod)
+                    out["created_s"] = max(t for t, m, u in calls if m == "POST" and "/jobs" in u) - out["t0"]
+                    launch = [x for x in calls if not _is_watch_or_log(x[2])]
+                    out["launch_requests"] = len(launch)
+                    out["launch_per_replica"] = sum(1 for _, m, u in launch if _about_one(m, u))
+                    c.wait_for(lambda: all(c.running(p) for p in c.pods()), "every pod Running", 300)
+                    time.sleep(wait_s)
+                    t_wait = time.monotonic()
+                    out["logs"] = sum(1 for _, _, u in counter.since(out["t0"]) if u.split("?")[0].endswith("/log"))
+                    time.sleep(wait_s)
+                    during = counter.since(t_wait)
+                    out["wait_requests"] = sum(1 for _, _, u in during if not _is_watch_or_log(u))
+                    out["wait_watch_or_log"] = len(during) - out["wait_requests"]
+                    pods = c.pods()
+                    for i, pod in enumerate(pods):
+                        if i == len(pods) - 1:
+                            out["last_status_at"] = time.monotonic()
+                        kubelet.terminate(pod, 0)
+
+                errors: list[BaseException] = []
+
+                def play() -> None:
+                    try:
+                        script()
+                    except BaseException as e:  # noqa: BLE001 - reported below
+                        errors.append(e)
+
+                thread = threading.Thread(target=play, daemon=True)
+                out["t0"] = time.monotonic()
+                thread.start()
+                run_kubernetes(job, settings, api_client=api, log_sink=sink)
+                out["cleanup_done_s"] = time.monotonic() - out["t0"]
+                thread.join(30)
+                if errors:
+                    raise errors[0]
+                out["verdict_s"] = verdict_at[0] - out["last_status_at"] if verdict_at else float("nan")
+                c.close()
+            finally:
+                kubelet.stop()
+    return out
+
+
 def main(argv: list[str] | None = None) -> list[Figure]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--replicas", default="8,64,256", help="comma-separated job sizes (the first is the base)")
     p.add_argument("--wait-s", type=float, default=2.0, help="seconds observed while every replica runs")
+    p.add_argument("--backend", choices=("auto", "controlplane", "kmock"), default="auto",
+                   help="auto: the real control plane when its binaries are built (make test-cluster), else kmock")
+    p.add_argument("--nodes", type=int, default=4, help="fake nodes of the control plane (64 CPUs each)")
     common_args(p, reps=1)
     a = p.parse_args(argv)
     sizes = [int(x) for x in a.replicas.split(",")]
     if a.smoke:
-        sizes, a.wait_s = [2, 4], 0.5
+        sizes, a.wait_s, a.backend = [2, 4], 0.5, "kmock"
+    if a.backend == "auto":
+        from tests.controlplane import binaries_dir
+
+        a.backend = "controlplane" if binaries_dir() is not None else "kmock"
     figures: list[Figure] = []
     base: tuple[int, float] | None = None
     for n in sizes:
-        r = measure(n, a.wait_s)
+        r = measure(n, a.wait_s) if a.backend == "kmock" else measure_control_plane(n, a.wait_s, a.nodes)
         print(f"  {n} replicas: {r}", file=sys.stderr, flush=True)
-        note = NOTE
+        note = NOTE if a.backend == "kmock" else NOTE_CP
         figures += [
             Figure(f"launcher_requests_per_replica_{n}", r["launch_per_replica"] / n, "launch_requests_per_replica",
                    1.0, "one", "requests", "<= 2", usable_cores(),

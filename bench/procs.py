@@ -9,11 +9,12 @@
   fitted with plain ``tf_keras`` ``model.fit(x, y)`` on the training split loaded into memory as NumPy arrays.
 - ``input``: the trainer's input pipeline alone (``tfk8s.shards.make_dataset``, as the trainer builds it),
   iterated without training.
-- ``mwms``: a prototype multi-worker trainer on ``tf.distribute`` directly, for the collective options the
-  built-in trainer does not (yet) expose: ``CommunicationOptions`` (``bytes_per_pack``, RING/AUTO), gradient
-  accumulation over micro-batches (one all-reduce per ``--accumulate`` micro-batches), inter-op threads
-  (overlap of the all-reduce with the backward pass). It reads TF_CONFIG like the trainer; run it through
-  the local launcher.
+- ``mwms``: a prototype multi-worker trainer: the strategy of ``tfk8s.runtime.strategy`` (collective options
+  ``bytes_per_pack``, RING/AUTO) with the trainer's model and input pipeline, plus what the built-in trainer
+  does not offer: gradient accumulation over micro-batches (one all-reduce per ``--accumulate``
+  micro-batches), ``steps_per_execution``, inter-op threads (overlap of the all-reduce with the backward
+  pass), or no cluster at all (``--independent``). It reads TF_CONFIG like the trainer; run it through the
+  local launcher.
 - ``evaluate``: test accuracy of a SavedModel (``tfk8s.evaluation.evaluate_saved_model``).
 
 Threads are set before anything runs (``--threads`` sets intra- and inter-op alike unless given apart).
@@ -119,13 +120,14 @@ def _accumulating_model(tf, tf_keras, base, k: int, learning_rate: float, decay_
 
 
 def _strategy(tf, a: argparse.Namespace, workers: int):
+    """The runtime's strategy (``tfk8s.runtime.strategy``: MultiWorkerMirroredStrategy from TF_CONFIG with
+    these collective options, after the peers' wait), the default one for a single process."""
     if workers <= 1:
         return tf.distribute.get_strategy()
-    impl = {"auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
-            "ring": tf.distribute.experimental.CommunicationImplementation.RING}[a.implementation]
-    options = tf.distribute.experimental.CommunicationOptions(bytes_per_pack=a.bytes_per_pack,
-                                                              implementation=impl)
-    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    from tfk8s import runtime
+
+    return runtime.strategy(communication=a.implementation.upper(), bytes_per_pack=a.bytes_per_pack,
+                            intra_op_threads=a.intra or a.threads, inter_op_threads=a.inter or a.threads)
 
 
 def mwms(a: argparse.Namespace) -> dict:
