@@ -25,14 +25,19 @@ Figures per N:
 - ``launcher_wait_requests_per_replica_N = requests while waiting, besides the watches and log streams,
   / N`` (goal <= 0: none per replica);
 - ``launcher_verdict_s_N = seconds from the last replica's final status to the verdict / 1 s`` (goal <= 1);
-- ``launcher_create_s_N = seconds from launch to all replicas created`` against the 8-replica time scaled
-  linearly (``t_N / (t_8 * N / 8)``; goal <= 1: creation grows sublinearly, i.e. is concurrent).
+- ``launcher_create_vs_one_by_one_N = seconds from launch to all replicas created, concurrently / one after
+  the other`` (the same launcher with ``tfk8s.kube.parallel`` limited to one request at a time, measured in
+  the same run; goal <= 1);
+- ``launcher_create_s_N``: the same time against the first size's scaled linearly (``t_N / (t_8 * N / 8)``;
+  goal <= 1: creation grows sublinearly).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import functools
 import sys
 import threading
 import time
@@ -61,7 +66,9 @@ def _per_replica(requests) -> int:
     """Requests about one object (a create, or a URL naming it); the rest are per job (lists by label)."""
     from kmock._internal import enums
 
-    return sum(1 for r in requests if r.action == enums.action.CREATE or r.name is not None)
+    kinds = ("pods", "jobs", "services")
+    return sum(1 for r in requests if r.resource is not None and r.resource.plural in kinds
+               and (r.action == enums.action.CREATE or r.name is not None))
 
 
 def measure(n: int, wait_s: float = 2.0) -> dict:
@@ -181,10 +188,27 @@ def _is_watch_or_log(url: str) -> bool:
 
 def _about_one(method: str, url: str) -> bool:
     """A request about one replica's object: a create of a Job, Service or pod, or a URL naming one
-    (``.../jobs/<name>``); the job-level ones (lists by label, the job's NetworkPolicy) are not."""
+    (``.../jobs/<name>``), or the events of one (``involvedObject.name=``); the job-level ones (lists by label,
+    the job's NetworkPolicy, events by reason) are not."""
     parts = url.split("?")[0].rstrip("/").rsplit("/", 2)
     kinds = ("jobs", "services", "pods")
-    return (method == "POST" and parts[-1] in kinds) or parts[-2] in kinds
+    named_events = parts[-1] == "events" and "involvedObject.name" in url.replace("%2E", ".")
+    return (method == "POST" and parts[-1] in kinds) or parts[-2] in kinds or named_events
+
+
+@contextlib.contextmanager
+def one_by_one(enabled: bool):
+    """While inside (``enabled``), the backend creates its Services and Jobs one after the other, as before
+    :mod:`tfk8s.kube.parallel`: the side-by-side baseline of the creation figure."""
+    from tfk8s.kube import backend
+
+    real = backend.run_all
+    if enabled:
+        backend.run_all = functools.partial(real, max_workers=1)
+    try:
+        yield
+    finally:
+        backend.run_all = real
 
 
 def measure_control_plane(n: int, wait_s: float, nodes: int) -> dict:
@@ -296,8 +320,13 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     figures: list[Figure] = []
     base: tuple[int, float] | None = None
     for n in sizes:
-        r = measure(n, a.wait_s) if a.backend == "kmock" else measure_control_plane(n, a.wait_s, a.nodes)
-        print(f"  {n} replicas: {r}", file=sys.stderr, flush=True)
+        def run(n: int = n) -> dict:
+            return measure(n, a.wait_s) if a.backend == "kmock" else measure_control_plane(n, a.wait_s, a.nodes)
+
+        r = run()
+        with one_by_one(True):
+            seq = run()
+        print(f"  {n} replicas: {r}\n  {n} replicas, created one by one: {seq}", file=sys.stderr, flush=True)
         note = NOTE if a.backend == "kmock" else NOTE_CP
         figures += [
             Figure(f"launcher_requests_per_replica_{n}", r["launch_per_replica"] / n, "launch_requests_per_replica",
@@ -311,6 +340,9 @@ def main(argv: list[str] | None = None) -> list[Figure]:
             Figure(f"launcher_verdict_s_{n}", r["verdict_s"], "verdict_after_last_status", 1.0, "goal", "s", "<= 1",
                    usable_cores(), f"cleanup done {r['cleanup_done_s']:.1f}s after launch; {note}"),
         ]
+        figures.append(Figure(f"launcher_create_vs_one_by_one_{n}", r["created_s"], "concurrent", seq["created_s"],
+                              "one_by_one", "s", "<= 1", usable_cores(),
+                              f"launch -> all {n} replicas' Jobs created, side by side; {note}"))
         if base is None:
             base = (n, r["created_s"])
             figures.append(Figure(f"launcher_create_s_{n}", r["created_s"], "created", r["created_s"],

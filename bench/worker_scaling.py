@@ -12,6 +12,7 @@ what N workers and their all-reduce cost.
 Options (figure ``scaling_<option>``):
 
 - ``trainer``: the built-in trainer as it is (``python -m trainer.task``), per-worker batch ``B``;
+  ``trainer_spe1``: the same with ``--steps-per-execution 1`` (its default before this benchmark);
 - ``independent``: the ceiling: N prototype processes at once, each training alone (no TF_CONFIG cluster, no
   all-reduce), their examples/sec added up: what the cores give N single-thread processes right now;
 - ``default``: the prototype trainer (``python -m bench.procs mwms``: ``tf.distribute`` directly, the same
@@ -52,7 +53,7 @@ from bench.common import (
     usable_cores,
 )
 
-OPTIONS = ("trainer", "independent", "default", "ring", "pack64k", "overlap", "spe8", "accum4", "b4x")
+OPTIONS = ("trainer", "trainer_spe1", "independent", "default", "ring", "pack64k", "overlap", "spe8", "accum4", "b4x")
 DEFAULT_OPTIONS = OPTIONS
 
 
@@ -85,9 +86,11 @@ def run_workers(data: Path, tmp: Path, option: str, workers: int, batch: int, ep
 
     out = tmp / f"{option}-{workers}w-{len(list(tmp.iterdir()))}"
     out.mkdir(parents=True)
-    if option == "trainer":
+    if option.startswith("trainer"):
         args = trainer_args(data, out, epochs, batch * workers, DEFAULT_LEARNING_RATE)
         args += ["--steps-per-epoch", str(steps), "--intra-op-threads", "1", "--inter-op-threads", "1"]
+        if option == "trainer_spe1":
+            args += ["--steps-per-execution", "1"]
         job = build_job(name=f"bench-{workers}w", counts=ReplicaCounts(worker=workers), args=args, backend="local",
                         train_dir=out, data_dir=data)
         run_job(job, "local", out, log_sink=lambda _line: None)
@@ -128,7 +131,7 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     # 1-worker run of an option that changes the computation, or the loop, runs with that option too).
     def key(o: str) -> str:
         v = _variant(o, a.per_worker_batch)
-        return "trainer" if o == "trainer" else f"b{v['batch']}/acc{v['accumulate']}/spe{v['spe']}"
+        return o if o.startswith("trainer") else f"b{v['batch']}/acc{v['accumulate']}/spe{v['spe']}"
 
     base_key = {o: key(o) for o in options}
     with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:

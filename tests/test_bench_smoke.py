@@ -30,7 +30,8 @@ EXPECTED = {
     "input_headroom.py": ["input_headroom"],
     "pipeline_overhead.py": ["pipeline_overhead", "pipeline_step_launch-training", "pipeline_launch_replica"],
     "launcher_scale.py": ["launcher_requests_per_replica_4", "launcher_wait_requests_per_replica_4",
-                          "launcher_verdict_s_4", "launcher_create_s_4"],
+                          "launcher_verdict_s_4", "launcher_create_s_4",
+                          "launcher_create_vs_one_by_one_4"],
     "time_to_accuracy.py": ["time_to_accuracy", "accuracy_2w", "accuracy_1w"],
 }
 

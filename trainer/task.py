@@ -3,7 +3,8 @@ through :mod:`tfk8s.runtime`, like any user program may.
 
     python -m trainer.task [--epochs E] [--batch-size B] [--learning-rate LR] [--max-train-examples N]
                            [--steps-per-epoch N] [--seed S] [--intra-op-threads N] [--inter-op-threads N]
-                           [--communication AUTO|RING|NCCL] [--bytes-per-pack N] [--peer-timeout-s S]
+                           [--communication AUTO|RING|NCCL] [--bytes-per-pack N] [--steps-per-execution N]
+                           [--peer-timeout-s S]
                            [--data-dir D] [--model-dir M] [--checkpoint-dir C] [--tensorboard-dir T]
 
 The directories come from the contract's environment (``TFK8S_DATA_DIR``, ``TFK8S_MODEL_DIR``,
@@ -66,6 +67,7 @@ from tfk8s.cluster import ClusterConfigError, ReplicaCounts
 from tfk8s.dataset import DatasetMetadata, load_metadata
 
 # The measured defaults (see tfk8s.training), shared with the pipeline's parameters.
+from tfk8s.specs import DEFAULT_STEPS_PER_EXECUTION
 from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
 
 _START = time.perf_counter()
@@ -119,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MultiWorkerMirroredStrategy's all-reduce implementation")
     p.add_argument("--bytes-per-pack", type=int, default=0,
                    help="pack gradients into all-reduces of about this many bytes (0: TF's default)")
+    p.add_argument("--steps-per-execution", type=int, default=DEFAULT_STEPS_PER_EXECUTION,
+                   help="training steps per call of the compiled step function (fewer calls, less per-step "
+                        "overhead; progress callbacks then run once per call); not under ParameterServerStrategy")
     p.add_argument("--peer-timeout-s", type=float, default=runtime.DEFAULT_PEER_TIMEOUT_S,
                    help="give up when a peer has not come up after this many seconds")
     return p
@@ -190,7 +195,8 @@ def make_plan(args: argparse.Namespace, environ: Mapping[str, str] | None = None
                                  ("--steps-per-epoch", args.steps_per_epoch, 1),
                                  ("--intra-op-threads", args.intra_op_threads, 0),
                                  ("--inter-op-threads", args.inter_op_threads, 0),
-                                 ("--bytes-per-pack", args.bytes_per_pack, 0)):
+                                 ("--bytes-per-pack", args.bytes_per_pack, 0),
+                                 ("--steps-per-execution", args.steps_per_execution, 1)):
         if value is not None and value < minimum:
             raise UsageError(f"{flag} must be >= {minimum}, got {value}")
     if not args.learning_rate > 0:
@@ -289,7 +295,9 @@ def train(args: argparse.Namespace, plan: Plan) -> dict | None:
     else:
         dataset = runtime.dataset(TRAIN_SPLIT, **common)
     with strategy.scope():
-        model = build_model(plan.metadata, args.learning_rate, decay_steps=args.epochs * plan.steps_per_epoch)
+        model = build_model(plan.metadata, args.learning_rate, decay_steps=args.epochs * plan.steps_per_epoch,
+                            steps_per_execution=1 if plan.strategy == "parameter_server" else
+                            min(args.steps_per_execution, plan.steps_per_epoch))
 
     callbacks = runtime.callbacks(batch_size=args.batch_size)
     t0 = time.perf_counter()

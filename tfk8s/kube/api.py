@@ -318,6 +318,14 @@ class KubeApi:
                            self.namespace, field_selector=f"involvedObject.name={involved_object}").get("items")
         return sorted(items or [], key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
+    @_uses("", "events", "list")
+    def list_events_by_reason(self, reason: str, kind: str) -> list[dict[str, Any]]:
+        """Events of ``reason`` (e.g. ``FailedCreate``) about objects of ``kind`` (e.g. ``Job``) in the
+        namespace, oldest first: one request however many objects are concerned."""
+        items = self._json(f"listing {reason} events of {kind}s", self._core.list_namespaced_event, self.namespace,
+                           field_selector=f"reason={reason},involvedObject.kind={kind}").get("items")
+        return sorted(items or [], key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
     # -- persistent volume claims (the ensure-volume step) -------------------------------------------------------
     @_uses("", "persistentvolumeclaims", "get")
     def read_pvc(self, name: str) -> dict[str, Any] | None:

@@ -547,20 +547,22 @@ class KubernetesBackend:
     def _check_quota(self, now: float) -> None:
         """Fail at once when the ResourceQuota admission refused a replica's pod: the Job controller's
         ``FailedCreate`` Warning event carries the quota's words (``exceeded quota: ...``). Looked at only for a
-        Job without a pod :data:`QUOTA_CHECK_S` after its creation, every :data:`QUOTA_CHECK_S` seconds."""
-        for rep in self.replicas.values():
-            if rep.pods or now - rep.created_at < QUOTA_CHECK_S:
-                continue
-            if rep.quota_checked_at is not None and now - rep.quota_checked_at < QUOTA_CHECK_S:
-                continue
+        Job without a pod :data:`QUOTA_CHECK_S` after its creation, every :data:`QUOTA_CHECK_S` seconds, with one
+        request for all such Jobs (the namespace's ``FailedCreate`` events of Jobs), not one per replica."""
+        due = [rep for rep in self.replicas.values() if not rep.pods and now - rep.created_at >= QUOTA_CHECK_S
+               and (rep.quota_checked_at is None or now - rep.quota_checked_at >= QUOTA_CHECK_S)]
+        if not due:
+            return
+        for rep in due:
             rep.quota_checked_at = now
-            try:
-                events = self.api.list_events(rep.name)
-            except KubernetesApiError as e:
-                self.log(f"cannot list the events of {rep.name}: {e}")
-                continue
-            refused = [e for e in events if e.get("reason") == "FailedCreate"
-                       and "exceeded quota" in (e.get("message") or "")]
+        try:
+            events = self.api.list_events_by_reason("FailedCreate", "Job")
+        except KubernetesApiError as e:
+            self.log(f"cannot list the FailedCreate events of the Jobs: {e}")
+            return
+        for rep in due:
+            refused = [e for e in events if (e.get("involvedObject") or {}).get("name") == rep.name
+                       and e.get("reason") == "FailedCreate" and "exceeded quota" in (e.get("message") or "")]
             if refused:
                 self._print_events(rep)
                 message = refused[-1].get("message") or ""
