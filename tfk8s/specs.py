@@ -33,9 +33,10 @@ DEFAULT_EPOCHS = 2
 DEFAULT_BATCH_SIZE = 512
 DEFAULT_LEARNING_RATE = 6e-3
 # The built-in trainer's steps per call of its compiled step function (not a pipeline parameter: the arithmetic
-# is the same). Measured with bench/worker_scaling.py (2 workers, 1 thread each, per-worker batch 256): 8
-# steps per call instead of 1 cut the time per step by about a third under MultiWorkerMirroredStrategy.
-DEFAULT_STEPS_PER_EXECUTION = 8
+# is the same). Measured with bench/worker_scaling.py (2 workers, 1 thread each, per-worker batch 256): in the
+# prototype on tf.distribute 8 steps per call cut the time per step by about a third, but in the trainer (its
+# runtime callbacks) 2 workers ran 18% slower with 8 than with 1 (9,600 vs 11,700 examples/s): 1 stays.
+DEFAULT_STEPS_PER_EXECUTION = 1
 # A job-level deadline by default, so that a program that hangs without ever reporting progress (which the
 # progress watchdog cannot judge) fails within a day instead of at the Kubernetes backstop (7 days); MNIST trains
 # in about a minute, and a longer training sets timeout_s (0: no deadline).
