@@ -54,7 +54,7 @@ from bench.common import (
 )
 
 OPTIONS = ("trainer", "trainer_spe8", "independent", "default", "ring", "pack64k", "overlap", "spe8", "accum4", "b4x")
-DEFAULT_OPTIONS = OPTIONS
+DEFAULT_OPTIONS = tuple(o for o in OPTIONS if o != "trainer_spe8")
 
 
 def _variant(option: str, batch: int) -> dict:
