@@ -263,6 +263,6 @@ def test_runtime_imports_no_tensorflow_kfp_or_kubernetes():
 
 def test_docs_describe_every_public_function_of_the_runtime():
     doc = (Path(REPO) / "docs" / "training-program.md").read_text()
-    for name in ("context", "strategy", "wait_for_peers", "serve", "dataset", "metadata", "callbacks", "save",
+    for name in ("context", "strategy", "wait_for_peers", "serve", "dataset", "metadata", "callbacks", "progress", "save",
                  "report", "diverged", "write_scalars"):
         assert f"runtime.{name}(" in doc, name
