@@ -46,7 +46,7 @@ def main():
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--steps_per_epoch", type=int, default=0, help="0: train examples / batch size")
     parser.add_argument("--batch_size", type=int, default=128, help="examples per step (one worker runs a step)")
-    parser.add_argument("--learning_rate", type=float, default=2e-3)
+    parser.add_argument("--learning_rate", type=float, default=3e-3, help="cosine-decayed to 0 over the steps")
     args = parser.parse_args()
     start = time.perf_counter()
 
@@ -59,7 +59,8 @@ def main():
     steps = args.steps_per_epoch or max(1, meta.splits["train"].num_examples // args.batch_size)
     with strategy.scope():  # the variables are created on the ps
         model = build_model(meta)
-        optimizer = tf_keras.optimizers.Adam(args.learning_rate)
+        schedule = tf_keras.optimizers.schedules.CosineDecay(args.learning_rate, decay_steps=args.epochs * steps)
+        optimizer = tf_keras.optimizers.Adam(schedule)
         train_loss = tf_keras.metrics.Mean("loss")
         train_accuracy = tf_keras.metrics.SparseCategoricalAccuracy("accuracy")
     loss_fn = tf_keras.losses.SparseCategoricalCrossentropy(reduction=tf_keras.losses.Reduction.NONE)
