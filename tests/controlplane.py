@@ -355,3 +355,49 @@ def running_control_plane(work: Path, kubelet_port: int, bin_dir: Path | None = 
         cp.stop()
         if os.environ.get("TFK8S_KEEP_CONTROLPLANE_LOGS") is None:
             shutil.rmtree(work / "etcd", ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.controlplane [--nodes N] [--work DIR]``: start the test control plane with ``N`` fake
+    nodes (and the fake kubelet), print the admin kubeconfig's path, and run until Ctrl-C / SIGTERM (for
+    kubectl, a benchmark, or a look at a scenario by hand). Build the binaries first: ``make test-cluster``
+    or ``hack/controlplane/build.sh``."""
+    import argparse
+    import tempfile
+    import threading
+
+    from kubernetes import client
+
+    from tests.cluster_fixtures import NODE_CPU, NODE_MEMORY, _ready, add_node, node_name, wait
+    from tests.fake_kubelet import FakeKubelet
+
+    parser = argparse.ArgumentParser(prog="python -m tests.controlplane", description=main.__doc__)
+    parser.add_argument("--nodes", type=int, default=4, help="fake nodes (4 CPU, 16Gi each)")
+    parser.add_argument("--work", default="", help="folder for the logs, certificates and etcd's data")
+    args = parser.parse_args(argv)
+    work = Path(args.work or tempfile.mkdtemp(prefix="tfk8s-controlplane-"))
+    work.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with running_control_plane(work, port) as cp:
+        kubelet = FakeKubelet(cp.admin_client, cp.pki.path("kubelet.crt"), cp.pki.path("kubelet.key"), port)
+        kubelet.start()
+        try:
+            with cp.admin_client() as api:
+                core = client.CoreV1Api(api)
+                for i in range(args.nodes):
+                    add_node(core, node_name(i), NODE_CPU, NODE_MEMORY)
+                wait(lambda: sum(_ready(n) for n in core.list_node().items) == args.nodes, "Ready nodes", 60)
+            print(f"control plane at {cp.url} with {args.nodes} nodes; logs in {work}\n"
+                  f"export KUBECONFIG={cp.kubeconfig()}\n(Ctrl-C stops it)", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                while not stop.wait(1):
+                    pass
+        finally:
+            kubelet.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
