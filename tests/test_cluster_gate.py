@@ -12,7 +12,7 @@ def test_cluster_tests_are_deselected_outside_make_test_cluster_with_one_line_sa
     env = {k: v for k, v in os.environ.items() if k != "TFK8S_TEST_CLUSTER"}
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--co",
                           "tests/test_kube_cluster.py"], cwd=REPO, env=env, capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, check=False)  # exit 5: nothing selected to run
     lines = [line for line in out.stdout.splitlines() if "real-cluster tests" in line]
     assert len(lines) == 1 and lines[0].endswith("real-cluster tests need `make test-cluster`"), out.stdout
     assert int(lines[0].split()[0]) >= 15  # every scenario of tests/test_kube_cluster.py
