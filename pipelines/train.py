@@ -148,7 +148,8 @@ def train_pipeline(
         namespace: namespace of the training replicas (empty: the launcher pod's own).
         kubernetes: the replicas' Kubernetes settings, any of cpu, memory, gpus, node_selector, tolerations,
             service_account, replica_overrides, cluster_domain, schedule_timeout_s, ttl_seconds_after_finished,
-            kueue_queue, scheduler_name (tfk8s.kube.settings.KubernetesParams); e.g.
+            kueue_queue, scheduler_name, spread, gang ("native": all-or-nothing with a Kubernetes PodGroup),
+            network_policy, network_policy_from (tfk8s.kube.settings.KubernetesParams); e.g.
             {"cpu": "2", "memory": "4Gi", "replica_overrides": {"ps": {"cpu": "500m"}}}.
     """
     run_id = dsl.PIPELINE_JOB_ID_PLACEHOLDER
