@@ -122,6 +122,24 @@ def test_mwms_oomkilled_worker_recreates_the_set_then_the_budget_runs_out(kube):
     assert any("recreating worker-0, worker-1, worker-2 (restart 1 of 1)" in line for line in kube.output)
 
 
+def test_an_evicted_worker_recreates_the_set_with_the_eviction_apis_reason(kube):
+    """The Eviction API (a node drain): the API server marks the pod DisruptionTarget (EvictionByEvictionAPI)
+    and deletes it; the kubelet stops it (exit 143). Retryable: the MWMS set is recreated."""
+    job = make_job(chief=0, worker=2, ps=0)
+
+    def script(c: RealCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        pod = c.replica_pod("worker-1")["metadata"]["name"]
+        c.core.create_namespaced_pod_eviction(pod, c.namespace, {"metadata": {"name": pod, "namespace": c.namespace}})
+        c.wait_pods("worker-0", "worker-1", attempt=1)
+        c.succeed("worker-0")
+
+    result = kube.launch(job, make_settings(kube), script)
+    assert result.restarts == 1
+    restart = next(line for line in kube.output if "retryable: recreating" in line)
+    assert restart.startswith("[launcher] worker-1 failed") and "EvictionByEvictionAPI" in restart, restart
+
+
 def test_pss_ps_killed_recreates_the_chief_and_ps_not_the_workers(kube):
     """ParameterServerStrategy: a ps killed by a signal (exit 137) recreates the chief and the ps; the worker
     keeps running (attempt 0) and the job then succeeds with one restart used."""
