@@ -134,8 +134,8 @@ def train_pipeline(
         job_name_prefix: prefix of the training job's name (<prefix>-<run id>, cut to a DNS-1035 label).
         model_name: names the export base <volume>/models/<model_name> and serving/<model_name> (empty:
             <data set>-cnn for the built-in trainer, <data set>-model for your program).
-        gate_metric: the metric the quality gate checks against min_accuracy (default accuracy; from the
-            evaluation, else from what the training program reported).
+        gate_metric: the metric the quality gate checks against min_accuracy, higher is better (default
+            accuracy; from the evaluation, else from what the training program reported).
         min_accuracy: quality gate: lowest value of gate_metric that is blessed.
         max_accuracy_drop: quality gate: largest drop vs the last blessed model (< 0: no check).
         fail_on_unblessed: fail the run when the model is not blessed (else it is just not pushed).

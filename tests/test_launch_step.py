@@ -196,3 +196,30 @@ def test_dry_run_renders_the_users_command_per_replica_with_the_kubernetes_setti
     assert worker["resources"]["requests"] == {"cpu": "2", "memory": "4Gi"}
     env = {e["name"]: e["value"] for e in worker["env"]}
     assert env["TFK8S_DATA_DIR"] == "/mnt/tfk8s/mine" and env["TFK8S_REPLICA_TYPE"] == "worker"
+
+
+def test_the_builtin_trainer_refuses_a_data_folder_without_metadata_before_any_replica(tmp_path):
+    from tfk8s.steps import launch_training_step
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "part-0.tfrecord").write_bytes(b"x")
+    with pytest.raises(ValueError, match=r"is a tfrecord folder without metadata.json, which the built-in trainer "
+                                         r"needs .*pass your own program as command"):
+        launch_training_step(data_dir=str(tmp_path / "mine"), volume_root=str(tmp_path), run_id="r1",
+                             backend="local", params={})
+    assert not (tmp_path / "runs").exists()
+
+
+def test_prepare_step_checks_a_users_data_dir_relative_to_the_volume_instead_of_preparing(tmp_path):
+    from tfk8s.steps import prepare_dataset_step
+
+    (tmp_path / "datasets" / "mine").mkdir(parents=True)
+    (tmp_path / "datasets" / "mine" / "snapshot.metadata").write_bytes(b"x")
+    args = dict(dataset_name="mnist", tfds_data_dir="", volume_root=str(tmp_path), run_id="r1", num_shards=0,
+                num_workers=2, max_examples=0)
+    md = prepare_dataset_step(**args, data_dir="datasets/mine")
+    assert (md["path"], md["format"], md["dataset"]) == (str(tmp_path / "datasets" / "mine"), "tf.data snapshot",
+                                                         "mine")
+    assert not (tmp_path / "runs").exists()  # nothing prepared
+    with pytest.raises(ValueError, match=r"data_dir .*datasets/missing does not exist"):
+        prepare_dataset_step(**args, data_dir="datasets/missing")

@@ -161,6 +161,10 @@ def launch_training_step(
     spec = LaunchSpec.from_params(given)
     if not dry_run:
         info = inspect_data_dir(data_dir)  # a bad or empty data folder fails before any replica starts
+        if spec.is_builtin_trainer and info.get("format") != "tfk8s":
+            raise ValueError(f"data_dir {data_dir} is a {info.get('format')} folder without metadata.json, which "
+                             f"the built-in trainer needs (image shape, classes): pass your own program as "
+                             f"command, or prepare the data with dataset_name (docs/training-program.md)")
         if spec.is_builtin_trainer:
             examples = info.get("splits", {}).get("train", 0)
             examples = examples.get("num_examples", 0) if isinstance(examples, dict) else examples
@@ -295,7 +299,11 @@ def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, m
     signature = serving_signature(model_dir, required=False)
     misfit = builtin_misfit(signature, metadata)
     if misfit is None:
-        result = evaluate_saved_model(model_dir, data_dir, split)
+        try:
+            result = evaluate_saved_model(model_dir, data_dir, split)
+        except Exception as e:  # noqa: BLE001 - whatever the model does with the images, the gate must decide
+            misfit = f"the built-in evaluation failed ({type(e).__name__}: {str(e).splitlines()[0][:300]})"
+    if misfit is None:
         baseline = None
         baseline_dir = latest_version_dir(serving_base) if serving_base else None
         if baseline_dir and thresholds.max_accuracy_drop >= 0 and gate_metric in ("accuracy", "loss"):
