@@ -95,7 +95,8 @@ def evaluate_model(
     from tfk8s.steps import write_report_step
 
     page = write_report_step(data_dir=dataset.metadata["path"], evaluation=outcome, export=exported_model.metadata,
-                             output=report.path)
+                             output=report.path,
+                             run_dir=os.path.dirname(os.path.dirname(summary_file)) if summary_file else None)
     print(f"tfk8s: report {page}", flush=True)
     return namedtuple("GateOutputs", ["blessed", "reasons"])(outcome.blessing.blessed,
                                                              "; ".join(outcome.blessing.reasons))

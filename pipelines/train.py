@@ -283,7 +283,9 @@ def run_local(volume: str | os.PathLike, params: dict, verbose: bool = True) -> 
         task = train_pipeline(**args)
     out = task.outputs
     metrics, exported = out["metrics"].metadata, out["exported_model"].metadata
-    run_dir = Path(out["dataset"].metadata["path"]).parent
+    # the run's folder: the launch step's train dir's parent (the data folder may be a user's, elsewhere)
+    summary_file = out["model"].metadata.get("training_summary")
+    run_dir = Path(summary_file).parents[1] if summary_file else Path(out["dataset"].metadata["path"]).parent
     from tfk8s.jobs import read_record, record_path
 
     return {"accuracy": metrics.get("accuracy"), "loss": metrics.get("loss"), "export_path": exported["path"],
@@ -293,9 +295,10 @@ def run_local(volume: str | os.PathLike, params: dict, verbose: bool = True) -> 
             "volume": str(volume), "pipeline_root": str(pipeline_root), "wall_time_s": time.monotonic() - t0}
 
 
-def _check_params(items: list[str], *, local: bool) -> None:
+def _check_params(items: list[str], *, local: bool, volume: str | os.PathLike | None = None) -> None:
     """Check ``--param`` items against the compiled pipeline's inputs and together (:mod:`tfk8s.params`)
-    before anything starts; exits with the problems listed."""
+    before anything starts; exits with the problems listed. With ``--local`` a user's ``data_dir`` is checked
+    on ``volume`` (a relative one is under it), and then ``dataset_name`` is not used."""
     import inspect
 
     from tfk8s import params as pipeline_params
@@ -322,8 +325,17 @@ def _check_params(items: list[str], *, local: bool) -> None:
         pipeline_params.check(merged)
     except ValueError as e:
         raise SystemExit(f"tfk8s: {e}") from None
-    from tfk8s.dataset import check_dataset, default_tfds_data_dir
+    from tfk8s.dataset import check_dataset, default_tfds_data_dir, inspect_data_dir
 
+    if merged.get("data_dir"):  # the user's own data: checked where it is, nothing is prepared
+        if local:
+            from tfk8s.steps import resolve_data_dir
+
+            try:
+                inspect_data_dir(resolve_data_dir(merged["data_dir"], str(Path(volume or ".").resolve())))
+            except ValueError as e:
+                raise SystemExit(f"tfk8s: {e}") from None
+        return
     data_dir = merged.get("tfds_data_dir") or (default_tfds_data_dir() if local else "")
     try:  # a bad dataset_name fails here, not in the prepare step of a started run
         check_dataset(merged["dataset_name"], data_dir or None, bool(merged.get("tfds_download")), local=local)
@@ -354,7 +366,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("tfk8s: --param applies to --local, --run and --schedule; a compiled pipeline takes its "
                          "parameters when a run starts")
     if a.run or a.schedule is not None or a.local:  # --schedule '' is a bad cron, not "no schedule"
-        _check_params(a.param, local=a.local)
+        _check_params(a.param, local=a.local, volume=a.volume)
     if handle_cluster(a, compile_pipeline):  # --run / --schedule / --compile --format argo
         return
     if a.compile:

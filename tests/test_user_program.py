@@ -86,13 +86,16 @@ def test_a_tutorial_program_runs_with_two_workers_is_exported_and_said_not_evalu
     md = Path(r["summary"]).read_text()
     assert "gate_metric 'accuracy' was not reported by the training program's metrics" in md
 
-    # the same model evaluated by the user's own eval_command, under the same contract
-    from tfk8s.steps import evaluate_model_step
-
-    outcome = evaluate_model_step(model_dir=r["export_path"], data_dir=str(run_dir / "data"), min_accuracy=0.5,
-                                  eval_command=f"python {EVAL}", train_dir=str(run_dir / "train"),
-                                  training_summary=summary, log_sink=lambda _line: None)
-    assert outcome.evaluated and outcome.how == "eval_command"
-    assert outcome.metrics["examples"] == 2000 and 0.5 < outcome.metrics["accuracy"] <= 1  # chance is 0.1
-    assert outcome.blessing.blessed, outcome.blessing.reasons
-    assert json.loads((run_dir / "train" / "metrics" / "evaluation.json").read_text())["examples"] == 2000
+    # again on the data just prepared, as a user's own data_dir (nothing prepared), evaluated by the user's
+    # eval_command under the same contract: a new version, evaluated, blessed, reported in its own run folder
+    r2 = run_local(volume, {"workers": 2, "command": command, "data_dir": f"runs/{run_dir.name}/data",
+                            "eval_command": f"python {EVAL}", "min_accuracy": 0.5})
+    assert (r2["model_name"], r2["version"]) == ("mnist-model", 2)
+    assert r2["metrics"]["evaluated"] is True and r2["metrics"]["how"] == "eval_command"
+    assert 0.5 < r2["accuracy"] <= 1 and r2["metrics"]["examples"] == 2000  # chance is 0.1
+    assert r2["blessed"] is True
+    run2 = Path(r2["run_dir"])
+    assert run2 != run_dir and not (run2 / "data").exists()  # the first run's data was used, not copied
+    assert json.loads((run2 / "train" / "metrics" / "evaluation.json").read_text())["examples"] == 2000
+    assert (run2 / "report.html").is_file()
+    assert sorted(p.name for p in (volume / "serving" / "mnist-model").iterdir()) == ["2"]

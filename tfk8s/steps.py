@@ -332,7 +332,8 @@ def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, m
     return EvaluationOutcome(False, "", numbers, blessing, reason=reason)
 
 
-def write_report_step(*, data_dir: str, evaluation, export: dict, output: str | None = None) -> str:
+def write_report_step(*, data_dir: str, evaluation, export: dict, output: str | None = None,
+                      run_dir: str | None = None) -> str:
     """Save the evaluation as ``<run dir>/evaluation.json`` and write the run's HTML report
     (:mod:`tfk8s.html_report`) to ``<run dir>/report.html`` and, if given, to ``output`` (the KFP HTML artifact).
 
@@ -340,8 +341,9 @@ def write_report_step(*, data_dir: str, evaluation, export: dict, output: str | 
         evaluation: :class:`tfk8s.evaluation.EvaluationOutcome` (the built-in result's fields, or the metrics
             the gate saw and ``not_evaluated`` when there is none).
 
-    The run dir is the data dir's parent (``<root>/runs/<run id>``, :class:`tfk8s.layout.RunLayout`); a user's
-    own data folder elsewhere: the export's run is unknown, so the report goes next to the data folder.
+    ``run_dir``: the run's folder (``<root>/runs/<run id>``, :class:`tfk8s.layout.RunLayout`: the launch step's
+    train dir's parent); default the data dir's parent (where prepare_dataset writes it; not for a user's
+    data_dir).
 
     Returns:
         the path of ``<run dir>/report.html``.
@@ -351,7 +353,7 @@ def write_report_step(*, data_dir: str, evaluation, export: dict, output: str | 
 
     from tfk8s.html_report import write_evaluation, write_run_report
 
-    run_dir = Path(data_dir).parent
+    run_dir = Path(run_dir) if run_dir else Path(data_dir).parent
     fields = evaluation.result.to_dict() if evaluation.result is not None else dict(evaluation.metrics)
     write_evaluation(run_dir, {**fields, "blessed": evaluation.blessing.blessed,
                                "reasons": evaluation.blessing.reasons, "evaluated": evaluation.evaluated,
