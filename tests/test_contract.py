@@ -110,8 +110,10 @@ def _printed(lines: list[str], label: str, key: str):
 
 def test_local_backend_hands_every_replica_its_contract_env_and_command(tmp_path):
     train, data = tmp_path / "train", tmp_path / "data"
+    # sys.executable, not "python": the replicas must import tfk8s from this environment (a bare "python" is
+    # whatever PATH finds; the pipeline maps it with contract.local_python, which this test does not go through)
     job = TrainingJob("tfk8s-r1", ReplicaCounts(chief=1, worker=1, ps=1), (
-        "python", FAKE, "--model_dir", "{model_dir}", "--who", "{replica_type}:{replica_index}", "{{x}}"),
+        sys.executable, FAKE, "--model_dir", "{model_dir}", "--who", "{replica_type}:{replica_index}", "{{x}}"),
         train_dir=str(train), data_dir=str(data), grace_period_s=0)
     lines: list[str] = []
     run_local(job, log_sink=lines.append, stop_grace_s=2)
