@@ -160,7 +160,9 @@ def handle(args: argparse.Namespace, compile_fn: Callable[[Path], Path]) -> bool
         )
         try:
             with tempfile.TemporaryDirectory(prefix="tfk8s-") as tmp:
-                path = compile_argo(output, source=compile_fn(Path(tmp) / "train.yaml"))
+                import components
+
+                path = compile_argo(output, source=compile_fn(Path(tmp) / "train.yaml"), components=components)
         except ArgoExportError as e:
             raise SystemExit(f"error: {e}") from None
         print(f"compiled the pipeline to {path} (an Argo Workflow; submit with `argo submit {path}`)")

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from hera.workflows import models as m
 
+import components
 from components import DEFAULT_IMAGE
 from tfk8s.argo import (
     DEFAULT_OUTPUT,
@@ -34,7 +35,7 @@ def committed() -> dict:
 
 @pytest.fixture(scope="module")
 def ir():
-    return load_ir(IR_PATH)
+    return load_ir(IR_PATH, components)
 
 
 def _templates(wf: dict) -> dict:
@@ -75,7 +76,7 @@ def _ir_container_tasks(ir) -> dict[str, dict]:
 def test_committed_argo_workflow_is_what_the_code_builds_now(committed):
     from pipelines.train import train_pipeline
 
-    fresh = build_workflow(train_pipeline).to_dict()  # the pipeline function, compiled in memory
+    fresh = build_workflow(train_pipeline, components).to_dict()  # the pipeline function, compiled in memory
     assert fresh == committed, "regenerate: python pipelines/train.py --compile --format argo"
     assert DEFAULT_OUTPUT.read_text().startswith(HEADER)
 
@@ -289,7 +290,7 @@ def test_untranslatable_pipelines_fail_naming_the_task():
             prepare_dataset(num_shards=n)
 
     with pytest.raises(ArgoExportError, match=r"task 'for-loop-\d+' is a loop"):
-        build_workflow(loop)
+        build_workflow(loop, components)
 
     @dsl.component(base_image=DEFAULT_IMAGE)
     def not_a_tfk8s_component(x: int) -> int:
@@ -300,7 +301,7 @@ def test_untranslatable_pipelines_fail_naming_the_task():
         not_a_tfk8s_component(x=1)
 
     with pytest.raises(ArgoExportError, match=r"no module of components/ defines not_a_tfk8s_component\(\)"):
-        build_workflow(stranger)
+        build_workflow(stranger, components)
 
     @dsl.pipeline(name="exit")
     def exit_handler():
@@ -308,7 +309,7 @@ def test_untranslatable_pipelines_fail_naming_the_task():
             prepare_dataset(num_shards=2)
 
     with pytest.raises(ArgoExportError, match=r"trigger strategy ALL_UPSTREAM_TASKS_COMPLETED"):
-        build_workflow(exit_handler)
+        build_workflow(exit_handler, components)
 
 
 def _train_like_parser():
@@ -342,7 +343,7 @@ def test_compile_format_argo_writes_the_workflow_and_never_over_the_kfp_package(
 
     written = []
     monkeypatch.setattr(
-        "tfk8s.argo.compile_argo", lambda output, source: written.append(Path(output)) or output
+        "tfk8s.argo.compile_argo", lambda output, source, components: written.append(Path(output)) or output
     )
     cli_extras.handle(p.parse_args(["--compile", "--format", "argo"]), compile_pipeline)
     assert written == [DEFAULT_OUTPUT]  # the KFP package's default --output is not overwritten

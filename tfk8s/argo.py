@@ -98,6 +98,7 @@ class PipelineIR:
 
     spec: dict
     kubernetes: dict  # executor label -> KubernetesExecutorConfig as a dict
+    components: Any = None  # the package of component modules (their CLIs and CLI_IO), given by the caller
 
     @property
     def name(self) -> str:
@@ -138,13 +139,15 @@ class _Step:
     scope: dict[str, _Value] = field(default_factory=dict)  # the enclosing DAG's inputs (PVC claim names)
 
 
-def load_ir(source: Any) -> PipelineIR:
+def load_ir(source: Any, components: Any = None) -> PipelineIR:
     """The compiled IR of ``source``.
 
     Args:
         source: a compiled package path (``.yaml``), its documents as a dict (``{"spec": ..., "platform": ...}``
-            or just the PipelineSpec), a ``@dsl.pipeline`` function (compiled in memory with the KFP compiler),
-            or None for :func:`pipelines.train.train_pipeline`.
+            or just the PipelineSpec), or a ``@dsl.pipeline`` function (compiled in memory with the KFP compiler).
+        components: the package holding the component modules (``import components``), whose ``CLI_IO``
+            the export reads. The caller passes both: this module imports neither ``pipelines/`` nor
+            ``components/`` (upper layers).
 
     Raises:
         FileNotFoundError: the package path does not exist.
@@ -163,11 +166,11 @@ def load_ir(source: Any) -> PipelineIR:
         with tempfile.TemporaryDirectory() as tmp:
             package = Path(tmp) / "pipeline.yaml"
             compiler.Compiler().compile(source, str(package))
-            return load_ir(package)
+            return load_ir(package, components)
     executors = (
         platform.get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
     )
-    return PipelineIR(spec=dict(spec), kubernetes=dict(executors))
+    return PipelineIR(spec=dict(spec), kubernetes=dict(executors), components=components)
 
 
 def format_value(value: Any, parameter_type: str) -> str:
@@ -200,15 +203,19 @@ def cli_of(ir: PipelineIR, comp_ref: str) -> tuple[list[str], dict]:
     """The command running a component's CLI and its ``CLI_IO`` declaration.
 
     Raises:
-        ArgoExportError: no module of :mod:`components` defines the function, or it declares no ``CLI_IO``.
+        ArgoExportError: no components package was given, no module of it defines the function, or it declares
+            no ``CLI_IO``.
     """
-    import components
+    components = ir.components
+    if components is None:
+        raise ArgoExportError("no components package given: pass the package of the component modules, e.g. "
+                              "build_workflow(source, components) after `import components`")
 
     fn = function_name(ir, comp_ref)
     names = [fn] + [m.name for m in pkgutil.iter_modules(components.__path__) if m.name != fn]
     for name in names:
         try:
-            module = importlib.import_module(f"components.{name}")
+            module = importlib.import_module(f"{components.__name__}.{name}")
         except ModuleNotFoundError:
             continue
         if hasattr(module, fn):
@@ -376,11 +383,11 @@ def _claim(step: _Step, mount: dict) -> str:
     raise ArgoExportError(f"task {step.name!r}: PVC mount {mount} names its claim in a way not translated")
 
 
-def build_workflow(source: Any) -> Workflow:
+def build_workflow(source: Any, components: Any = None) -> Workflow:
     """Build the Argo Workflow of a compiled pipeline (see the module docstring for the mapping).
 
     Args:
-        source: what :func:`load_ir` accepts.
+        source, components: what :func:`load_ir` accepts.
 
     Returns:
         A :class:`hera.workflows.Workflow`: ``generateName: <pipeline name>-``, one DAG template (the entrypoint,
@@ -391,7 +398,7 @@ def build_workflow(source: Any) -> Workflow:
         ArgoExportError: the pipeline uses something not translated (the message names the task and feature),
             or its steps' image differs from the default of its ``image`` parameter.
     """
-    ir = load_ir(source)
+    ir = load_ir(source, components)
     params = ir.parameters
     root_scope = {
         n: _Value(f"{{{{workflow.parameters.{n}}}}}", d["parameterType"]) for n, d in params.items()
@@ -543,19 +550,19 @@ def _template(ir: PipelineIR, step: _Step, claims: dict, params: dict) -> Contai
     )
 
 
-def workflow_yaml(source: Any) -> str:
+def workflow_yaml(source: Any, components: Any = None) -> str:
     """The Workflow of :func:`build_workflow` as the YAML text :func:`compile_argo` writes (with its header)."""
-    return HEADER + build_workflow(source).to_yaml()
+    return HEADER + build_workflow(source, components).to_yaml()
 
 
-def compile_argo(output: str | os.PathLike, source: Any) -> Path:
+def compile_argo(output: str | os.PathLike, source: Any, components: Any = None) -> Path:
     """Write the Argo Workflow of ``source`` (what :func:`load_ir` accepts) to ``output``.
 
     Returns:
         The path written. Raises what :func:`build_workflow` raises.
     """
     out = Path(output)
-    text = workflow_yaml(source)
+    text = workflow_yaml(source, components)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     return out
