@@ -132,4 +132,8 @@ def test_custom_loop_example_trains_under_parameter_servers_and_the_chief_saves(
     assert {ln.split("]")[0] for ln in lines if "serving grpc://" in ln} == {"[worker-0", "[worker-1", "[ps-0"}
     _, numbers, _ = read_metrics(train / "metrics" / "chief-0.json")
     assert numbers["accuracy"] > 0.3, numbers  # 40 asynchronous steps of 64; chance 0.1
+    from tfk8s.progress import read_progress
+
+    done = read_progress(train / "progress" / "chief-0.json")  # runtime.progress from the custom loop
+    assert (done.state, done.epoch, done.step, done.steps) == ("done", 1, 40, 40)
     assert _serving_input(train / "saved_model") == ("uint8", [None, 28, 28, 1])

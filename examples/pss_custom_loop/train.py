@@ -97,8 +97,8 @@ def main():
         train_accuracy.reset_states()
         for step in range(steps):
             coordinator.schedule(step_fn, args=(per_worker_iterator,))  # to whichever worker is free
-            if step % 10 == 9:
-                runtime.progress(epoch=epoch, epochs=args.epochs, step=(epoch - 1) * steps + step + 1,
+            if step % 20 == 19:  # steps done so far: the optimizer's step counter, read from the ps
+                runtime.progress(epoch=epoch, epochs=args.epochs, step=int(optimizer.iterations.numpy()),
                                  steps=args.epochs * steps)
         coordinator.join()  # every scheduled step of the epoch has run
         times.append(time.perf_counter() - t0)
@@ -110,7 +110,8 @@ def main():
                          examples_per_sec=rate, loss=loss, force=True)
 
     runtime.save(model)  # the coordinator reads the variables from the ps
-    runtime.progress("done", force=True)
+    runtime.progress("done", force=True, epoch=args.epochs, epochs=args.epochs,
+                     step=int(optimizer.iterations.numpy()), steps=args.epochs * steps, loss=loss)
     runtime.report({"accuracy": accuracy, "loss": loss, "epochs": args.epochs,
                     "examples_per_sec": args.epochs * steps * args.batch_size / sum(times),
                     "wall_time_s": time.perf_counter() - start})
