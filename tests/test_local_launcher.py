@@ -15,6 +15,7 @@ from tfk8s.launcher import JobTimeoutError, LauncherTerminatedError, ReplicaFail
 from tfk8s.launcher.local import run_local
 
 FAKE = str(Path(__file__).with_name("fake_replica.py"))
+pytestmark = pytest.mark.timeout(120)  # a hung launcher fails here with its stack, not after the CI limit
 
 
 def _job(counts: ReplicaCounts, behaviour: dict | None = None, pid_dir: Path | None = None, **kw) -> TrainingJob:
@@ -157,8 +158,11 @@ def test_a_worker_killed_by_a_signal_recreates_the_whole_worker_set_and_counts_o
     lines: list[str] = []
     job = _policy_job(ReplicaCounts(worker=2), {"worker-0": ["sleep", "exit:0"], "worker-1": ["kill", "exit:0"]},
                       tmp_path)
-    result = run_local(job, log_sink=lines.append, stop_grace_s=2, max_restarts=3)
+    result = run_local(job, log_sink=lines.append, log_dir=tmp_path / "logs", stop_grace_s=2, max_restarts=3)
     assert result.restarts == 1
+    log = (tmp_path / "logs" / "worker-1.log").read_text().splitlines()  # both attempts, a separator between
+    sep = next(i for i, line in enumerate(log) if "worker-1 recreated (restart 1)" in line)
+    assert "worker-1 attempt 0" in log[:sep] and "worker-1 attempt 1" in log[sep:]
     assert result.exit_codes == {"worker-0": 0, "worker-1": 0}
     assert _starts(tmp_path / "state") == {"worker-0": 2, "worker-1": 2}  # the whole MWMS set, once
     assert any("replica worker-1 exited -9 (killed by signal SIGKILL); retryable: recreating worker-0, worker-1 "

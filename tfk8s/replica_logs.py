@@ -23,6 +23,13 @@ _LINE = re.compile(r"^\[([a-z]+-\d+)\] ?(.*)$")
 _RECREATING = re.compile(r"recreating (.+?) \(restart (\d+) of (?:max_restarts=)?\d+\)")
 
 
+def recreated_line(label: str, restart: int | str) -> str:
+    """The separator between two attempts of ``label`` in its log file (both backends write it)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return (f"----- tfk8s {stamp}: {label} recreated (restart {restart}); the new attempt's lines follow its "
+            f"predecessor's last ones -----")
+
+
 def replica_log_file(log_dir: str | os.PathLike, label: str) -> Path:
     """``<log dir>/<label>.log`` for a replica label such as ``worker-1``."""
     return Path(log_dir) / f"{label}.log"
@@ -67,11 +74,9 @@ class ReplicaLogWriter:
                 return
             r = _RECREATING.search(line)
             if r:
-                stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 for label in (x.strip() for x in r.group(1).split(",")):
                     if label in self.labels and (f := self._file(label)):
-                        f.write(f"----- tfk8s {stamp}: {label} recreated (restart {r.group(2)}); the new "
-                                f"attempt's lines follow its predecessor's last ones -----\n")
+                        f.write(recreated_line(label, r.group(2)) + "\n")
 
     def wrap(self, sink: Callable[[str], None]) -> Callable[[str], None]:
         """``sink`` that also keeps each line in its replica's file."""

@@ -306,6 +306,12 @@ class _LocalRun:
                   f"max_restarts={self.max_restarts})")
         procs = [self.procs[r] for r in ordered]
         _stop(procs, self.stop_grace_s)
+        if self.log_dir:
+            from tfk8s.replica_logs import recreated_line
+
+            for p in procs:  # every attempt goes to the same file, a separator between them
+                with contextlib.suppress(OSError), open(self.log_dir / f"{p.replica.label}.log", "a") as f:
+                    f.write(recreated_line(p.replica.label, self.restarts) + "\n")
         for p in procs:
             self.finished.append(p)
             self.exit_codes.pop(p.replica.label, None)
