@@ -343,6 +343,23 @@ def _check_params(items: list[str], *, local: bool, volume: str | os.PathLike | 
         raise SystemExit(f"tfk8s: {e}") from None
 
 
+def _check_volume(volume: str | os.PathLike) -> None:
+    """The ``--local`` volume folder can be created and written (a file is created and removed in its pipeline
+    root); exits with one line naming the path and the fix otherwise (:func:`tfk8s.layout.volume_writes`)."""
+    import tempfile
+
+    from tfk8s.layout import VolumeWriteError, volume_writes
+
+    root = Path(volume).resolve() / "pipeline-root"
+    try:
+        with volume_writes(root, "the local volume (--volume)"):
+            root.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=root):
+                pass
+    except VolumeWriteError as e:
+        raise SystemExit(f"tfk8s: {e}") from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """CLI: ``python pipelines/train.py --help`` (--compile, --local, --run, --schedule)."""
     p = argparse.ArgumentParser(prog="python pipelines/train.py", description=__doc__,
@@ -373,6 +390,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"compiled {PIPELINE_NAME} to {compile_pipeline(a.output)}")
         return
     params = resolve_params(DEFAULT_OUTPUT, parse_param_items(a.param))
+    _check_volume(a.volume)
     if not a.verbose:
         print(f"tfk8s: running {PIPELINE_NAME} locally on {Path(a.volume).resolve()} (each step's whole output "
               f"goes to its output.log; --verbose prints it)", flush=True)

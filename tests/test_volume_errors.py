@@ -71,9 +71,8 @@ def test_a_volume_root_that_cannot_exist_says_which_folder_is_missing(tmp_path):
     with pytest.raises(VolumeWriteError) as err:
         ensure_volume_step(backend="local", volume_root=str(tmp_path / "a-file" / "volume"), pvc_name="x")
     assert str(err.value) == (
-        f"cannot write the volume root to {tmp_path}/a-file/volume: {tmp_path}/a-file does not exist or is not a "
-        f"folder, so the volume root cannot be created there: pass an existing writable folder as --volume / "
-        f"volume_root")
+        f"cannot write the volume root to {tmp_path}/a-file/volume: {tmp_path}/a-file is a file, not a folder, so "
+        f"nothing can be created below it: pass an existing writable folder as --volume / volume_root")
 
 
 def test_the_step_cli_prints_one_error_line_not_a_traceback(tmp_path):
@@ -93,3 +92,16 @@ def test_other_errors_pass_unchanged(tmp_path):
         raise FileNotFoundError(errno.ENOENT, "No such file or directory", "/elsewhere/input.json")
     with pytest.raises(KeyError), volume_writes(tmp_path / "vol", "x"):
         raise KeyError("bug")
+
+
+def test_a_local_run_on_a_volume_that_cannot_exist_stops_before_any_step_with_one_line(tmp_path, monkeypatch):
+    from pipelines import train
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setattr(train, "run_local", lambda *a, **k: pytest.fail("the pipeline started"))
+    with pytest.raises(SystemExit) as err:
+        train.main(["--local", "--volume", str(tmp_path / "a-file" / "vol")])
+    assert str(err.value) == (
+        f"tfk8s: cannot write the local volume (--volume) to {tmp_path}/a-file/vol/pipeline-root: {tmp_path}/a-file "
+        f"is a file, not a folder, so nothing can be created below it: pass an existing writable folder as "
+        f"--volume / volume_root")

@@ -133,6 +133,18 @@ def _why(error: BaseException) -> tuple[str, str] | None:
     return None
 
 
+def _missing_fix(where: Path) -> str:
+    """Why ``where`` cannot be created: the nearest existing ancestor is a file, or none is writable."""
+    for ancestor in where.parents:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                return (f"{ancestor} is a file, not a folder, so nothing can be created below it: pass an existing "
+                        f"writable folder as --volume / volume_root")
+            return (f"it cannot be created in {ancestor}: pass an existing writable folder as --volume / "
+                    f"volume_root")
+    return "pass an existing writable folder as --volume / volume_root"
+
+
 def _related(failed: str, path: str | os.PathLike) -> bool:
     """Whether ``failed`` is ``path``, one of its parents or inside it."""
     if not failed:
@@ -171,7 +183,5 @@ def volume_writes(path: str | os.PathLike, what: str) -> Iterator[None]:
             fix = ("permission denied: make the volume writable by this user (in a cluster the project image "
                    "runs as UID 10001: the PVC needs fsGroup 10001 or matching ownership)")
         else:
-            parent = Path(where).parent
-            fix = (f"{parent} does not exist or is not a folder, so the volume root cannot be created there: pass "
-                   f"an existing writable folder as --volume / volume_root")
+            fix = _missing_fix(Path(where))
         raise VolumeWriteError(f"cannot write {what} to {where}: {fix}") from None
