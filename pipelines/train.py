@@ -40,8 +40,8 @@ from pipelines.cli_extras import add_arguments as add_cluster_arguments
 from pipelines.cli_extras import handle as handle_cluster
 from tfk8s.kfp_client import ParameterError, parse_param_items, resolve_params
 from tfk8s.launcher.local import sigterm_reaches_children
-from tfk8s.layout import DEFAULT_ROOT
 from tfk8s.launcher.policy import DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_TIMEOUT_S
+from tfk8s.layout import DEFAULT_ROOT
 from tfk8s.specs import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE, DEFAULT_TIMEOUT_S
 
 PIPELINE_NAME = "tfk8s-train"
@@ -302,7 +302,6 @@ def _check_params(items: list[str], *, local: bool, volume: str | os.PathLike | 
     import inspect
 
     from tfk8s import params as pipeline_params
-
     from tfk8s.kube.settings import KubernetesParams
 
     try:
