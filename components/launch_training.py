@@ -59,9 +59,9 @@ def launch_training(
     """Train on the prepared data set with one replica per chief/worker/ps/evaluator; outputs the
     coordinator's SavedModel (Model artifact: path, job, training summary) and the training Metrics its
     program reported (non-finite values left out, said in the metadata's ``notes``)."""
-    from tfk8s.steps import launch_training_step, launch_training_outputs
+    params = {k: v for k, v in locals().items() if k not in ("dataset", "model", "metrics")}  # before imports
+    from tfk8s.steps import launch_training_outputs, launch_training_step
 
-    params = {k: v for k, v in locals().items() if k not in ("dataset", "model", "metrics")}
     outcome = launch_training_step(data_dir=dataset.metadata["path"], volume_root=volume_root, run_id=run_id,
                                    backend=backend, params=params)
     meta, numbers = launch_training_outputs(outcome, dataset.metadata)
