@@ -526,10 +526,12 @@ class FakeCluster:
                 self._cond.wait_for(lambda v=version: self._version != v, min(remaining, 1.0))
 
     def wait_pods(self, *labels: str, attempt: int = 0) -> dict[str, dict[str, Any]]:
-        """Wait until every replica in ``labels`` has a pod of ``attempt``; return them by label."""
+        """Wait until every replica in ``labels`` has a pod of ``attempt`` and the launcher watches the pods (its
+        watch opens after its first list: a pod the script deletes before that list would never be seen, where
+        a real Job controller would replace it); return them by label."""
         def all_there() -> dict[str, dict[str, Any]] | None:
             pods = {label: self.replica_pod(label, attempt) for label in labels}
-            return pods if all(pods.values()) else None
+            return pods if all(pods.values()) and self.count("GET", "pods", watch=True) else None
 
         return self.wait_for(all_there, f"pods of {labels} (attempt {attempt})")
 
