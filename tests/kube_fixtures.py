@@ -426,6 +426,7 @@ class FakeCluster:
         self._version = 0
         server.on_change = self._changed
         self._clients: list[Any] = []
+        self.launching = False  # a launcher runs (launch()): wait_pods also waits for its pods watch
 
     def _changed(self) -> None:
         with self._cond:
@@ -460,6 +461,7 @@ class FakeCluster:
         from tfk8s.launcher.kubernetes import run_kubernetes
 
         errors: list[BaseException] = []
+        self.launching = True
 
         def play() -> None:
             try:
@@ -526,12 +528,13 @@ class FakeCluster:
                 self._cond.wait_for(lambda v=version: self._version != v, min(remaining, 1.0))
 
     def wait_pods(self, *labels: str, attempt: int = 0) -> dict[str, dict[str, Any]]:
-        """Wait until every replica in ``labels`` has a pod of ``attempt`` and the launcher watches the pods (its
-        watch opens after its first list: a pod the script deletes before that list would never be seen, where
-        a real Job controller would replace it); return them by label."""
+        """Wait until every replica in ``labels`` has a pod of ``attempt`` and a launcher (:meth:`launch`) watches
+        the pods (its watch opens after its first list: a pod the script deletes before that list would never be
+        seen, where a real Job controller would replace it); return them by label."""
         def all_there() -> dict[str, dict[str, Any]] | None:
             pods = {label: self.replica_pod(label, attempt) for label in labels}
-            return pods if all(pods.values()) and self.count("GET", "pods", watch=True) else None
+            watching = not self.launching or self.count("GET", "pods", watch=True)
+            return pods if all(pods.values()) and watching else None
 
         return self.wait_for(all_there, f"pods of {labels} (attempt {attempt})")
 
