@@ -43,8 +43,9 @@ def _pids(pid_dir: Path) -> dict[str, int]:
 
 def test_ps_and_evaluator_are_stopped_when_chief_succeeds(tmp_path):
     lines: list[str] = []
-    result = run_local(_job(ReplicaCounts(chief=1, worker=2, ps=1, evaluator=1), pid_dir=tmp_path),
-                       log_sink=lines.append, log_dir=tmp_path / "logs", stop_grace_s=2)
+    # the chief outlives the others' start (else a ps may be stopped before it wrote its pid file)
+    result = run_local(_job(ReplicaCounts(chief=1, worker=2, ps=1, evaluator=1), {"chief-0": "sleep:1.5"},
+                            pid_dir=tmp_path), log_sink=lines.append, log_dir=tmp_path / "logs", stop_grace_s=2)
     assert result.exit_codes == {"chief-0": 0, "worker-0": 0, "worker-1": 0}
     assert sorted(result.stopped) == ["evaluator-0", "ps-0"]
     pids = _pids(tmp_path)
@@ -56,7 +57,7 @@ def test_ps_and_evaluator_are_stopped_when_chief_succeeds(tmp_path):
     assert set(tf_lines[0]["cluster"]) == {"chief", "worker", "ps"}
     ports = [a.rsplit(":", 1)[1] for addrs in tf_lines[0]["cluster"].values() for a in addrs]
     assert len(set(ports)) == 4 and all(a.startswith("127.0.0.1:") for v in tf_lines[0]["cluster"].values() for a in v)
-    assert "chief-0 finishing with exit:0" in (tmp_path / "logs" / "chief-0.log").read_text()
+    assert "chief-0 done sleeping" in (tmp_path / "logs" / "chief-0.log").read_text()
 
 
 def test_worker_failure_fails_the_job_naming_replica_exit_code_and_last_lines(tmp_path):
