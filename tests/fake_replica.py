@@ -4,7 +4,8 @@ Behaviour per replica label (e.g. ``worker-1``) comes from the env var FAKE_BEHA
 ``{"<label>": BEHAVIOUR or [BEHAVIOUR of attempt 0, of attempt 1, ...]}`` (the last one repeats), where a
 BEHAVIOUR is ``"exit:<code>"``, ``"sleep"``, ``"sleep:<seconds>"``, ``"ignore-term"`` (sleep, ignoring SIGTERM),
 ``"kill"`` / ``"kill:<seconds>"`` (SIGKILL itself, at once or after that long, as the OOM killer would),
-``"stall"`` (report progress once, then hang) or
+``"stall"`` (report progress once, then hang), ``"await:<label>,<label>"`` (exit 0 once those replicas
+wrote their pid files, 30 s at most) or
 ``"report:<seconds>"`` (report progress every 0.1 s for that long, then exit 0) or ``"train:<seconds>"`` (2 epochs
 of 10 steps over that long, a progress report with epoch, steps and examples/sec and a line per step, exit 0). Unlisted replicas exit 0 at
 once, except ps and evaluator, which sleep forever (as real parameter servers do).
@@ -72,6 +73,17 @@ if behaviour.startswith("train:"):
         print(f"{label} step {step}/20", flush=True)
     reporter.update(state="done", epoch=2, epochs=2, step=20, steps=20, force=True)
     print(f"{label} done training", flush=True)
+    sys.exit(0)
+if behaviour.startswith("await:"):
+    # wait (30 s at most) until every listed replica has written its pid file (FAKE_PIDFILE_DIR), then exit 0:
+    # a coordinator that must not end the job before its peers have started
+    deadline = time.monotonic() + 30
+    for peer in behaviour.split(":", 1)[1].split(","):
+        while not os.path.exists(os.path.join(os.environ["FAKE_PIDFILE_DIR"], f"{peer}.pid")):
+            if time.monotonic() > deadline:
+                sys.exit(f"{label}: {peer} did not start within 30 s")
+            time.sleep(0.02)
+    print(f"{label} saw {behaviour.split(':', 1)[1]} start", flush=True)
     sys.exit(0)
 if behaviour == "ignore-term":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

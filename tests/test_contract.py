@@ -108,8 +108,11 @@ def _printed(lines: list[str], label: str, key: str):
     return json.loads(next(line.split(f"{key}=", 1)[1] for line in lines if line.startswith(f"[{label}] {key}=")))
 
 
-def test_local_backend_hands_every_replica_its_contract_env_and_command(tmp_path):
+def test_local_backend_hands_every_replica_its_contract_env_and_command(tmp_path, monkeypatch):
     train, data = tmp_path / "train", tmp_path / "data"
+    # the chief ends the job only once the others have started (else ps-0 may be stopped before it printed)
+    monkeypatch.setenv("FAKE_PIDFILE_DIR", str(tmp_path))
+    monkeypatch.setenv("FAKE_BEHAVIOUR", json.dumps({"chief-0": "await:worker-0,ps-0"}))
     # sys.executable, not "python": the replicas must import tfk8s from this environment (a bare "python" is
     # whatever PATH finds; the pipeline maps it with contract.local_python, which this test does not go through)
     job = TrainingJob("tfk8s-r1", ReplicaCounts(chief=1, worker=1, ps=1), (

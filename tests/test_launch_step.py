@@ -215,8 +215,8 @@ def test_prepare_step_checks_a_users_data_dir_relative_to_the_volume_instead_of_
 
     (tmp_path / "datasets" / "mine").mkdir(parents=True)
     (tmp_path / "datasets" / "mine" / "snapshot.metadata").write_bytes(b"x")
-    args = dict(dataset_name="mnist", tfds_data_dir="", volume_root=str(tmp_path), run_id="r1", num_shards=0,
-                num_workers=2, max_examples=0)
+    args = {"dataset_name": "mnist", "tfds_data_dir": "", "volume_root": str(tmp_path), "run_id": "r1",
+            "num_shards": 0, "num_workers": 2, "max_examples": 0}
     md = prepare_dataset_step(**args, data_dir="datasets/mine")
     assert (md["path"], md["format"], md["dataset"]) == (str(tmp_path / "datasets" / "mine"), "tf.data snapshot",
                                                          "mine")

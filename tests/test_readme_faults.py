@@ -28,7 +28,7 @@ def test_every_row_of_the_faults_table_names_tests_that_exist():
         for ref in tests:
             file, name = ref.split("::")
             source = (REPO / "tests" / file).read_text()
-            assert re.search(rf"^def {name}\(", source, re.M), f"row {what!r}: {ref} does not exist"
+            assert re.search(rf"^def {name}\(", source, re.MULTILINE), f"row {what!r}: {ref} does not exist"
 
 
 def test_the_table_covers_the_faults_of_issue_9_and_the_cases_handled_before():

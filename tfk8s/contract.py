@@ -315,7 +315,7 @@ def read_metrics(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, flo
         raise ValueError(f"metrics file {p} is not valid JSON ({e}): write one JSON object of name -> number "
                          f"(tfk8s.runtime.report does it; see {DOCS})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"metrics file {p} must hold one JSON object of name -> number, got "
+        raise ValueError(f"metrics file {p} must hold one JSON object of name -> number, got "  # noqa: TRY004
                          f"{type(data).__name__} (see {DOCS})")
     reported: dict[str, Any] = {}
     numbers: dict[str, float] = {}

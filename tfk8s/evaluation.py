@@ -207,9 +207,9 @@ def gate(metrics: dict, thresholds: Thresholds, metric: str = "accuracy", baseli
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         reported = sorted(k for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool))
         why = "is not a finite number" if metric in metrics else "was not reported"
-        return Blessing(False, [
+        return Blessing(False, [(
             f"not blessed: gate_metric {metric!r} {why} by {source} (numeric metrics: {reported}); report it "
-            f"(tfk8s.runtime.report or TFK8S_METRICS_FILE, docs/training-program.md) or choose another gate_metric"])
+            f"(tfk8s.runtime.report or TFK8S_METRICS_FILE, docs/training-program.md) or choose another gate_metric")])
     reasons, ok = [], True
     floor = thresholds.min_accuracy
     if value >= floor:

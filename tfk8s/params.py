@@ -83,8 +83,8 @@ def _kubernetes_problems(params: Mapping[str, Any]) -> list[str]:
         given = kube_dict(params.get("kubernetes"))
         taken = sorted(set(given) & set(KubernetesParams.SHARED))
         if taken:
-            return [f"kubernetes must not set {taken}: they are pipeline parameters of their own "
-                    f"(--param {taken[0]}=...)"]
+            return [(f"kubernetes must not set {taken}: they are pipeline parameters of their own "
+                     f"(--param {taken[0]}=...)")]
         given.update({k: params[k] for k in KubernetesParams.SHARED if k in params})
         if not given:
             return []

@@ -56,8 +56,8 @@ def run_summary_markdown(*, training: Mapping, export: Mapping, evaluation: Eval
     lines = ["# tfk8s training run", ""]
     verdict = "BLESSED" if blessing.blessed else "NOT BLESSED"
     if result is not None:
-        lines += [f"**Verdict: {verdict}** — test accuracy {result.accuracy:.4f} on {result.num_examples} "
-                  "examples.", ""]
+        lines += [(f"**Verdict: {verdict}** — test accuracy {result.accuracy:.4f} on {result.num_examples} "
+                   "examples."), ""]
     elif evaluation.evaluated:
         shown = ", ".join(f"{k} {_fmt(v)}" for k, v in evaluation.metrics.items())
         lines += [f"**Verdict: {verdict}** — evaluated by {evaluation.how}: {shown}.", ""]

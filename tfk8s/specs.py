@@ -146,7 +146,8 @@ def kube_dict(value: Any) -> dict:
         except ValueError as e:
             raise ValueError(f'kubernetes is not valid JSON ({e}): pass an object, e.g. {{"cpu": "2"}}') from None
     if not isinstance(value, Mapping):
-        raise ValueError(f'kubernetes must be an object of settings, e.g. {{"cpu": "2"}}, got {value!r}')
+        # ValueError, not TypeError: every caller reports ValueErrors as a bad parameter with its fix
+        raise ValueError(f'kubernetes must be an object of settings, e.g. {{"cpu": "2"}}, got {value!r}')  # noqa: TRY004
     return dict(value)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+
 def ensure_volume_step(*, backend: str, volume_root: str, pvc_name: str, namespace: str = "",
                        create_pvc: bool = False, pvc_size: str = "20Gi", pvc_storage_class: str = "",
                        api_client=None) -> dict:
@@ -286,7 +287,7 @@ def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, m
         :class:`tfk8s.evaluation.EvaluationOutcome`.
     """
     from tfk8s.dataset import load_metadata
-    from tfk8s.evaluation import (EvaluationOutcome, Thresholds, builtin_misfit, evaluate_saved_model, gate)
+    from tfk8s.evaluation import EvaluationOutcome, Thresholds, builtin_misfit, evaluate_saved_model, gate
     from tfk8s.export import latest_version_dir, serving_signature
 
     thresholds = Thresholds(min_accuracy=min_accuracy, max_accuracy_drop=max_accuracy_drop)

@@ -148,9 +148,9 @@ def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
             result = _run(job, backend, kubernetes_params, track.sink, train, max_restarts)
         except ReplicaFailedError as e:
             if TRAINER_MODULE not in job.command:  # the user's program: say where its log is and what to fix
-                e.args = (f"{e}\nthe training program failed on replica {e.replica.label}: fix the program or the "
-                          f"command parameter ({' '.join(job.command)[:200]}); its whole log: "
-                          f"{train / REPLICA_LOG_DIR / (e.replica.label + '.log')}; the contract: {contract.DOCS}",)
+                e.args = ((f"{e}\nthe training program failed on replica {e.replica.label}: fix the program or the "
+                           f"command parameter ({' '.join(job.command)[:200]}); its whole log: "
+                           f"{train / REPLICA_LOG_DIR / (e.replica.label + '.log')}; the contract: {contract.DOCS}"),)
             raise
         finally:
             contract.remove_scratch(train)  # the non-coordinators' model dirs (tfk8s.contract)
