@@ -127,3 +127,12 @@ def test_a_model_that_was_not_evaluated_says_why_instead_of_an_accuracy(tmp_path
     page = write_run_report(run).read_text()
     assert "NOT BLESSED — not evaluated: its serving signature takes &#x27;text&#x27;" in page
     assert "<img" not in page and "not evaluated</p>" in page
+
+
+def test_the_exported_version_is_shown_as_an_integer_although_kfp_metadata_holds_it_as_a_float(tmp_path):
+    run = tmp_path / "runs" / "8"
+    (run / "train").mkdir(parents=True)
+    write_evaluation(run, {"blessed": True, "reasons": [], "evaluated": False,
+                           "export": {"path": "/v/models/m/3", "version": 3.0}})
+    page = write_run_report(run).read_text()
+    assert "/v/models/m/3 (version 3)" in page and "version 3.0" not in page

@@ -347,7 +347,10 @@ def render_html(data: Mapping[str, Any]) -> str:
              if paths.get(key)]
     export = ev.get("export") or {}
     if export.get("path"):
-        files.append(("exported model", f"{export['path']} (version {export.get('version')})"))
+        version = export.get("version")
+        if isinstance(version, float) and version.is_integer():  # KFP artifact metadata holds numbers as floats
+            version = int(version)
+        files.append(("exported model", f"{export['path']} (version {version})"))
     if job.get("tensorboard_command"):
         files.append(("TensorBoard", f"{job['tensorboard_command']}  (pip install 'tfk8s[tensorboard]')"))
     if files:

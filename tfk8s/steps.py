@@ -333,6 +333,11 @@ def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, m
     return EvaluationOutcome(False, "", numbers, blessing, reason=reason)
 
 
+def _int_version(version):
+    """An export's version as the integer it is: KFP artifact metadata (a protobuf Struct) turns 1 into 1.0."""
+    return int(version) if isinstance(version, float) and version.is_integer() else version
+
+
 def write_report_step(*, data_dir: str, evaluation, export: dict, output: str | None = None,
                       run_dir: str | None = None) -> str:
     """Save the evaluation as ``<run dir>/evaluation.json`` and write the run's HTML report
@@ -359,7 +364,7 @@ def write_report_step(*, data_dir: str, evaluation, export: dict, output: str | 
     write_evaluation(run_dir, {**fields, "blessed": evaluation.blessing.blessed,
                                "reasons": evaluation.blessing.reasons, "evaluated": evaluation.evaluated,
                                "not_evaluated": evaluation.reason,
-                               "export": {"path": export.get("path"), "version": export.get("version")}})
+                               "export": {"path": export.get("path"), "version": _int_version(export.get("version"))}})
     page = write_run_report(run_dir)
     if output:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
