@@ -60,6 +60,8 @@ def test_a_command_that_does_not_exist_fails_before_training_naming_the_replica_
     msg = str(err.value)
     assert "replica worker-0 failed: StartError (cannot run 'no-such-trainer'" in msg
     assert "the command must name an existing program" in msg
+    log = tmp_path / "vol" / "runs" / "r1" / "train" / "replica-logs" / "worker-0.log"  # the log the error names
+    assert f"{log}" in msg and "StartError: cannot run 'no-such-trainer'" in log.read_text()
 
 
 @pytest.mark.slow

@@ -208,11 +208,12 @@ class _LocalRun:
                 stdin=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True,
             )
         except OSError as e:  # no such program, not executable: the Kubernetes backend's StartError
-            raise ReplicaFailedError(
-                replica, "StartError", detail=(
-                    f"cannot run {argv[0]!r}: {e.strerror or e}; the command must name an existing program "
-                    f"(on the PATH, or a path relative to {self.cwd or os.getcwd()}), e.g. python train.py"),
-            ) from None
+            detail = (f"cannot run {argv[0]!r}: {e.strerror or e}; the command must name an existing program "
+                      f"(on the PATH, or a path relative to {self.cwd or os.getcwd()}), e.g. python train.py")
+            if self.log_dir:  # the replica's log, which the error points to and `tfk8s logs` reads, says it too
+                with contextlib.suppress(OSError), open(self.log_dir / f"{replica.label}.log", "a") as f:
+                    f.write(f"tfk8s: StartError: {detail}\n")
+            raise ReplicaFailedError(replica, "StartError", detail=detail) from None
         proc = _Proc(replica, popen, attempt)
         log_file = self.log_dir / f"{replica.label}.log" if self.log_dir else None
         proc.reader = threading.Thread(target=_stream, args=(proc, self.sink, log_file), daemon=True,
