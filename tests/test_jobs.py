@@ -81,6 +81,7 @@ def test_get_describe_logs_wait_while_a_local_job_runs_and_after_it_ended(tmp_pa
         assert "State:         Running" in out and "TF_CONFIG of worker-0" in out
         assert '"task": {"type": "worker", "index": 0}' in out and "127.0.0.1:" in out
         assert f"replica logs:      {tmp_path.resolve()}/runs/r1/train/replica-logs" in out
+        assert f"{tmp_path.resolve()}/runs/r1/report.html  (not there)" in out  # not written while it runs
         assert out.rstrip().splitlines()[-2].strip() == "Events:" or "Events:" in out.split("Files:")[1]
 
         # follow worker-1's log from the volume until the job ends

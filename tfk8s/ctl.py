@@ -282,8 +282,9 @@ class Ctl:
         for key, what in (("replica_logs", "replica logs"), ("checkpoints", "checkpoints"),
                           ("tensorboard", "TensorBoard logs"), ("saved_model", "model"),
                           ("summary", "training summary"), ("report", "HTML report")):
-            if paths.get(key):
-                lines.append(f"  {what + ':':<18} {paths[key]}")
+            if paths.get(key):  # a failed or running job has not written them all: say so instead of a dead path
+                missing = "" if Path(paths[key]).exists() else "  (not there)"
+                lines.append(f"  {what + ':':<18} {paths[key]}{missing}")
         if r.get("tensorboard_command"):
             lines.append(f"  {'TensorBoard:':<18} {r['tensorboard_command']}  (pip install 'tfk8s[tensorboard]')")
         lines.append("Events:")
