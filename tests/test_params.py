@@ -74,6 +74,21 @@ def test_cli_refuses_bad_parameters_before_anything_runs(tmp_path):
     assert not volume.exists()  # nothing was prepared or written
 
 
+def test_a_local_run_refuses_a_bad_kubernetes_setting_before_anything_runs(tmp_path):
+    """The local backend does not use them, but a typo or a bad quantity is said at once (it failed in the
+    launch step, after the data set was prepared, or not at all)."""
+    from tfk8s.params import problems
+
+    assert problems({"backend": "local", "kubernetes": {"cpu": "2", "memory": "4Gi"}}) == []
+    (bad_value,) = problems({"backend": "local", "kubernetes": {"cpu": "abc"}})
+    assert "'abc' is not a Kubernetes quantity" in bad_value
+    volume = tmp_path / "vol"
+    r = subprocess.run([sys.executable, "pipelines/train.py", "--local", "--volume", str(volume), "--param",
+                        "kubernetes.cpux=2"], check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "kubernetes has unknown keys ['cpux'] (did you mean cpu?)" in r.stderr
+    assert not volume.exists()
+
+
 def test_the_launch_step_checks_again_before_creating_any_replica(tmp_path):
     from tfk8s.steps import launch_training_step
 

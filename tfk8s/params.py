@@ -70,6 +70,8 @@ def problems(params: Mapping[str, Any]) -> list[str]:
             out.append("pvc_name is empty: name the PersistentVolumeClaim for data, checkpoints and models "
                        "(without it the model would be written to a pod's ephemeral storage)")
         out += _kubernetes_problems(params)
+    elif params.get("kubernetes"):  # not used by this backend, but a typo or a bad quantity is said now, not later
+        out += _kubernetes_problems({"kubernetes": params["kubernetes"]})
     return out
 
 
