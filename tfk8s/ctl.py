@@ -480,7 +480,7 @@ def _run_pipeline(args: list[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``tfk8s`` argument parser (``tfk8s --help``)."""
-    p = argparse.ArgumentParser(prog="tfk8s", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="tfk8s", description=__doc__.split("\n\n")[0].replace("``", ""),
                                 epilog="Exit codes: 0 ok, 1 failed, 3 wait timed out, 4 no such job.")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--volume", default="volume",
