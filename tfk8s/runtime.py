@@ -499,6 +499,8 @@ def callbacks(*, batch_size: int | None = None, backup: bool = True, checkpoints
             self.step = max(self.step, epoch * ((self.params or {}).get("steps") or 0))
             self._epoch_step0 = self.step
             self._t, self._t_step = self._epoch_t0, self.step
+            # a rate over at least min_interval_s: one step (under PSS: merely scheduled) is not a throughput
+            self._next_update = self._epoch_t0 + reporter.min_interval_s
 
         def _rate(self, steps, seconds):
             return round(steps * batch_size / seconds, 1) if batch_size and seconds > 0 else None
