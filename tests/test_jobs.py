@@ -192,6 +192,9 @@ def test_progress_lines_plain_and_on_a_terminal():
     # a program that reports nothing still shows its replicas
     assert plain_line(_status(fraction=None, epoch=None, step=None, examples_per_sec=None, eta_s=None,
                               ready={"worker": 1})) == "tfk8s: progress tfk8s-7 Running  replicas 1/2 up"
+    # once it has ended: how many succeeded (the chief; a ps stopped after it is not "up")
+    ended = _status(state="Succeeded", fraction=1.0, eta_s=None, ready={"chief": 1}, total={"chief": 1, "ps": 1})
+    assert plain_line(ended).endswith("100%  epoch 1/2  step 10/40  5,120 ex/s  replicas 1/2 succeeded")
 
 
 def test_monitor_redraws_one_line_on_a_terminal_and_prints_other_output_above_it():

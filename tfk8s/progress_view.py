@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Self
 
-from tfk8s.jobs import JobStatus
+from tfk8s.jobs import TERMINAL_STATES, JobStatus
 
 PLAIN_INTERVAL_S = 5.0
 TTY_INTERVAL_S = 0.5
@@ -59,7 +59,9 @@ def progress_fields(status: JobStatus, *, replicas_word: bool = True) -> list[st
     if status.eta_s is not None and status.state == "Running" and (status.fraction or 0) < 1:
         parts.append(f"ETA {format_duration(status.eta_s)}")
     up, total = status.replicas_up
-    parts.append(f"replicas {up}/{total} up" if replicas_word else f"{up}/{total} up")
+    # once the job has ended only succeeded replicas count (a ps stopped after the chief's success is not "up")
+    word = "succeeded" if status.state in TERMINAL_STATES else "up"
+    parts.append(f"replicas {up}/{total} {word}" if replicas_word else f"{up}/{total} {word}")
     if status.restarts:
         parts.append(f"restarts {status.restarts}")
     return parts
