@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     a = p.parse_args(argv)
     params = list(a.param)
     if a.smoke:
-        params += ["max_examples=1024", "epochs=1", "min_accuracy=0"]
+        params += ["max_examples=1024", "epochs=1", "min_accuracy=0", "workers=1"]
     walls, owns, steps, trainer = [], [], {}, []
     for r in range(reps_of(a)):
         tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
