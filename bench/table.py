@@ -2,8 +2,8 @@
 
     python bench/table.py volume/bench-results.jsonl [--since 2026-12-01T10:50]
 
-Prints a Markdown table, one row per figure name (its latest measurement, or with ``--since`` the runs since
-then: the median ratio and how many runs): figure, ratio, goal, verdict, the two numbers, cores, date.
+Prints a Markdown table, one row per figure name over its runs (all, or those since ``--since``): goal, the
+median ratio and its range, the verdict of the median, the last run's two numbers, how many runs.
 """
 
 from __future__ import annotations
@@ -25,15 +25,23 @@ def main(argv: list[str] | None = None) -> None:
             d = json.loads(line)
             if d["time"] >= a.since:
                 rows.setdefault(d["name"], []).append(d)
-    print("| figure | ratio | goal | verdict | numbers | cores | measured (UTC) | runs |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| figure | goal | ratio (median of runs) | range | verdict | last run: a / b | runs |")
+    print("|---|---|---|---|---|---|---|")
     for name, ds in rows.items():
         last = ds[-1]
-        ratio = statistics.median(d["ratio"] for d in ds)
-        verdicts = sorted({d["verdict"] for d in ds})
-        print(f"| {name} | {ratio:.3g} | {last['goal'] or '-'} | {'/'.join(verdicts)} | {last['a_label']} "
-              f"{last['a']:.4g} / {last['b_label']} {last['b']:.4g} {last['unit']} | {last['cores']} | "
-              f"{last['time'][:16]} | {len(ds)} |")
+        ratios = [d["ratio"] for d in ds]
+        ratio = statistics.median(ratios)
+        print(f"| {name} | {last['goal'] or '-'} | {ratio:.3g} | {min(ratios):.3g}-{max(ratios):.3g} | "
+              f"{_verdict(ratio, last['goal'])} | {last['a_label']} {last['a']:.4g} / {last['b_label']} "
+              f"{last['b']:.4g} {last['unit']} | {len(ds)} |")
+
+
+def _verdict(ratio: float, goal: str) -> str:
+    """The verdict of the median ratio against ``goal`` (``">= 0.95"``, ``"<= 1.3"``, ``""``)."""
+    if not goal:
+        return "info"
+    op, value = goal.split()
+    return "met" if (ratio >= float(value) if op == ">=" else ratio <= float(value)) else "missed"
 
 
 if __name__ == "__main__":
