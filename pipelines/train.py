@@ -418,7 +418,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  run folder    : {r['run_dir']}  (data, checkpoints, TensorBoard logs, replica logs)")
     if job:
         print(f"  job           : {job['name']}  (tfk8s describe {job['name']} --volume {r['volume']})")
-        print(f"  TensorBoard   : {job.get('tensorboard_command')}  (pip install 'tfk8s[tensorboard]')")
+        logs = (job.get("paths") or {}).get("tensorboard")
+        if logs and not any(Path(logs).rglob("events.out.tfevents.*")):
+            print(f"  TensorBoard   : no event files under {logs} (the program wrote none to TFK8S_TENSORBOARD_DIR)")
+        else:
+            print(f"  TensorBoard   : {job.get('tensorboard_command')}  (pip install 'tfk8s[tensorboard]')")
     print(f"  volume        : {r['volume']}  (models/ every export, serving/ blessed versions)")
     print(f"  artifacts     : {r['pipeline_root']}  (each step's output.log under <run>/<step>/)")
 
