@@ -258,7 +258,10 @@ class _LocalRun:
             if success_at is not None:
                 lagging = [p for p in self.procs.values() if p.popen.poll() is None
                            and p.replica.replica_type in counted]
-                if not lagging or now - success_at >= self.job.grace_period_s:
+                # one that exited after this round polled it: its exit code is recorded next round, not lost
+                unrecorded = [p for p in self.procs.values() if p.exit_code is None and not p.stopping
+                              and p.popen.poll() is not None]
+                if (not lagging and not unrecorded) or now - success_at >= self.job.grace_period_s:
                     stopped = [p.replica.label for p in self.procs.values() if p.popen.poll() is None]
                     if stopped:
                         self.sink(f"stopping remaining replicas: {', '.join(stopped)}")
