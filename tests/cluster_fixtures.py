@@ -73,11 +73,22 @@ def add_node(core: Any, name: str, cpu: str, memory: str, labels: dict[str, str]
         "name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                                  "type": "kwok", **(labels or {})},
         "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}}})
-    resources = {"cpu": cpu, "memory": memory, "pods": "110"}
-    core.patch_node_status(name, {"status": {"capacity": resources, "allocatable": resources}})
     # The API server's admission taints a new node not-ready; the node lifecycle controller would lift it
     # once the node is Ready. That controller is not run (it would also judge KWOK's heartbeats): lift it here.
     core.patch_node(name, {"spec": {"taints": None}})
+    # KWOK initialises a new node's status with its own (large) capacity when it takes the node over: set ours
+    # only after that, and wait until it reads back twice, else the scheduler may place pods on a node's
+    # default capacity (seen: two 3-CPU pods bound to one "4-CPU" node when the gang test ran first).
+    wait(lambda: _ready(core.read_node(name)), f"node {name} Ready", 60)
+    resources = {"cpu": cpu, "memory": memory, "pods": "110"}
+
+    def settled() -> bool:
+        core.patch_node_status(name, {"status": {"capacity": resources, "allocatable": resources}})
+        time.sleep(0.5)
+        alloc = core.read_node(name).status.allocatable or {}
+        return alloc.get("cpu") == cpu and alloc.get("memory") == memory
+
+    wait(settled, f"node {name} with {cpu} CPU / {memory} allocatable", 60)
 
 
 def _ready(node: Any) -> bool:
