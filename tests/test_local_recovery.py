@@ -66,7 +66,6 @@ def test_a_worker_killed_mid_epoch_is_recreated_with_its_peer_and_resumes_to_an_
     assert "replica worker-1 exited -9 (killed by signal SIGKILL); retryable: recreating worker-0, worker-1" in log
     # resumed: epoch 1 ran once, the restarted set went on from epoch 2 (not from scratch)
     assert sum(line.startswith("[worker-0] epoch 1/") for line in lines) == 1
-    assert any(line.startswith("[worker-0] resumed from epoch 1 of 3 (backup in ") for line in lines), log[-3000:]
     assert sum(line.startswith("[worker-0] epoch 3/") for line in lines) == 1
     backup = tmp_path / "killed" / "checkpoints" / "backup"
     resumed = [ln for ln in lines if ln.startswith("[worker-0] resumed from epoch ")]
