@@ -160,6 +160,7 @@ def mwms(a: argparse.Namespace) -> dict:
         if a.steps_per_execution > 1:
             model.compile(optimizer=model.optimizer, loss=model.loss, metrics=["accuracy"],
                           steps_per_execution=a.steps_per_execution)
+    model.distribute_reduction_method = a.reduction
     times: list[float] = []
 
     class Timer(tf_keras.callbacks.Callback):
@@ -211,6 +212,8 @@ def main(argv: list[str] | None = None) -> None:
             s.add_argument("--implementation", choices=("auto", "ring"), default="auto")
             s.add_argument("--accumulate", type=int, default=1, help="micro-batches per all-reduce")
             s.add_argument("--steps-per-execution", type=int, default=1, help="steps per tf.function call")
+            s.add_argument("--reduction", choices=("auto", "first"), default="auto",
+                           help="Keras' distribute_reduction_method for the per-step metrics")
             s.add_argument("--independent", action="store_true",
                            help="ignore TF_CONFIG: every process trains alone (no all-reduce): the ceiling")
             s.add_argument("--out", default="", help="worker 0 (--independent: each; the launcher substitutes {replica_index}) writes "

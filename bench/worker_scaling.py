@@ -53,7 +53,7 @@ from bench.common import (
     usable_cores,
 )
 
-OPTIONS = ("trainer", "trainer_spe8", "independent", "default", "ring", "pack64k", "overlap", "spe8", "accum4", "b4x")
+OPTIONS = ("trainer", "trainer_spe8", "independent", "default", "ring", "pack64k", "overlap", "spe8", "accum4", "b4x", "first")
 DEFAULT_OPTIONS = tuple(o for o in OPTIONS if o != "trainer_spe8")
 
 
@@ -72,6 +72,8 @@ def _variant(option: str, batch: int) -> dict:
         v["flags"] = ["--independent"]
     elif option == "accum4":
         v["batch"], v["accumulate"] = 4 * batch, 4
+    elif option == "first":
+        v["flags"] = ["--reduction", "first"]
     elif option == "b4x":
         v["batch"] = 4 * batch
     return v

@@ -8,11 +8,13 @@ A program needs nothing of tfk8s: the contract is TF_CONFIG plus a few environme
 
     strategy = runtime.strategy()                        # from TF_CONFIG; a ps/PSS worker serves here
     train = runtime.dataset("train", batch_size=512)     # the prepared shards, auto-sharded per worker
+    train = runtime.distribute(train, strategy)          # one iterator: fit returns at once (optional)
     with strategy.scope():
         model = build_and_compile_model(runtime.metadata())
     model.fit(train, epochs=2, steps_per_epoch=118, callbacks=runtime.callbacks(batch_size=512))
     runtime.save(model)                                  # every MWMS worker saves (tensorflow#38635)
     runtime.report({"accuracy": ..., "loss": ...})       # the coordinator's metrics file
+    runtime.finish(0)                                    # exit now, without the teardown (optional)
 
 What reads which variable (defaults when a program runs alone, outside tfk8s):
 
@@ -401,6 +403,70 @@ def dataset(split: str = "train", *, batch_size: int, shuffle: bool | None = Non
         return make_dataset(path, split, batch_size=input_context.get_per_replica_batch_size(batch_size),
                             shard=(input_context.num_input_pipelines, input_context.input_pipeline_id), **common)
     return make_dataset(path, split, batch_size=batch_size, num_workers=context().num_workers, **common)
+
+
+_KEPT: list = []  # the distributed datasets of distribute(), alive until the process ends
+
+
+def distribute(data: tf.data.Dataset, strategy_: tf.distribute.Strategy | None = None):
+    """``data`` made ready for ``model.fit`` under ``strategy_`` (default: the current one), with one iterator
+    that lives until the process ends.
+
+    Why: under ``MultiWorkerMirroredStrategy`` tf-keras' ``fit`` distributes the dataset itself and, when it
+    returns, destroys that iterator; the destruction waits until tf.data's autotuning thread of the per-device
+    buffer (``MultiDeviceIterator``) wakes up, and that thread's sleep doubles from 10 ms up to 60 s
+    (``tensorflow::data::model::Model::kOptimizationPeriodMaxMs``, TF 2.21). So ``fit`` returned up to as long
+    after its last step as training had lasted, at most 60 s, while every other worker waited in the first
+    collective of ``save()``: 3.0 s after 8 s of training on 2 local workers (``bench/worker_scaling.py``,
+    README's Benchmarks). The dataset returned here hands ``fit`` the same iterator every time, so nothing is
+    destroyed when ``fit`` returns; end the program with :func:`finish`, which skips the interpreter's
+    teardown, or the wait comes back at exit.
+
+    Only an infinite (repeated) dataset is kept: a finite one needs a fresh iterator every epoch, so it is
+    returned as ``strategy_.experimental_distribute_dataset`` gives it. Under any other strategy (one process,
+    ``ParameterServerStrategy``) ``data`` is returned unchanged.
+
+    Args:
+        data: batches of the GLOBAL batch size, as ``fit`` takes them (e.g. :func:`dataset`).
+    """
+    import tensorflow as tf
+
+    strategy_ = strategy_ or tf.distribute.get_strategy()
+    if not isinstance(strategy_, tf.distribute.MultiWorkerMirroredStrategy):
+        return data
+    distributed = strategy_.experimental_distribute_dataset(data)
+    if int(data.cardinality()) != int(tf.data.INFINITE_CARDINALITY):
+        return distributed
+    base = type(distributed)
+
+    class _KeptIterator(base):  # the same object fit expects, whose __iter__ is created once
+        def __iter__(self):
+            if getattr(self, "_tfk8s_iterator", None) is None:
+                self._tfk8s_iterator = base.__iter__(self)
+            return self._tfk8s_iterator
+
+    distributed.__class__ = _KeptIterator
+    _KEPT.append(distributed)
+    return distributed
+
+
+def finish(code: int = 0) -> NoReturn:
+    """End this process at once with exit status ``code``, after flushing stdout and stderr (``os._exit``).
+
+    Call it last, after :func:`save` and :func:`report`: it skips the interpreter's and TensorFlow's teardown
+    (about 1 s on 2 cores, plus the iterator wait :func:`distribute` avoids), so nothing runs after it, not even
+    ``atexit`` handlers; files the program wrote and closed are complete.
+    """
+    import logging
+    import sys
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or a broken pipe: nothing more can be said there
+            pass
+    os._exit(code)
 
 
 # --- callbacks ------------------------------------------------------------------------------------------------

@@ -172,4 +172,9 @@ def make_dataset(
     ds = ds.prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = shard_policy
+    # No autotuning thread: destroying an iterator waits until that thread wakes up, and its sleep doubles
+    # up to 60 s (TF 2.21), so fit/evaluate returned seconds after their last step (tfk8s.runtime.distribute).
+    # AUTOTUNE above then means "as many as the cores" (prefetch: a buffer grown as needed); the input still
+    # outruns the trainer >= 5x (bench/input_headroom.py).
+    options.autotune.enabled = False
     return ds.with_options(options)

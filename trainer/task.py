@@ -292,8 +292,8 @@ def train(args: argparse.Namespace, plan: Plan) -> dict | None:
         # the files, shuffled and repeated; a step takes one per-replica batch from the worker running it.
         dataset = tf_keras.utils.experimental.DatasetCreator(
             lambda input_context: runtime.dataset(TRAIN_SPLIT, input_context=input_context, **common))
-    else:
-        dataset = runtime.dataset(TRAIN_SPLIT, **common)
+    else:  # one iterator for the whole run: fit returns at once (runtime.distribute says why)
+        dataset = runtime.distribute(runtime.dataset(TRAIN_SPLIT, **common), strategy)
     with strategy.scope():
         model = build_model(plan.metadata, args.learning_rate, decay_steps=args.epochs * plan.steps_per_epoch,
                             steps_per_execution=1 if plan.strategy == "parameter_server" else
@@ -427,4 +427,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    runtime.finish(main())  # an exception still ends the usual way (traceback, exit 1)

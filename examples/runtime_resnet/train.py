@@ -62,7 +62,7 @@ def main():
     meta = runtime.metadata()
     examples = min(args.max_examples or meta.splits["train"].num_examples, meta.splits["train"].num_examples)
     steps = args.steps_per_epoch or max(1, examples // args.batch_size)
-    train = runtime.dataset("train", batch_size=args.batch_size, max_examples=examples)
+    train = runtime.distribute(runtime.dataset("train", batch_size=args.batch_size, max_examples=examples), strategy)
     with strategy.scope():
         model = build_model(meta, args.learning_rate, args.epochs * steps)
     history = model.fit(train, epochs=args.epochs, steps_per_epoch=steps, verbose=0,
@@ -76,3 +76,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    runtime.finish(0)  # skips the interpreter's teardown (tfk8s.runtime.finish)
