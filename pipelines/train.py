@@ -219,12 +219,30 @@ def compile_pipeline(output: str | os.PathLike = DEFAULT_OUTPUT) -> Path:
     return out
 
 
+def start_step_server(volume: str | os.PathLike):
+    """A :class:`tfk8s.step_server.StepServer` for the ``--local`` steps, started now (its imports overlap
+    what comes before the first step); its own output goes to ``<volume>/pipeline-root/step-server.log``.
+    None when ``TFK8S_STEP_SERVER=0``."""
+    from tfk8s import step_server
+
+    if not step_server.enabled():
+        return None
+    log = Path(volume).resolve() / "pipeline-root" / "step-server.log"
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        return step_server.StepServer(log=log)
+    except OSError:  # an unwritable volume is reported by _check_volume
+        return step_server.StepServer()
+
+
 @contextlib.contextmanager
-def quiet_steps(volume: str | os.PathLike):
+def quiet_steps(volume: str | os.PathLike, server=None):
     """While inside, ``kfp.local`` runs each step through :class:`tfk8s.step_output.QuietSteps`: the step's
     output goes to ``<pipeline root>/<run>/<step>/output.log`` and the terminal gets one line per step, the
     training's progress and a failing step's last lines; kfp.local's own messages (each step's executor
-    input, its outputs, separators) are dropped."""
+    input, its outputs, separators) are dropped. The steps run in children of ``server``, a pre-warmed
+    interpreter that has imported KFP and TensorFlow (:func:`start_step_server`; None: one is started here
+    and stopped at the end)."""
     import logging
 
     from kfp.local import logging_utils, subprocess_task_handler
@@ -235,7 +253,10 @@ def quiet_steps(volume: str | os.PathLike):
         def filter(self, record: logging.LogRecord) -> bool:
             return "kfp/local/" not in record.pathname.replace(os.sep, "/")
 
-    steps = QuietSteps(volume)
+    own = server is None
+    if own:
+        server = start_step_server(volume)
+    steps = QuietSteps(volume, server=server)
     drop, root = _DropKfpLocal(), logging.getLogger()
     saved = subprocess_task_handler.run_local_subprocess, logging_utils.print_horizontal_line
     root.addFilter(drop)
@@ -246,15 +267,18 @@ def quiet_steps(volume: str | os.PathLike):
     finally:
         subprocess_task_handler.run_local_subprocess, logging_utils.print_horizontal_line = saved
         root.removeFilter(drop)
+        if own and server is not None:
+            server.close()
 
 
-def run_local(volume: str | os.PathLike, params: dict, verbose: bool = True) -> dict:
+def run_local(volume: str | os.PathLike, params: dict, verbose: bool = True, step_server=None) -> dict:
     """Run the whole pipeline on this machine with ``kfp.local`` (SubprocessRunner, this interpreter).
 
     Args:
         volume: the local folder standing for the PVC (the pipeline root lives under it too).
         params: pipeline parameters overriding the defaults (``backend`` is forced to ``local``).
         verbose: print every step's whole output (kfp.local's way); False: :func:`quiet_steps`.
+        step_server: for the quiet way, a started :func:`start_step_server` (None: started here).
 
     Returns:
         ``{"accuracy", "loss", "export_path", "run_dir", "metrics", "model_name", "version", "blessed",
@@ -278,7 +302,7 @@ def run_local(volume: str | os.PathLike, params: dict, verbose: bool = True) -> 
     args = {"tfds_data_dir": default_tfds_data_dir() or "", **params, "backend": "local",
             "volume_root": str(volume)}
     t0 = time.monotonic()
-    quiet = contextlib.nullcontext() if verbose else quiet_steps(volume)
+    quiet = contextlib.nullcontext() if verbose else quiet_steps(volume, step_server)
     with sigterm_reaches_children(), quiet:  # the launch step stops its replicas on SIGTERM: nothing is left
         task = train_pipeline(**args)
     out = task.outputs
@@ -378,6 +402,16 @@ def main(argv: list[str] | None = None) -> None:
                         "and the result; the whole output is in each step's output.log)")
     add_cluster_arguments(p, mode)  # --run, --schedule CRON, --format, --host, --experiment, --upload, ...
     a = p.parse_args(argv)
+    # --local: the steps' pre-warmed interpreter starts importing TensorFlow now, while the checks run
+    server = start_step_server(a.volume) if a.local and not a.verbose else None
+    try:
+        _main(a, server)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _main(a: argparse.Namespace, server) -> None:
     if a.compile and a.param:
         raise SystemExit("tfk8s: --param applies to --local, --run and --schedule; a compiled pipeline takes its "
                          "parameters when a run starts")
@@ -394,7 +428,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"tfk8s: running {PIPELINE_NAME} locally on {Path(a.volume).resolve()} (each step's whole output "
               f"goes to its output.log; --verbose prints it)", flush=True)
     try:
-        r = run_local(a.volume, params, verbose=a.verbose)
+        r = run_local(a.volume, params, verbose=a.verbose, step_server=server)
     except RuntimeError as e:  # kfp.local: a step failed; its log (above) says why
         plain = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).rstrip(".")  # kfp.local colours its message
         raise SystemExit(f"tfk8s: {plain}. The failing step's output above gives the reason.") from None

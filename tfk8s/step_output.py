@@ -16,6 +16,10 @@ instead, which
   exit code and reason and its last log lines; at most :data:`FAILURE_MAX` lines), else the log's last
   :data:`FAILURE_TAIL` lines.
 
+With a :class:`tfk8s.step_server.StepServer` a step runs in a child forked from an interpreter that has
+already imported KFP and TensorFlow (same output, log and exit code; a command or environment it cannot take
+runs as a subprocess as before).
+
 This module does not import KFP: ``pipelines/train.py`` installs :meth:`QuietSteps.run_step` in place of
 ``kfp.local``'s ``run_local_subprocess`` (same signature and return value: the exit code).
 """
@@ -29,10 +33,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from tfk8s.jobs import job_status, list_records
 from tfk8s.progress_view import PLAIN_PREFIX, PROGRESS_PREFIX, ProgressMonitor
+
+if TYPE_CHECKING:
+    from tfk8s.step_server import StepServer
 
 FAILURE_TAIL = 40
 FAILURE_MAX = 80  # most lines shown of a failing step's error message
@@ -72,10 +79,13 @@ class QuietSteps:
         volume: the folder standing for the shared volume (for the live bar's job records).
         stream: the terminal or pipe (default ``sys.stdout``).
         tty: draw a live progress bar (default: whether ``stream`` is a terminal).
+        server: run the steps it can take in its pre-warmed interpreter (None: every step as a subprocess).
     """
 
-    def __init__(self, volume: str | os.PathLike, stream: IO[str] | None = None, tty: bool | None = None):
+    def __init__(self, volume: str | os.PathLike, stream: IO[str] | None = None, tty: bool | None = None,
+                 server: StepServer | None = None):
         self.volume = Path(volume)
+        self.server = server
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty() if tty is None else tty
         self.logs: list[Path] = []
@@ -100,8 +110,9 @@ class QuietSteps:
         try:
             if monitor:
                 monitor.__enter__()
-            with subprocess.Popen(full_command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  bufsize=1, env=env) as proc:
+            forked = self.server.start(full_command, env) if self.server is not None else None
+            with forked or subprocess.Popen(full_command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                            text=True, bufsize=1, env=env) as proc:
                 assert proc.stdout is not None
                 for raw in iter(proc.stdout.readline, ""):
                     line = raw.rstrip("\n")
