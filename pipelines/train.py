@@ -219,20 +219,13 @@ def compile_pipeline(output: str | os.PathLike = DEFAULT_OUTPUT) -> Path:
     return out
 
 
-def start_step_server(volume: str | os.PathLike):
+def start_step_server():
     """A :class:`tfk8s.step_server.StepServer` for the ``--local`` steps, started now (its imports overlap
-    what comes before the first step); its own output goes to ``<volume>/pipeline-root/step-server.log``.
-    None when ``TFK8S_STEP_SERVER=0``."""
+    what comes before the first step; its own output, those imports' messages, is discarded). None when
+    ``TFK8S_STEP_SERVER=0``."""
     from tfk8s import step_server
 
-    if not step_server.enabled():
-        return None
-    log = Path(volume).resolve() / "pipeline-root" / "step-server.log"
-    try:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        return step_server.StepServer(log=log)
-    except OSError:  # an unwritable volume is reported by _check_volume
-        return step_server.StepServer()
+    return step_server.StepServer() if step_server.enabled() else None
 
 
 @contextlib.contextmanager
@@ -255,7 +248,7 @@ def quiet_steps(volume: str | os.PathLike, server=None):
 
     own = server is None
     if own:
-        server = start_step_server(volume)
+        server = start_step_server()
     steps = QuietSteps(volume, server=server)
     drop, root = _DropKfpLocal(), logging.getLogger()
     saved = subprocess_task_handler.run_local_subprocess, logging_utils.print_horizontal_line
@@ -403,7 +396,7 @@ def main(argv: list[str] | None = None) -> None:
     add_cluster_arguments(p, mode)  # --run, --schedule CRON, --format, --host, --experiment, --upload, ...
     a = p.parse_args(argv)
     # --local: the steps' pre-warmed interpreter starts importing TensorFlow now, while the checks run
-    server = start_step_server(a.volume) if a.local and not a.verbose else None
+    server = start_step_server() if a.local and not a.verbose else None
     try:
         _main(a, server)
     finally:
