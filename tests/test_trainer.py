@@ -291,3 +291,25 @@ def test_two_workers_train_in_sync_and_only_the_coordinator_keeps_its_saved_mode
     assert sorted(p.name for p in (train / "checkpoints").iterdir() if "ckpt" not in p.name) == ["backup", "checkpoint"]
     accuracy, _ = _test_accuracy(train / "saved_model", mnist_subset_dir)
     assert accuracy > 0.6, accuracy  # 32 steps of 64 examples; chance is 0.1; measured ~0.85
+
+
+@pytest.mark.slow
+def test_two_diverging_workers_stop_at_the_same_step_and_both_exit_0(mnist_subset_dir, tmp_path):
+    """The step's loss is all-reduced with the gradients (trainer.model.OneAllReduceModel): every worker sees the
+    same NaN at the same step and stops there; a worker stopping alone would leave the other in a collective."""
+    from tfk8s.cluster import ReplicaCounts
+    from tfk8s.launcher import TrainingJob
+    from tfk8s.launcher.local import python_command, run_local
+
+    lines: list[str] = []
+    job = TrainingJob(
+        name="diverge-test", counts=ReplicaCounts(worker=2),
+        command=python_command("trainer.task", "--epochs", "2", "--batch-size", "64", "--learning-rate", "1e9",
+                               "--max-train-examples", "2000", "--seed", "0"),
+        env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=240, train_dir=str(tmp_path / "train"),
+        data_dir=str(mnist_subset_dir))
+    result = run_local(job, log_sink=lines.append, cwd=REPO)
+    assert result.exit_codes == {"worker-0": 0, "worker-1": 0}, "\n".join(lines[-40:])
+    stops = {ln.split("]")[0] + "]": ln.split("] ", 1)[1] for ln in lines if "training diverged: loss nan" in ln}
+    assert set(stops) == {"[worker-0]", "[worker-1]"}, "\n".join(lines[-40:])
+    assert len(set(stops.values())) == 1, stops  # the same "at epoch E step S" on both
