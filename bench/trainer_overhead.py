@@ -8,7 +8,12 @@ batch, epochs and TensorFlow threads (intra- and inter-op): the trainer from its
 baseline from NumPy arrays in memory with ``model.fit(x, y)`` and no callbacks. Each side is its own process
 and reports examples/sec over all of ``fit`` (start-up excluded). Repetitions alternate the two.
 
-Figure: ``trainer_overhead = trainer / model.fit`` examples/sec. Goal >= 0.95.
+Figures: ``trainer_overhead = trainer / model.fit`` examples/sec (goal >= 0.95), and with ``--breakdown`` (the
+default in ``make bench``) the same ratio for the trainer with one callback left out (``--callbacks`` of
+``trainer.task``): ``trainer_overhead_without_<callback>`` for backup, checkpoints, tensorboard and progress
+(the per-batch NaN check and progress file), and ``trainer_overhead_without_callbacks`` (``--callbacks none``):
+what is left is the input pipeline and the trainer's own set-up around ``fit``. A callback's cost is the
+difference between its figure and ``trainer_overhead``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ from bench.common import (
     usable_cores,
 )
 
+# the callbacks left out in turn (trainer.task --callbacks; "progress" also drops the NaN check, the same
+# per-batch callback), then all of them
+LEFT_OUT = ("backup", "checkpoints", "tensorboard", "progress", "callbacks")
+
 
 def main(argv: list[str] | None = None) -> list[Figure]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -42,6 +51,8 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--threads", type=int, default=usable_cores(), help="intra- and inter-op threads, both sides")
+    p.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=True,
+                   help="also run the trainer with each callback left out (default: yes; smoke: no)")
     common_args(p)
     a = p.parse_args(argv)
     if a.smoke:
@@ -50,9 +61,13 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         runs = iter(range(1000))
 
-        def trainer() -> float:
+        def trainer(leave_out: str = "") -> float:
+            from trainer.task import CALLBACKS
+
+            kept = [c for c in CALLBACKS if c != leave_out and not (leave_out == "progress" and c == "stop_on_nan")]
+            extra = ["--callbacks", "none" if leave_out == "callbacks" else ",".join(kept)]
             summary = run_trainer(data, Path(tmp) / f"t{next(runs)}", epochs=a.epochs, batch_size=a.batch_size,
-                                  threads=a.threads)
+                                  threads=a.threads, extra=extra)
             return examples_per_sec(summary)
 
         def plain() -> float:
@@ -60,12 +75,22 @@ def main(argv: list[str] | None = None) -> list[Figure]:
                               "--batch-size", str(a.batch_size), "--threads", str(a.threads)])
             return last_json(out)["examples_per_sec"]
 
-        values = interleaved({"trainer": trainer, "model.fit": plain}, reps_of(a))
+        variants = {"trainer": trainer, "model.fit": plain}
+        left_out = LEFT_OUT if a.breakdown and not a.smoke else ()
+        for name in left_out:
+            variants[f"without_{name}"] = lambda name=name: trainer(name)
+        values = interleaved(variants, reps_of(a))
     reps = reps_of(a)
-    figures = [Figure("trainer_overhead", median(values["trainer"]), "trainer", median(values["model.fit"]),
-                      "model.fit", "examples/s", ">= 0.95", min(a.threads, usable_cores()),
-                      f"{a.examples or 60000} examples x {a.epochs} epochs, batch {a.batch_size}, {a.threads} threads;"
-                      f" median of {reps} interleaved")]
+    conf = (f"{a.examples or 60000} examples x {a.epochs} epochs, batch {a.batch_size}, {a.threads} threads; "
+            f"median of {reps} interleaved")
+    cores, base = min(a.threads, usable_cores()), median(values["model.fit"])
+    figures = [Figure("trainer_overhead", median(values["trainer"]), "trainer", base,
+                      "model.fit", "examples/s", ">= 0.95", cores, conf)]
+    for name in left_out:
+        figures.append(Figure(f"trainer_overhead_without_{name}", median(values[f"without_{name}"]),
+                              f"trainer_without_{name}", base, "model.fit", "examples/s", "", cores,
+                              f"--callbacks without {name}" + (" (none at all)" if name == "callbacks" else "")
+                              + f"; {conf}"))
     report(figures, a.out)
     return figures
 

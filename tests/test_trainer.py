@@ -148,6 +148,8 @@ def test_trainers_plan_to_train(mnist_subset_dir, tmp_path):
         (["--data-dir", "/nonexistent/tfk8s-data"], None, "does not exist: run the prepare-dataset step"),
         (["--data-dir", "EMPTY"], None, "metadata.json not found"),
         (["NO-DATA"], None, "no data: set $TFK8S_DATA_DIR (tfk8s does) or pass --data-dir"),
+        (["--callbacks", "backup,tensorbord"], None,
+         "--callbacks: unknown tensorbord; choose from backup, checkpoints, tensorboard, progress, stop_on_nan or none"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_message_saying_what_to_fix(mnist_subset_dir, tmp_path, monkeypatch, capsys,
@@ -313,3 +315,21 @@ def test_two_diverging_workers_stop_at_the_same_step_and_both_exit_0(mnist_subse
     stops = {ln.split("]")[0] + "]": ln.split("] ", 1)[1] for ln in lines if "training diverged: loss nan" in ln}
     assert set(stops) == {"[worker-0]", "[worker-1]"}, "\n".join(lines[-40:])
     assert len(set(stops.values())) == 1, stops  # the same "at epoch E step S" on both
+
+
+@pytest.mark.slow
+def test_callbacks_none_trains_without_backup_checkpoints_progress_or_scalars(mnist_subset_dir, tmp_path):
+    from tfk8s.contract import read_metrics
+
+    train = tmp_path / "train"
+    proc = _run_trainer(train, mnist_subset_dir, "--epochs", "1", "--batch-size", "64", "--max-train-examples", "512",
+                        "--callbacks", "none")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reported, _, _ = read_metrics(train / "metrics" / "chief-0.json")
+    assert (reported["epochs_run"], reported["epoch_times_s"]) == (1, [])  # no progress callback timed it
+    assert reported["examples_per_sec"] > 0
+    checkpoints = train / "checkpoints"
+    assert not (checkpoints.exists() and list(checkpoints.iterdir())), list(checkpoints.iterdir())
+    assert not (train / "logs" / "train").exists()  # no TensorBoard scalars
+    assert "epoch 1/1:" not in proc.stdout  # the per-epoch line is the progress callback's
+    assert (train / "saved_model" / "saved_model.pb").is_file()

@@ -4,7 +4,7 @@ through :mod:`tfk8s.runtime`, like any user program may.
     python -m trainer.task [--epochs E] [--batch-size B] [--learning-rate LR] [--max-train-examples N]
                            [--steps-per-epoch N] [--seed S] [--intra-op-threads N] [--inter-op-threads N]
                            [--communication AUTO|RING|NCCL] [--bytes-per-pack N] [--steps-per-execution N]
-                           [--peer-timeout-s S]
+                           [--peer-timeout-s S] [--callbacks backup,checkpoints,tensorboard,progress,stop_on_nan|none]
                            [--data-dir D] [--model-dir M] [--checkpoint-dir C] [--tensorboard-dir T]
 
 The directories come from the contract's environment (``TFK8S_DATA_DIR``, ``TFK8S_MODEL_DIR``,
@@ -87,6 +87,23 @@ _DIR_FLAGS = {"data_dir": runtime.DATA_DIR_ENV, "model_dir": runtime.MODEL_DIR_E
               "checkpoint_dir": runtime.CHECKPOINT_DIR_ENV, "tensorboard_dir": runtime.TENSORBOARD_DIR_ENV}
 
 
+# tfk8s.runtime.callbacks' keyword flags, each one callback (or check) the trainer can leave out
+CALLBACKS = ("backup", "checkpoints", "tensorboard", "progress", "stop_on_nan")
+
+
+def chosen_callbacks(args: argparse.Namespace) -> dict[str, bool]:
+    """``--callbacks`` as :func:`tfk8s.runtime.callbacks`' keyword flags, e.g. ``{"backup": True, ...}``.
+
+    Raises:
+        UsageError: a name that is not one of :data:`CALLBACKS` (or ``none``).
+    """
+    names = {n.strip() for n in (args.callbacks or "").split(",") if n.strip()} - {"none"}
+    unknown = sorted(names - set(CALLBACKS))
+    if unknown:
+        raise UsageError(f"--callbacks: unknown {', '.join(unknown)}; choose from {', '.join(CALLBACKS)} or none")
+    return {name: name in names for name in CALLBACKS}
+
+
 class UsageError(Exception):
     """Bad arguments, missing data or an unsupported cluster: reported on stderr, exit code 2."""
 
@@ -124,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps-per-execution", type=int, default=DEFAULT_STEPS_PER_EXECUTION,
                    help="training steps per call of the compiled step function (fewer calls, less per-step "
                         "overhead; progress callbacks then run once per call); not under ParameterServerStrategy")
+    p.add_argument("--callbacks", default=",".join(CALLBACKS),
+                   help=f"comma-separated runtime callbacks to use, of {', '.join(CALLBACKS)}; 'none' for none "
+                        "(bench/trainer_overhead.py measures each one's cost); default: all")
     p.add_argument("--peer-timeout-s", type=float, default=runtime.DEFAULT_PEER_TIMEOUT_S,
                    help="give up when a peer has not come up after this many seconds")
     return p
@@ -201,6 +221,7 @@ def make_plan(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             raise UsageError(f"{flag} must be >= {minimum}, got {value}")
     if not args.learning_rate > 0:
         raise UsageError(f"--learning-rate must be > 0, got {args.learning_rate}")
+    chosen_callbacks(args)  # a bad --callbacks fails before anything starts
 
     env = dict(os.environ if environ is None else environ)
     apply_dir_flags(args, env)
@@ -299,7 +320,7 @@ def train(args: argparse.Namespace, plan: Plan) -> dict | None:
                             steps_per_execution=1 if plan.strategy == "parameter_server" else
                             min(args.steps_per_execution, plan.steps_per_epoch))
 
-    callbacks = runtime.callbacks(batch_size=args.batch_size)
+    callbacks = runtime.callbacks(batch_size=args.batch_size, **chosen_callbacks(args))
     t0 = time.perf_counter()
     history = model.fit(dataset, epochs=args.epochs, steps_per_epoch=plan.steps_per_epoch,
                         callbacks=callbacks, verbose=0)
@@ -307,8 +328,8 @@ def train(args: argparse.Namespace, plan: Plan) -> dict | None:
     runtime.save(model)
 
     hist = history.history
-    epoch_times = runtime.epoch_times()
-    epochs_run = len(epoch_times)
+    epoch_times = runtime.epoch_times()  # empty without the progress callback (--callbacks)
+    epochs_run = len(history.epoch)  # in this process (a resumed run skips the backup's epochs)
     return runtime.report({
         "accuracy": hist["accuracy"][-1] if hist.get("accuracy") else None,
         "loss": hist["loss"][-1] if hist.get("loss") else None,
