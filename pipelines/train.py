@@ -25,6 +25,13 @@ from typing import NamedTuple
 if __package__ in (None, ""):  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tfk8s import step_server  # the standard library only
+
+# `python pipelines/train.py --local`: the steps' pre-warmed interpreter starts importing TensorFlow now, before
+# this file imports KFP (main() takes it over, or stops it when it is not needed after all)
+_EARLY_SERVER = (step_server.StepServer() if __name__ == "__main__" and step_server.enabled()
+                 and "--local" in sys.argv and "--verbose" not in sys.argv else None)
+
 from kfp import compiler, dsl
 from kfp import kubernetes as kfp_kubernetes
 from kfp.dsl import HTML, ClassificationMetrics, Dataset, Markdown, Metrics, Model
@@ -223,8 +230,6 @@ def start_step_server():
     """A :class:`tfk8s.step_server.StepServer` for the ``--local`` steps, started now (its imports overlap
     what comes before the first step; its own output, those imports' messages, is discarded). None when
     ``TFK8S_STEP_SERVER=0``."""
-    from tfk8s import step_server
-
     return step_server.StepServer() if step_server.enabled() else None
 
 
@@ -394,14 +399,19 @@ def main(argv: list[str] | None = None) -> None:
                    help="--local: print every step's whole output (default: one line per step, the progress "
                         "and the result; the whole output is in each step's output.log)")
     add_cluster_arguments(p, mode)  # --run, --schedule CRON, --format, --host, --experiment, --upload, ...
-    a = p.parse_args(argv)
-    # --local: the steps' pre-warmed interpreter starts importing TensorFlow now, while the checks run
-    server = start_step_server() if a.local and not a.verbose else None
+    # --local: the steps' pre-warmed interpreter (started as this file was loaded, or now) imports TensorFlow
+    # while the checks run
+    global _EARLY_SERVER
+    early, _EARLY_SERVER = (_EARLY_SERVER if argv is None else None), None
+    server = None
     try:
+        a = p.parse_args(argv)
+        server = (early or start_step_server()) if a.local and not a.verbose else None
         _main(a, server)
     finally:
-        if server is not None:
-            server.close()
+        for started in (early, server):
+            if started is not None:
+                started.close()
 
 
 def _main(a: argparse.Namespace, server) -> None:

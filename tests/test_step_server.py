@@ -30,7 +30,8 @@ if __name__ != "__main__":
     raise SystemExit("not run as __main__")
 args = sys.argv[1:]
 component = args[args.index("--component_module_path") + 1]
-print(f"tfk8s: step pid={os.getpid()} ppid={os.getppid()} cwd={os.getcwd()} marker={os.environ.get('MARKER')}")
+print(f"tfk8s: step pid={os.getpid()} ppid={os.getppid()} cwd={os.getcwd()} marker={os.environ.get('MARKER')} "
+      f"later={'email.mime.text' in sys.modules}")
 print(f"component source: {open(component).read()}")
 print("a C-level write to fd 2", file=sys.stderr)
 how = args[-1]
@@ -69,7 +70,7 @@ def executor_env(tmp_path, monkeypatch):
 def started_server():
     """A server for the test's own environment (made in the test's body: pytest's PYTEST_CURRENT_TEST differs
     between a fixture's set-up and the test, and a step is forked only in the server's environment)."""
-    with StepServer(preload=("json", "email.mime.text")) as s:
+    with StepServer(preload=("json",), later=("email.mime.text",)) as s:
         assert s.ready(60) and s.failed_imports == []
         yield s
     assert s.proc.poll() is not None  # closed: the server has exited
@@ -103,11 +104,13 @@ def test_a_step_runs_forked_from_the_server_with_its_output_in_its_log(executor_
         seen = step_line(out.getvalue())
         assert int(seen["ppid"]) == server.proc.pid  # forked by the server, not started by this process
         assert seen["cwd"] == os.getcwd() and seen["marker"] == "from-the-environment"
+        assert seen["later"] == "False"  # imported by the server once this first step had been forked
         assert out.getvalue().splitlines()[-1].startswith("tfk8s: export-model ok (")
         log = (tmp_path / "run" / "export-model" / "output.log").read_text()
         assert "component source: def export_model(): pass" in log and "a C-level write to fd 2" in log
         assert steps.run_step(command(tmp_path, "0")) == 0  # the server serves one step after another
-        assert int(step_line(out.getvalue().split("export-model ok")[1])["pid"]) != int(seen["pid"])
+        second = step_line(out.getvalue().split("export-model ok")[1])
+        assert second["pid"] != seen["pid"] and second["ppid"] == seen["ppid"] and second["later"] == "True"
 
 
 def test_a_forked_step_returns_its_exit_code(executor_env, tmp_path):
@@ -148,7 +151,7 @@ from tfk8s.step_server import StepServer
 sys.path.insert(0, {tests!r})
 from test_step_server import command
 from pathlib import Path
-with StepServer(preload=("json",)) as server, sigterm_reaches_children(grace_s=5):
+with StepServer(preload=("json",), later=()) as server, sigterm_reaches_children(grace_s=5):
     print("server", server.proc.pid, flush=True)
     QuietSteps({tmp!r}, sys.stdout, tty=False, server=server).run_step(command(Path({tmp!r}), "sleep"))
 """

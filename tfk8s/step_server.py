@@ -4,7 +4,7 @@ process that has already imported KFP and TensorFlow, instead of a fresh interpr
 ``kfp.local`` runs every step as ``sh -ec '<write the component to a temp file>; python -m
 kfp.dsl.executor_main ...'``; three of the steps (prepare, export, evaluate) then spend about 2 s of their
 3-4 s importing TensorFlow. :class:`StepServer` starts ``python -m tfk8s.step_server`` once, which imports
-:data:`DEFAULT_PRELOAD` (importing only: no TensorFlow op, context or thread pool is created, so forking after
+:data:`DEFAULT_PRELOAD` (then :data:`DEFAULT_PRELOAD_LATER` while the first step runs; importing only: no TensorFlow op, context or thread pool is created, so forking after
 it is safe) and then waits for steps on a Unix socket. For each step the client (:meth:`StepServer.start`)
 
 - recognises ``kfp.local``'s command (:func:`kfp_python_step`; anything else is left to ``subprocess``) and
@@ -54,10 +54,10 @@ DEFAULT_PRELOAD = (
     "kfp.dsl.executor",  # what kfp.dsl.executor_main imports (not itself: runpy runs it as __main__)
     "tensorflow",
     "tensorflow_datasets",
-    "matplotlib.pyplot",  # the evaluate step's HTML report
-    "tfk8s.steps", "tfk8s.dataset", "tfk8s.export", "tfk8s.evaluation", "tfk8s.report", "tfk8s.html_report",
-    "tfk8s.launcher.local",
+    "tfk8s.steps", "tfk8s.dataset", "tfk8s.export", "tfk8s.evaluation", "tfk8s.launcher.local",
 )
+# imported while the first step runs (the server is idle then), so the first step waits for less
+DEFAULT_PRELOAD_LATER = ("matplotlib.pyplot", "tfk8s.report", "tfk8s.html_report")
 READY_TIMEOUT_S = 120.0  # longest wait for the server's imports before a step runs the usual way
 DISABLE_ENV = "TFK8S_STEP_SERVER"  # "0": never start a server
 
@@ -128,9 +128,22 @@ def _recv(sock: socket.socket, maxfds: int = 0) -> tuple[dict | None, list[int]]
 
 # --- the server side (python -m tfk8s.step_server --fd N [--preload module ...]) ---
 
-def _serve(sock: socket.socket) -> tuple[dict, int] | None:
+def _import(names: list[str]) -> list[str]:
+    """Import each module; returns the failures (a step importing one fails as in a fresh interpreter)."""
+    failed = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001
+            failed.append(f"{name}: {type(e).__name__}: {e}")
+    return failed
+
+
+def _serve(sock: socket.socket, later: list[str]) -> tuple[dict, int] | None:
     """Fork a child per request and report its exit code; returns ``(request, stdout fd)`` in the child,
-    None in the server once the client has gone."""
+    None in the server once the client has gone. ``later`` is imported once the first child runs."""
+    import gc
+
     while True:
         try:
             request, fds = _recv(sock, maxfds=1)
@@ -154,6 +167,10 @@ def _serve(sock: socket.socket) -> tuple[dict, int] | None:
         os.close(fds[0])
         try:
             _send(sock, {"pid": pid})
+            if later:
+                _import(later)
+                later = []
+                gc.freeze()
             _, status = os.waitpid(pid, 0)
             _send(sock, {"pid": pid, "exitcode": os.waitstatus_to_exitcode(status)})
         except (ConnectionError, OSError):  # the client has gone: the child is its own now (as with Popen)
@@ -240,15 +257,11 @@ def main(argv: list[str] | None = None) -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--fd", type=int, required=True, help="the socket to the client")
     p.add_argument("--preload", action="append", default=[], help="module to import before serving")
+    p.add_argument("--later", action="append", default=[], help="module to import once the first step runs")
     a = p.parse_args(argv)
     sock = socket.socket(fileno=a.fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the step and the pipeline; the server follows
-    failed = []
-    for name in a.preload:
-        try:
-            importlib.import_module(name)
-        except Exception as e:  # noqa: BLE001 - a step importing it fails as it would in a fresh interpreter
-            failed.append(f"{name}: {type(e).__name__}: {e}")
+    failed = _import(a.preload)
     import gc
 
     gc.freeze()  # what the imports made stays out of the children's collections (fewer pages copied)
@@ -256,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
         _send(sock, {"ready": True, "pid": os.getpid(), "failed": failed})
     except OSError:
         return
-    served = _serve(sock)
+    served = _serve(sock, a.later)
     if served is not None:
         _become_step(*served)
 
@@ -292,12 +305,14 @@ class StepServer:
 
     Args:
         preload: modules the server imports before serving.
+        later: modules it imports once the first step runs (while it waits for that step).
         log: file for the server's own output (its imports' messages); default: discarded.
         python: the interpreter (a step is forked only if its command names this one).
         env: the environment of the server and of the steps it may run (default: ``os.environ`` now).
     """
 
-    def __init__(self, preload: tuple[str, ...] = DEFAULT_PRELOAD, log: str | os.PathLike | None = None,
+    def __init__(self, preload: tuple[str, ...] = DEFAULT_PRELOAD, later: tuple[str, ...] = DEFAULT_PRELOAD_LATER,
+                 log: str | os.PathLike | None = None,
                  python: str = sys.executable, env: dict[str, str] | None = None):
         self.python = python
         self.env = dict(os.environ if env is None else env)
@@ -311,6 +326,8 @@ class StepServer:
             args = [python, "-m", "tfk8s.step_server", "--fd", str(theirs.fileno())]
             for name in preload:
                 args += ["--preload", name]
+            for name in later:
+                args += ["--later", name]
             self.proc = subprocess.Popen(args, pass_fds=[theirs.fileno()], stdout=out, stderr=subprocess.STDOUT,
                                          env={**self.env, "_KFP_RUNTIME": "true"})
         finally:
