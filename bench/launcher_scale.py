@@ -29,7 +29,9 @@ Figures per N:
   the other`` (the same launcher with ``tfk8s.kube.parallel`` limited to one request at a time, measured in
   the same run; goal <= 1);
 - ``launcher_create_s_N``: the same time against the first size's scaled linearly (``t_N / (t_8 * N / 8)``;
-  goal <= 1: creation grows sublinearly).
+  goal <= 1: creation grows sublinearly);
+- ``launcher_cleanup_vs_one_by_one_N = seconds from the verdict to the end of the cleanup (every Job, Service
+  and pod deleted and gone), deletes concurrent / one after the other`` (the same comparison; goal <= 1).
 """
 
 from __future__ import annotations
@@ -158,6 +160,8 @@ def measure(n: int, wait_s: float = 2.0) -> dict:
         if errors:
             raise errors[0]
         out["verdict_s"] = verdict_at[0] - out["last_status_at"] if verdict_at else float("nan")
+        # the verdict is logged before the cleanup starts: the cleanup is the rest of run_kubernetes
+        out["cleanup_s"] = out["t0"] + out["cleanup_done_s"] - verdict_at[0] if verdict_at else float("nan")
         out["end_requests"] = len(c.requests()) - out["end_start"]
     return out
 
@@ -198,8 +202,9 @@ def _about_one(method: str, url: str) -> bool:
 
 @contextlib.contextmanager
 def one_by_one(enabled: bool):
-    """While inside (``enabled``), the backend creates its Services and Jobs one after the other, as before
-    :mod:`tfk8s.kube.parallel`: the side-by-side baseline of the creation figure."""
+    """While inside (``enabled``), the backend creates (and in its cleanup deletes) its Services and Jobs one
+    after the other, as before :mod:`tfk8s.kube.parallel`: the side-by-side baseline of the creation and
+    cleanup figures."""
     from tfk8s.kube import backend
 
     real = backend.run_all
@@ -295,6 +300,7 @@ def measure_control_plane(n: int, wait_s: float, nodes: int) -> dict:
                 if errors:
                     raise errors[0]
                 out["verdict_s"] = verdict_at[0] - out["last_status_at"] if verdict_at else float("nan")
+                out["cleanup_s"] = out["t0"] + out["cleanup_done_s"] - verdict_at[0] if verdict_at else float("nan")
                 c.close()
             finally:
                 kubelet.stop()
@@ -340,6 +346,10 @@ def main(argv: list[str] | None = None) -> list[Figure]:
             Figure(f"launcher_verdict_s_{n}", r["verdict_s"], "verdict_after_last_status", 1.0, "goal", "s", "<= 1",
                    usable_cores(), f"cleanup done {r['cleanup_done_s']:.1f}s after launch; {note}"),
         ]
+        figures.append(Figure(f"launcher_cleanup_vs_one_by_one_{n}", r["cleanup_s"], "concurrent", seq["cleanup_s"],
+                              "one_by_one", "s", "<= 1", usable_cores(),
+                              f"verdict -> every Job, Service and pod of the {n} replicas deleted and gone, side by "
+                              f"side; {note}"))
         figures.append(Figure(f"launcher_create_vs_one_by_one_{n}", r["created_s"], "concurrent", seq["created_s"],
                               "one_by_one", "s", "<= 1", usable_cores(),
                               f"launch -> all {n} replicas' Jobs created, side by side; {note}"))

@@ -153,6 +153,11 @@ def mwms(a: argparse.Namespace) -> dict:
                       num_workers=workers, metadata=meta)
     with strategy.scope():
         model = build_model(meta, a.learning_rate, decay_steps=a.epochs * steps)
+        if a.keras_step:
+            model = tf_keras.Model(model.inputs, model.outputs, name=model.name)
+            model.compile(optimizer=tf_keras.optimizers.Adam(
+                tf_keras.optimizers.schedules.CosineDecay(a.learning_rate, decay_steps=a.epochs * steps)),
+                loss=tf_keras.losses.SparseCategoricalCrossentropy(), metrics=["accuracy"])
         if a.accumulate > 1:
             if a.per_worker_batch % a.accumulate:
                 raise SystemExit(f"--per-worker-batch {a.per_worker_batch} must be a multiple of --accumulate")
@@ -160,7 +165,6 @@ def mwms(a: argparse.Namespace) -> dict:
         if a.steps_per_execution > 1:
             model.compile(optimizer=model.optimizer, loss=model.loss, metrics=["accuracy"],
                           steps_per_execution=a.steps_per_execution)
-    model.distribute_reduction_method = a.reduction
     times: list[float] = []
 
     class Timer(tf_keras.callbacks.Callback):
@@ -212,8 +216,9 @@ def main(argv: list[str] | None = None) -> None:
             s.add_argument("--implementation", choices=("auto", "ring"), default="auto")
             s.add_argument("--accumulate", type=int, default=1, help="micro-batches per all-reduce")
             s.add_argument("--steps-per-execution", type=int, default=1, help="steps per tf.function call")
-            s.add_argument("--reduction", choices=("auto", "first"), default="auto",
-                           help="Keras' distribute_reduction_method for the per-step metrics")
+            s.add_argument("--keras-step", action="store_true",
+                           help="Keras' own train step (gradient all-reduce + one all-reduce per logged metric) "
+                                "instead of trainer.model.OneAllReduceModel's single collective")
             s.add_argument("--independent", action="store_true",
                            help="ignore TF_CONFIG: every process trains alone (no all-reduce): the ceiling")
             s.add_argument("--out", default="", help="worker 0 (--independent: each; the launcher substitutes {replica_index}) writes "

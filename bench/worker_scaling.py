@@ -16,7 +16,11 @@ Options (figure ``scaling_<option>``):
 - ``independent``: the ceiling: N prototype processes at once, each training alone (no TF_CONFIG cluster, no
   all-reduce), their examples/sec added up: what the cores give N single-thread processes right now;
 - ``default``: the prototype trainer (``python -m bench.procs mwms``: ``tf.distribute`` directly, the same
-  model and input pipeline) with TF's default collective options (one pack, AUTO = RING on CPU);
+  model and input pipeline) with TF's default collective options (one pack, AUTO = RING on CPU) and the
+  built-in model's training step (``trainer.model.OneAllReduceModel``: gradients and metrics in ONE
+  all-reduce per step);
+- ``keras_step``: the same with Keras' own training step (the gradient all-reduce plus one all-reduce per
+  logged metric: 3 collectives per step), what the trainer did before;
 - ``ring``: ``CommunicationImplementation.RING`` explicitly; ``pack64k``: ``bytes_per_pack=65536`` (gradients
   all-reduced in several packs, so the first can start while the rest are computed);
 - ``overlap``: ``pack64k`` with 2 inter-op threads per worker, so a pack's all-reduce can run beside the
@@ -53,7 +57,7 @@ from bench.common import (
     usable_cores,
 )
 
-OPTIONS = ("trainer", "trainer_spe8", "independent", "default", "ring", "pack64k", "overlap", "spe8", "accum4", "b4x", "first")
+OPTIONS = ("trainer", "trainer_spe8", "independent", "default", "ring", "pack64k", "overlap", "spe8", "accum4", "b4x", "keras_step")
 DEFAULT_OPTIONS = tuple(o for o in OPTIONS if o != "trainer_spe8")
 
 
@@ -72,8 +76,8 @@ def _variant(option: str, batch: int) -> dict:
         v["flags"] = ["--independent"]
     elif option == "accum4":
         v["batch"], v["accumulate"] = 4 * batch, 4
-    elif option == "first":
-        v["flags"] = ["--reduction", "first"]
+    elif option == "keras_step":
+        v["flags"] = ["--keras-step"]
     elif option == "b4x":
         v["batch"] = 4 * batch
     return v

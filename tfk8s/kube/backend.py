@@ -825,12 +825,13 @@ class KubernetesBackend:
             for stream in self._logs.values():  # finished containers: every line is in before deleting
                 if stream.pod in self._terminal_pods():
                     stream.drain(self.settings.log_wait_s)
-            for rep in self.replicas.values():
-                self.api.delete_job(rep.name)
-            for rep in self.replicas.values():
-                self.api.delete_service(rep.name)
-            for pod in self.api.list_pods(self.selector).get("items") or []:
-                self.api.delete_pod(pod["metadata"]["name"], self.settings.stop_grace_period_s)
+            # Jobs first (no controller recreates a pod), then Services, then the pods; each kind concurrently
+            # (tfk8s.kube.parallel), as they were created: 256 replicas' 768 deletes one after the other took ~15 s
+            names = [rep.name for rep in self.replicas.values()]
+            run_all(self.api.delete_job, names)
+            run_all(self.api.delete_service, names)
+            pods = [pod["metadata"]["name"] for pod in self.api.list_pods(self.selector).get("items") or []]
+            run_all(lambda pod: self.api.delete_pod(pod, self.settings.stop_grace_period_s), pods)
             for _, _, _, delete, _ in self._job_level():
                 delete(self.job.name)
             left: list[str] = []
@@ -886,8 +887,7 @@ class KubernetesBackend:
         self.log(f"pods still terminating {self.settings.stop_grace_period_s + self.settings.force_delete_after_s:g}s "
                  f"after their deletion (their node is gone or unreachable): force-deleting {', '.join(pods)} "
                  f"(grace period 0)")
-        for pod in pods:
-            self.api.delete_pod(pod, 0)
+        run_all(lambda pod: self.api.delete_pod(pod, 0), pods)
 
     def _deletion_accepted(self, left: list[str]) -> list[str]:
         """The pods among ``left`` (``kind/name``) whose deletion the API server accepted (a deletionTimestamp)."""

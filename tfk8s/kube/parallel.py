@@ -1,4 +1,5 @@
-"""Run one API call per item concurrently: how the launcher creates a job's Services and Jobs.
+"""Run one API call per item concurrently: how the launcher creates a job's Services and Jobs, and deletes
+them and their pods in the cleanup.
 
 Creating 256 replicas one request after another costs 512 round trips in a row; a small pool of threads
 keeps :data:`MAX_CONCURRENT_REQUESTS` of them in flight (the ``kubernetes`` client is thread-safe; its
@@ -32,7 +33,7 @@ def run_all(fn: Callable[[_T], _R], items: Iterable[_T], max_workers: int = MAX_
     todo = list(items)
     if len(todo) < CONCURRENT_FROM or max_workers <= 1:
         return [fn(item) for item in todo]
-    pool = ThreadPoolExecutor(max_workers=min(max_workers, len(todo)), thread_name_prefix="kube-create")
+    pool = ThreadPoolExecutor(max_workers=min(max_workers, len(todo)), thread_name_prefix="kube-request")
     try:
         futures = [pool.submit(fn, item) for item in todo]
         wait(futures)
