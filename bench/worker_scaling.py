@@ -11,8 +11,8 @@ what N workers and their all-reduce cost.
 
 Options (figure ``scaling_<option>``):
 
-- ``trainer``: the built-in trainer as it is (``python -m trainer.task``), per-worker batch ``B``;
-  ``trainer_spe8``: the same with ``--steps-per-execution 8``;
+- ``trainer``: the built-in trainer as it is (``python -m trainer.task``, its defaults: 8 steps per call),
+  per-worker batch ``B``; ``trainer_spe1``: the same with ``--steps-per-execution 1`` (one step per call);
 - ``independent``: the ceiling: N prototype processes at once, each training alone (no TF_CONFIG cluster, no
   all-reduce), their examples/sec added up: what the cores give N single-thread processes right now;
 - ``default``: the prototype trainer (``python -m bench.procs mwms``: ``tf.distribute`` directly, the same
@@ -57,8 +57,8 @@ from bench.common import (
     usable_cores,
 )
 
-OPTIONS = ("trainer", "trainer_spe8", "independent", "default", "ring", "pack64k", "overlap", "spe8", "accum4", "b4x", "keras_step")
-DEFAULT_OPTIONS = tuple(o for o in OPTIONS if o != "trainer_spe8")
+OPTIONS = ("trainer", "trainer_spe1", "independent", "default", "ring", "pack64k", "overlap", "spe8", "accum4", "b4x", "keras_step")
+DEFAULT_OPTIONS = OPTIONS
 
 
 def _variant(option: str, batch: int) -> dict:
@@ -95,8 +95,8 @@ def run_workers(data: Path, tmp: Path, option: str, workers: int, batch: int, ep
     if option.startswith("trainer"):
         args = trainer_args(data, out, epochs, batch * workers, DEFAULT_LEARNING_RATE)
         args += ["--steps-per-epoch", str(steps), "--intra-op-threads", "1", "--inter-op-threads", "1"]
-        if option == "trainer_spe8":
-            args += ["--steps-per-execution", "8"]
+        if option == "trainer_spe1":
+            args += ["--steps-per-execution", "1"]
         job = build_job(name=f"bench-{workers}w", counts=ReplicaCounts(worker=workers), args=args, backend="local",
                         train_dir=out, data_dir=data)
         run_job(job, "local", out, log_sink=lambda _line: None)

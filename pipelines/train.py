@@ -226,6 +226,11 @@ def compile_pipeline(output: str | os.PathLike = DEFAULT_OUTPUT) -> Path:
     return out
 
 
+# the --local steps whose components import no TensorFlow (kfp.local's task names): they do not wait for the
+# step server's imports (tfk8s.step_output.QuietSteps)
+STEPS_WITHOUT_TENSORFLOW = frozenset({"ensure-volume", "launch-training", "push-model", "reject-model"})
+
+
 def start_step_server():
     """A :class:`tfk8s.step_server.StepServer` for the ``--local`` steps, started now (its imports overlap
     what comes before the first step; its own output, those imports' messages, is discarded). None when
@@ -254,7 +259,7 @@ def quiet_steps(volume: str | os.PathLike, server=None):
     own = server is None
     if own:
         server = start_step_server()
-    steps = QuietSteps(volume, server=server)
+    steps = QuietSteps(volume, server=server, without_tensorflow=STEPS_WITHOUT_TENSORFLOW)
     drop, root = _DropKfpLocal(), logging.getLogger()
     saved = subprocess_task_handler.run_local_subprocess, logging_utils.print_horizontal_line
     root.addFilter(drop)

@@ -177,3 +177,15 @@ def test_sigterm_stops_a_forked_step_and_the_server(executor_env, tmp_path):
                 p.kill()
         driver.wait()
         driver.stdout.close()
+
+
+def test_a_step_without_tensorflow_does_not_wait_for_the_servers_imports(executor_env, tmp_path):
+    (tmp_path / "mods" / "slow_import.py").write_text("import time\ntime.sleep(4)\n")  # stands for TensorFlow
+    with StepServer(preload=("slow_import",), later=()) as server:
+        out = io.StringIO()
+        steps = QuietSteps(tmp_path, out, tty=False, server=server, without_tensorflow={"export-model"})
+        assert steps.run_step(command(tmp_path, "0")) == 0
+        assert int(step_line(out.getvalue())["ppid"]) != server.proc.pid  # ran at once, as a subprocess
+        steps.without_tensorflow = frozenset()  # a step that needs the imports waits for them, then is forked
+        assert steps.run_step(command(tmp_path, "0")) == 0
+        assert int(step_line(out.getvalue().split("export-model ok")[1])["ppid"]) == server.proc.pid

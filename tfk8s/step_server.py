@@ -340,6 +340,8 @@ class StepServer:
         if self._ready is None:
             readable, _, _ = select.select([self._sock], [], [], timeout)
             msg = None
+            if not readable and timeout == 0:
+                return False  # still importing: asked not to wait
             if readable:
                 with contextlib.suppress(OSError, ValueError):
                     msg, _ = _recv(self._sock)
@@ -350,12 +352,17 @@ class StepServer:
                 self.close()
         return self._ready
 
-    def start(self, full_command: list[str], env: dict[str, str]) -> StepProcess | None:
+    def start(self, full_command: list[str], env: dict[str, str], *, wait_ready: bool = True) -> StepProcess | None:
         """Run ``full_command`` (a ``kfp.local`` step) with environment ``env`` in a forked child; None when it
-        cannot be (another command form or interpreter, another environment, server not running or busy):
-        run it the usual way then."""
+        cannot be (another command form or interpreter, another environment, server not running or busy, or
+        still importing and ``wait_ready`` is False: a step that needs no TensorFlow starts faster on its own
+        than it would wait): run it the usual way then."""
         step = kfp_python_step(full_command)
-        if step is None or step.python != self.python or env != self.env or not self.ready():
+        if step is None or step.python != self.python or env != self.env:
+            return None
+        if not wait_ready and self._ready is None and not self.ready(timeout=0):
+            return None
+        if not self.ready():
             return None
         if not self._lock.acquire(blocking=False):
             return None
