@@ -156,8 +156,10 @@ def test_dataset_gives_each_input_pipeline_its_own_shards_in_per_replica_batches
     assert sum(parts) == 3000 and all(parts)  # 7 files: 4 and 3 of them
 
     clean_env.setenv("TF_CONFIG", _tf_config(8, 3))
+    assert runtime.dataset("train", batch_size=64, in_memory=False).options().experimental_distribute.auto_shard_policy \
+        == tf.data.experimental.AutoShardPolicy.DATA  # 7 files for 8 workers: by record
     assert runtime.dataset("train", batch_size=64).options().experimental_distribute.auto_shard_policy == (
-        tf.data.experimental.AutoShardPolicy.DATA)  # 7 files for 8 workers: by record
+        tf.data.experimental.AutoShardPolicy.OFF)  # in memory by default: this worker's part already
     test = runtime.dataset("test", batch_size=1000)  # not shuffled, not repeated: the split once
     assert sum(int(y.shape[0]) for _, y in test) == 3000
     assert runtime.metadata().num_classes == 10

@@ -32,7 +32,8 @@ def test_make_dataset_sets_the_policy_for_the_workers_in_tf_config(mnist_subset_
     from tfk8s.shards import AutoShardPolicy, make_dataset
 
     def policy(**kwargs):
-        ds = make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=True, repeat=True, **kwargs)
+        ds = make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=True, repeat=True, in_memory=False,
+                          **kwargs)
         return ds.options().experimental_distribute.auto_shard_policy
 
     monkeypatch.setenv("TF_CONFIG", _tf_config(2, 0))
@@ -139,3 +140,40 @@ def test_under_file_auto_sharding_each_worker_reads_only_its_own_shard_files(mni
     assert [len(p) for p in parts] == [sum(per_file[0::2]), sum(per_file[1::2])]  # 4 files and 3 files
     assert not set(parts[0]) & set(parts[1])
     assert sorted(parts[0] + parts[1]) == _examples(ds)
+
+
+def _first_examples(ds, n: int) -> list[tuple[int, bytes]]:
+    """The first ``n`` examples ``ds`` yields, in order, as ``_examples`` gives them (label, image bytes)."""
+    out: list[tuple[int, bytes]] = []
+    for images, labels in ds:
+        out += [(int(lb), im.tobytes()) for im, lb in zip(images.numpy(), labels.numpy(), strict=True)]
+        if len(out) >= n:
+            return out[:n]
+    return out
+
+
+def test_a_small_training_split_is_served_from_memory_each_epoch_a_new_order_of_every_example(mnist_subset_dir):
+    from tfk8s.shards import AutoShardPolicy, make_dataset
+
+    streamed = _examples(make_dataset(str(mnist_subset_dir), "train", batch_size=100, shuffle=False, repeat=False))
+    ds = make_dataset(str(mnist_subset_dir), "train", batch_size=64, shuffle=True, repeat=True, seed=1)
+    assert ds.options().experimental_distribute.auto_shard_policy == AutoShardPolicy.OFF  # in memory: decided
+    two_epochs = _first_examples(ds, 2 * len(streamed))
+    first, second = two_epochs[:len(streamed)], two_epochs[len(streamed):]
+    assert sorted(first) == streamed and sorted(second) == streamed  # every example once per epoch
+    assert first != second  # reshuffled every epoch
+
+
+def test_in_memory_each_worker_of_tf_config_keeps_only_its_part(mnist_subset_dir, monkeypatch):
+    from tfk8s.shards import make_dataset
+
+    streamed = _examples(make_dataset(str(mnist_subset_dir), "train", batch_size=100, shuffle=False, repeat=False))
+    parts = []
+    for index in range(2):
+        monkeypatch.setenv("TF_CONFIG", _tf_config(2, index))
+        ds = make_dataset(str(mnist_subset_dir), "train", batch_size=50, shuffle=True, repeat=True, seed=0)
+        part = _first_examples(ds, len(streamed))  # more than a worker's part: wraps to its next epoch
+        parts.append(set(part))
+    per_file = [SUBSET_EXAMPLES // 7 + (1 if i < SUBSET_EXAMPLES % 7 else 0) for i in range(7)]
+    assert [len(p) for p in parts] == [sum(per_file[0::2]), sum(per_file[1::2])]  # files 0,2,4,6 and 1,3,5
+    assert not parts[0] & parts[1] and sorted(parts[0] | parts[1]) == streamed

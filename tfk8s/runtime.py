@@ -376,7 +376,7 @@ def metadata(data_dir: str | None = None) -> DatasetMetadata:
 
 def dataset(split: str = "train", *, batch_size: int, shuffle: bool | None = None, repeat: bool | None = None,
             max_examples: int | None = None, seed: int | None = None, input_context=None,
-            data_dir: str | None = None) -> tf.data.Dataset:
+            data_dir: str | None = None, in_memory: bool | None = None) -> tf.data.Dataset:
     """The prepared shards of ``split`` as batches of ``(images uint8 [B, H, W, C], labels int64 [B])``.
 
     Args:
@@ -389,6 +389,9 @@ def dataset(split: str = "train", *, batch_size: int, shuffle: bool | None = Non
             ``distribute_datasets_from_function``): this input pipeline's own shards, batches of
             ``input_context.get_per_replica_batch_size(batch_size)``, auto-sharding off.
         data_dir: overrides ``TFK8S_DATA_DIR``.
+        in_memory: decode this worker's examples once and serve shuffled batches from memory (auto-sharding
+            then off: the worker keeps its own part, as ``FILE``/``DATA`` would give it); None: for a training
+            split (shuffled, repeated) of at most 256 MiB of images (``tfk8s.shards.make_dataset``).
 
     Raises:
         ValueError / FileNotFoundError / KeyError: no data dir, bad metadata, unknown split.
@@ -397,7 +400,8 @@ def dataset(split: str = "train", *, batch_size: int, shuffle: bool | None = Non
 
     is_train = split == "train"
     common = {"shuffle": is_train if shuffle is None else shuffle,
-              "repeat": is_train if repeat is None else repeat, "max_examples": max_examples, "seed": seed}
+              "repeat": is_train if repeat is None else repeat, "max_examples": max_examples, "seed": seed,
+              "in_memory": in_memory}
     path = _data_dir(data_dir)
     if input_context is not None:
         return make_dataset(path, split, batch_size=input_context.get_per_replica_batch_size(batch_size),

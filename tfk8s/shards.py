@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 SHUFFLE_BUFFER = 10_000  # examples (~8 MB of serialised MNIST records); >= one shard's worth for MNIST/4
+# A training split whose decoded images take at most this many bytes is decoded once and served from memory
+# (make_dataset's in_memory): full MNIST is 47 MB. bench/trainer_overhead.py: the TFRecord pipeline's threads
+# took ~8% of the 2 cores from training.
+IN_MEMORY_MAX_BYTES = 256 * 2**20
 
 
 def __getattr__(name: str):
@@ -39,6 +43,63 @@ def num_workers_from_tf_config(value: str | None = None) -> int:
     """
     spec, _ = parse_tf_config(os.environ.get("TF_CONFIG") if value is None else value)
     return max(1, len(spec.get("chief", [])) + len(spec.get("worker", [])))
+
+
+def worker_position_from_tf_config(value: str | None = None) -> int:
+    """This process's position among the training processes of TF_CONFIG, chief first then the workers (how
+    MultiWorkerMirroredStrategy numbers its input pipelines); 0 without TF_CONFIG.
+
+    Raises:
+        tfk8s.cluster.ClusterConfigError: if TF_CONFIG is not valid.
+    """
+    spec, replica = parse_tf_config(os.environ.get("TF_CONFIG") if value is None else value)
+    if replica is None:
+        return 0
+    if replica.replica_type.value == "worker":
+        return len(spec.get("chief", [])) + replica.index
+    return replica.index
+
+
+def _in_memory(tf, files, counts, data_shard, meta, *, batch_size: int, seed: int | None, shuffle: bool,
+               repeat: bool):
+    """The examples of ``files`` (at most ``counts`` each, ``data_shard`` of their records) decoded once into
+    memory: batches of indices into them, shuffled over all of them every epoch (make_dataset's in_memory)."""
+    import numpy as np
+
+    height, width, channels = meta.image_shape
+
+    def read(path, n):
+        records = tf.data.TFRecordDataset(path).take(n)
+        return records.shard(*data_shard) if data_shard is not None else records
+
+    records = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64))).flat_map(read)
+    images, labels = [], []
+    for batch in records.batch(8192).map(_parser(tf, height, width, channels)):
+        images.append(batch[0].numpy())
+        labels.append(batch[1].numpy())
+    x = tf.constant(np.concatenate(images) if images else np.zeros((0, height, width, channels), np.uint8))
+    y = tf.constant(np.concatenate(labels) if labels else np.zeros((0,), np.int64))
+    n = int(y.shape[0])
+    ds = tf.data.Dataset.range(n)
+    if shuffle:
+        ds = ds.shuffle(max(n, 1), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
+    ds = ds.batch(batch_size).map(lambda i: (tf.gather(x, i), tf.gather(y, i))).prefetch(2)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    options.autotune.enabled = False  # see make_dataset
+    return ds.with_options(options)
+
+
+def _parser(tf, height: int, width: int, channels: int):
+    """A batch of serialised records -> ``(uint8 [B, H, W, C], int64 [B])``."""
+    def parse(records):
+        ex = tf.io.parse_example(records, {"image": tf.io.FixedLenFeature([], tf.string),
+                                           "label": tf.io.FixedLenFeature([], tf.int64)})
+        images = tf.reshape(tf.io.decode_raw(ex["image"], tf.uint8), [-1, height, width, channels])
+        return images, ex["label"]
+    return parse
 
 
 def choose_shard_policy(num_files: int, num_workers: int) -> tf.data.experimental.AutoShardPolicy:
@@ -82,6 +143,7 @@ def make_dataset(
     seed: int | None = None,
     metadata: DatasetMetadata | None = None,
     shard: tuple[int, int] | None = None,
+    in_memory: bool | None = None,
 ) -> tf.data.Dataset:
     """Batches of ``split`` from a prepared data directory.
 
@@ -106,6 +168,12 @@ def make_dataset(
             are at least ``num_shards`` files, else every ``num_shards``-th record of each file from record
             ``index`` on. The auto-shard policy is then ``OFF`` (``shard_policy`` and ``num_workers`` must
             not be given).
+        in_memory: decode this pipeline's examples once (its shards, or its part of them under
+            MultiWorkerMirroredStrategy: its files ``index::num_workers`` when there are enough, else every
+            ``num_workers``-th record, ``index`` its position among chief + workers in TF_CONFIG) and serve
+            batches shuffled over all of them every epoch, auto-sharding off. None: when ``shuffle`` and
+            ``repeat`` (training), executing eagerly (not inside a traced dataset function) and the split's
+            decoded images take at most :data:`IN_MEMORY_MAX_BYTES`.
 
     Returns:
         A dataset of ``(images, labels)``: images ``uint8 [B, H, W, C]`` (``H, W, C`` from the metadata),
@@ -113,8 +181,8 @@ def make_dataset(
 
     Raises:
         FileNotFoundError / ValueError: from ``load_metadata``; KeyError: unknown split;
-        ValueError: ``batch_size < 1``, ``max_examples < 1``, or a ``shard`` that is out of range or given
-            together with ``shard_policy``/``num_workers``.
+        ValueError: ``batch_size < 1``, ``max_examples < 1``, a ``shard`` that is out of range or given
+            together with ``shard_policy``/``num_workers``, or ``in_memory=True`` in graph mode.
     """
     import tensorflow as tf
 
@@ -127,6 +195,17 @@ def make_dataset(
     files = list(meta.files_for(split))
     counts = _take_counts(len(files), max_examples) if max_examples is not None else [-1] * len(files)
     data_shard: tuple[int, int] | None = None
+    height, width, channels = meta.image_shape
+    if in_memory is None:  # eager only: a dataset function traced in a graph (ParameterServerStrategy) cannot read
+        in_memory = (shuffle and repeat and shard_policy is None and tf.executing_eagerly()
+                     and meta.splits[split].num_examples * height * width * channels <= IN_MEMORY_MAX_BYTES)
+    elif in_memory and not tf.executing_eagerly():
+        raise ValueError("in_memory=True needs eager execution (it reads the data when called); inside a traced "
+                         "dataset function (ParameterServerStrategy's per-worker datasets) pass in_memory=False")
+    if in_memory and shard is None:
+        workers = num_workers or num_workers_from_tf_config()
+        if workers > 1:  # this worker's part, as the FILE or DATA auto-shard policy would give it
+            shard, num_workers = (workers, worker_position_from_tf_config()), None
     if shard is not None:
         num_shards, index = shard
         if not 0 <= index < num_shards:
@@ -140,7 +219,9 @@ def make_dataset(
             data_shard = shard
     if shard_policy is None:
         shard_policy = choose_shard_policy(len(files), num_workers or num_workers_from_tf_config())
-    height, width, channels = meta.image_shape
+    if in_memory:
+        return _in_memory(tf, files, counts, data_shard, meta, batch_size=batch_size, seed=seed,
+                          shuffle=shuffle, repeat=repeat)
 
     ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
     if shuffle:
@@ -162,13 +243,7 @@ def make_dataset(
         ds = ds.repeat()
     ds = ds.batch(batch_size, drop_remainder=False)
 
-    def parse(records: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        ex = tf.io.parse_example(records, {"image": tf.io.FixedLenFeature([], tf.string),
-                                           "label": tf.io.FixedLenFeature([], tf.int64)})
-        images = tf.reshape(tf.io.decode_raw(ex["image"], tf.uint8), [-1, height, width, channels])
-        return images, ex["label"]
-
-    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+    ds = ds.map(_parser(tf, height, width, channels), num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
     ds = ds.prefetch(tf.data.AUTOTUNE)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = shard_policy
