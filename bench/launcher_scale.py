@@ -159,9 +159,7 @@ def measure(n: int, wait_s: float = 2.0) -> dict:
         thread.join(10)
         if errors:
             raise errors[0]
-        out["verdict_s"] = verdict_at[0] - out["last_status_at"] if verdict_at else float("nan")
-        # the verdict is logged before the cleanup starts: the cleanup is the rest of run_kubernetes
-        out["cleanup_s"] = out["t0"] + out["cleanup_done_s"] - verdict_at[0] if verdict_at else float("nan")
+        _end_times(out, verdict_at)
         out["end_requests"] = len(c.requests()) - out["end_start"]
     return out
 
@@ -198,6 +196,14 @@ def _about_one(method: str, url: str) -> bool:
     kinds = ("jobs", "services", "pods")
     named_events = parts[-1] == "events" and "involvedObject.name" in url.replace("%2E", ".")
     return (method == "POST" and parts[-1] in kinds) or parts[-2] in kinds or named_events
+
+
+def _end_times(out: dict, verdict_at: list[float]) -> None:
+    """``out["verdict_s"]`` (last replica's final status -> the launcher's verdict) and ``out["cleanup_s"]``
+    (verdict -> cleanup done: the verdict is logged before the cleanup starts), seconds; NaN without a verdict."""
+    nan = float("nan")
+    out["verdict_s"] = verdict_at[0] - out["last_status_at"] if verdict_at else nan
+    out["cleanup_s"] = out["t0"] + out["cleanup_done_s"] - verdict_at[0] if verdict_at else nan
 
 
 @contextlib.contextmanager
@@ -299,8 +305,7 @@ def measure_control_plane(n: int, wait_s: float, nodes: int) -> dict:
                 thread.join(30)
                 if errors:
                     raise errors[0]
-                out["verdict_s"] = verdict_at[0] - out["last_status_at"] if verdict_at else float("nan")
-                out["cleanup_s"] = out["t0"] + out["cleanup_done_s"] - verdict_at[0] if verdict_at else float("nan")
+                _end_times(out, verdict_at)
                 c.close()
             finally:
                 kubelet.stop()

@@ -154,10 +154,9 @@ def mwms(a: argparse.Namespace) -> dict:
     with strategy.scope():
         model = build_model(meta, a.learning_rate, decay_steps=a.epochs * steps)
         if a.keras_step:
-            model = tf_keras.Model(model.inputs, model.outputs, name=model.name)
-            model.compile(optimizer=tf_keras.optimizers.Adam(
-                tf_keras.optimizers.schedules.CosineDecay(a.learning_rate, decay_steps=a.epochs * steps)),
-                loss=tf_keras.losses.SparseCategoricalCrossentropy(), metrics=["accuracy"])
+            plain = tf_keras.Model(model.inputs, model.outputs, name=model.name)  # the same layers, Keras' step
+            plain.compile(optimizer=model.optimizer, loss=model.loss, metrics=["accuracy"])
+            model = plain
         if a.accumulate > 1:
             if a.per_worker_batch % a.accumulate:
                 raise SystemExit(f"--per-worker-batch {a.per_worker_batch} must be a multiple of --accumulate")

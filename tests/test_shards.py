@@ -116,13 +116,17 @@ def test_explicit_shards_partition_the_examples_and_turn_auto_sharding_off(mnist
 
 
 def test_explicit_shard_rejects_a_bad_index_or_a_second_sharding_setting(mnist_subset_dir):
-    from tfk8s.shards import make_dataset
+    from tfk8s.shards import AutoShardPolicy, make_dataset
 
     with pytest.raises(ValueError, match="0 <= index < num_shards"):
         make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=False, repeat=False, shard=(2, 2))
     with pytest.raises(ValueError, match="not both"):
         make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=False, repeat=False, shard=(2, 0),
                      num_workers=2)
+    with pytest.raises(ValueError, match=r"in_memory=True keeps this worker's own part itself .* leave out "
+                                         r"shard_policy=.*in_memory=False"):
+        make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=True, repeat=True, in_memory=True,
+                     shard_policy=AutoShardPolicy.FILE)
 
 
 

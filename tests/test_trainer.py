@@ -259,22 +259,30 @@ def test_a_diverged_training_stops_saves_and_reports_diverged_with_exit_0(mnist_
     assert (train / "saved_model" / "saved_model.pb").is_file()  # so the pipeline can say why it is not blessed
 
 
-@pytest.mark.slow
-def test_two_workers_train_in_sync_and_only_the_coordinator_keeps_its_saved_model(mnist_subset_dir, tmp_path):
+def _two_workers(train_dir: Path, data_dir: Path, *flags: str) -> list[str]:
+    """The trainer as 2 local workers (batch 64, 2,000 examples, seed 0, ``flags``); asserts both exit 0 and
+    returns the job's log lines (``[worker-i] ...``)."""
     from tfk8s.cluster import ReplicaCounts
-    from tfk8s.contract import read_metrics
     from tfk8s.launcher import TrainingJob
     from tfk8s.launcher.local import python_command, run_local
 
-    train = tmp_path / "train"
     lines: list[str] = []
     job = TrainingJob(
         name="trainer-test", counts=ReplicaCounts(worker=2),
-        command=python_command("trainer.task", "--epochs", "1", "--batch-size", "64", "--learning-rate", "3e-3",
-                               "--max-train-examples", "2000", "--seed", "0"),
-        env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=240, train_dir=str(train), data_dir=str(mnist_subset_dir))
+        command=python_command("trainer.task", "--batch-size", "64", "--max-train-examples", "2000", "--seed", "0",
+                               *flags),
+        env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=240, train_dir=str(train_dir), data_dir=str(data_dir))
     result = run_local(job, log_sink=lines.append, cwd=REPO)
     assert result.exit_codes == {"worker-0": 0, "worker-1": 0}, "\n".join(lines[-40:])
+    return lines
+
+
+@pytest.mark.slow
+def test_two_workers_train_in_sync_and_only_the_coordinator_keeps_its_saved_model(mnist_subset_dir, tmp_path):
+    from tfk8s.contract import read_metrics
+
+    train = tmp_path / "train"
+    lines = _two_workers(train, mnist_subset_dir, "--epochs", "1", "--learning-rate", "3e-3")
 
     reported, _, _ = read_metrics(train / "metrics" / "worker-0.json")
     assert (reported["strategy"], reported["num_workers"], reported["num_replicas_in_sync"]) == (
@@ -299,19 +307,7 @@ def test_two_workers_train_in_sync_and_only_the_coordinator_keeps_its_saved_mode
 def test_two_diverging_workers_stop_at_the_same_step_and_both_exit_0(mnist_subset_dir, tmp_path):
     """The step's loss is all-reduced with the gradients (trainer.model.OneAllReduceModel): every worker sees the
     same NaN at the same step and stops there; a worker stopping alone would leave the other in a collective."""
-    from tfk8s.cluster import ReplicaCounts
-    from tfk8s.launcher import TrainingJob
-    from tfk8s.launcher.local import python_command, run_local
-
-    lines: list[str] = []
-    job = TrainingJob(
-        name="diverge-test", counts=ReplicaCounts(worker=2),
-        command=python_command("trainer.task", "--epochs", "2", "--batch-size", "64", "--learning-rate", "1e9",
-                               "--max-train-examples", "2000", "--seed", "0"),
-        env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=240, train_dir=str(tmp_path / "train"),
-        data_dir=str(mnist_subset_dir))
-    result = run_local(job, log_sink=lines.append, cwd=REPO)
-    assert result.exit_codes == {"worker-0": 0, "worker-1": 0}, "\n".join(lines[-40:])
+    lines = _two_workers(tmp_path / "train", mnist_subset_dir, "--epochs", "2", "--learning-rate", "1e9")
     stops = {ln.split("]")[0] + "]": ln.split("] ", 1)[1] for ln in lines if "training diverged: loss nan" in ln}
     assert set(stops) == {"[worker-0]", "[worker-1]"}, "\n".join(lines[-40:])
     assert len(set(stops.values())) == 1, stops  # the same "at epoch E step S" on both

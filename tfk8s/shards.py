@@ -182,7 +182,8 @@ def make_dataset(
     Raises:
         FileNotFoundError / ValueError: from ``load_metadata``; KeyError: unknown split;
         ValueError: ``batch_size < 1``, ``max_examples < 1``, a ``shard`` that is out of range or given
-            together with ``shard_policy``/``num_workers``, or ``in_memory=True`` in graph mode.
+            together with ``shard_policy``/``num_workers``, or ``in_memory=True`` in graph mode or with a
+            ``shard_policy``.
     """
     import tensorflow as tf
 
@@ -202,6 +203,9 @@ def make_dataset(
     elif in_memory and not tf.executing_eagerly():
         raise ValueError("in_memory=True needs eager execution (it reads the data when called); inside a traced "
                          "dataset function (ParameterServerStrategy's per-worker datasets) pass in_memory=False")
+    elif in_memory and shard_policy is not None:
+        raise ValueError(f"in_memory=True keeps this worker's own part itself (auto-sharding off); leave out "
+                         f"shard_policy={shard_policy}, or pass in_memory=False to stream with that policy")
     if in_memory and shard is None:
         workers = num_workers or num_workers_from_tf_config()
         if workers > 1:  # this worker's part, as the FILE or DATA auto-shard policy would give it
@@ -249,7 +253,7 @@ def make_dataset(
     options.experimental_distribute.auto_shard_policy = shard_policy
     # No autotuning thread: destroying an iterator waits until that thread wakes up, and its sleep doubles
     # up to 60 s (TF 2.21), so fit/evaluate returned seconds after their last step (tfk8s.runtime.distribute).
-    # AUTOTUNE above then means "as many as the cores" (prefetch: a buffer grown as needed); the input still
-    # outruns the trainer >= 5x (bench/input_headroom.py).
+    # AUTOTUNE above then takes TensorFlow's fixed defaults; the input still outruns the trainer >= 5x
+    # (bench/input_headroom.py).
     options.autotune.enabled = False
     return ds.with_options(options)

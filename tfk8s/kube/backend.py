@@ -826,7 +826,7 @@ class KubernetesBackend:
                 if stream.pod in self._terminal_pods():
                     stream.drain(self.settings.log_wait_s)
             # Jobs first (no controller recreates a pod), then Services, then the pods; each kind concurrently
-            # (tfk8s.kube.parallel), as they were created: 256 replicas' 768 deletes one after the other took ~15 s
+            # (tfk8s.kube.parallel), as they were created (bench/launcher_scale.py's cleanup figure)
             names = [rep.name for rep in self.replicas.values()]
             run_all(self.api.delete_job, names)
             run_all(self.api.delete_service, names)
