@@ -164,9 +164,10 @@ def reps_of(a) -> int:
 
 
 def prepared_mnist(cache_dir: str | os.PathLike, examples: int, shards: int) -> Path:
-    """A prepared MNIST data dir (``tfk8s.dataset.prepare_dataset``: at most ``examples`` per split, ``shards``
+    """A prepared MNIST data dir (``tfk8s.steps.prepare_dataset.prepare_dataset``: at most ``examples`` per split, ``shards``
     files), made once under ``cache_dir`` and reused; from the TFDS data dir the pipeline uses."""
-    from tfk8s.dataset import default_tfds_data_dir, load_metadata, prepare_dataset
+    from tfk8s.core.data_format import load_metadata
+    from tfk8s.steps.prepare_dataset import default_tfds_data_dir, prepare_dataset
 
     out = Path(cache_dir) / f"mnist-{examples or 'all'}-{shards}"
     try:
@@ -255,7 +256,7 @@ def run_trainer(data_dir: str | os.PathLike, train_dir: str | os.PathLike, *, ep
                 threads: int, extra: Sequence[str] = ()) -> dict:
     """The built-in trainer as one process (no TF_CONFIG), ``threads`` intra- and inter-op threads; returns
     what it reported (:func:`read_training_result`)."""
-    from tfk8s.training import DEFAULT_LEARNING_RATE, TRAINER_MODULE, trainer_args
+    from tfk8s.core.builtin_trainer import DEFAULT_LEARNING_RATE, TRAINER_MODULE, trainer_args
 
     train_dir = Path(train_dir)
     env = {"TFK8S_MODEL_DIR": str(train_dir / "saved_model"), "TFK8S_DATA_DIR": str(data_dir),

@@ -2,7 +2,7 @@
 
     python bench/input_headroom.py [--examples 0] [--batch-size 512] [--threads CORES] [--reps 3]
 
-- input alone: ``tfk8s.shards.make_dataset`` of the training split exactly as the trainer builds it
+- input alone: ``tfk8s.runtime.shards.make_dataset`` of the training split exactly as the trainer builds it
   (shuffled, repeated, parsed, batched, prefetched), iterated for ``--steps`` batches after 10 warm-up
   batches, nothing else running in the process;
 - trainer: the built-in trainer, one process, the same batch and threads, its examples/sec over ``fit``.

@@ -2,7 +2,7 @@
 
     python bench/launcher_scale.py [--replicas 8,64,256]
 
-Runs the real Kubernetes backend (``tfk8s.kube.backend`` through ``run_kubernetes``, the real ``kubernetes``
+Runs the real Kubernetes backend (``tfk8s.launcher.kubernetes.backend`` through ``run_kubernetes``, the real ``kubernetes``
 client) against the **real control plane** of the cluster tests (``tests/controlplane.py``: etcd,
 kube-apiserver, controller manager, scheduler and KWOK fake nodes, built by ``make test-cluster``; the fake
 kubelet of ``tests/fake_kubelet.py`` plays the pods; the launcher runs as the ``tfk8s-launcher``
@@ -26,7 +26,7 @@ Figures per N:
   / N`` (goal <= 0: none per replica);
 - ``launcher_verdict_s_N = seconds from the last replica's final status to the verdict / 1 s`` (goal <= 1);
 - ``launcher_create_vs_one_by_one_N = seconds from launch to all replicas created, concurrently / one after
-  the other`` (the same launcher with ``tfk8s.kube.parallel`` limited to one request at a time, measured in
+  the other`` (the same launcher with ``tfk8s.launcher.kubernetes.parallel`` limited to one request at a time, measured in
   the same run; goal <= 1);
 - ``launcher_create_s_N``: the same time against the first size's scaled linearly (``t_N / (t_8 * N / 8)``;
   goal <= 1: creation grows sublinearly);
@@ -76,9 +76,9 @@ def _per_replica(requests) -> int:
 def measure(n: int, wait_s: float = 2.0) -> dict:
     """Launch a job of ``n`` workers on a fresh emulated cluster; returns the counts and times."""
     from tests.kube_fixtures import JOBS, PODS, running_cluster
-    from tfk8s.cluster import ReplicaCounts
-    from tfk8s.kube.settings import KubernetesSettings
-    from tfk8s.launcher import TrainingJob
+    from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.core.job import TrainingJob
+    from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 
     job = TrainingJob(f"bench-{n}", ReplicaCounts(worker=n), ("python", "-m", "trainer.task"),
                       success_policy="AllWorkers", grace_period_s=0.0)
@@ -209,17 +209,17 @@ def _end_times(out: dict, verdict_at: list[float]) -> None:
 @contextlib.contextmanager
 def one_by_one(enabled: bool):
     """While inside (``enabled``), the backend creates (and in its cleanup deletes) its Services and Jobs one
-    after the other, as before :mod:`tfk8s.kube.parallel`: the side-by-side baseline of the creation and
+    after the other, as before :mod:`tfk8s.launcher.kubernetes.parallel`: the side-by-side baseline of the creation and
     cleanup figures."""
-    from tfk8s.kube import backend
+    from tfk8s.launcher.kubernetes import cleanup, creation
 
-    real = backend.run_all
+    real = creation.run_all
     if enabled:
-        backend.run_all = functools.partial(real, max_workers=1)
+        creation.run_all = cleanup.run_all = functools.partial(real, max_workers=1)
     try:
         yield
     finally:
-        backend.run_all = real
+        creation.run_all = cleanup.run_all = real
 
 
 def measure_control_plane(n: int, wait_s: float, nodes: int) -> dict:
@@ -232,10 +232,10 @@ def measure_control_plane(n: int, wait_s: float, nodes: int) -> dict:
     from tests.cluster_fixtures import RealCluster, add_node, node_name, wait
     from tests.controlplane import free_port, running_control_plane
     from tests.fake_kubelet import FakeKubelet
-    from tfk8s.cluster import ReplicaCounts
-    from tfk8s.kube.settings import KubernetesSettings
-    from tfk8s.launcher import TrainingJob
+    from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.core.job import TrainingJob
     from tfk8s.launcher.kubernetes import run_kubernetes
+    from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 
     out: dict = {}
     with tempfile.TemporaryDirectory(prefix="bench-cp-") as work:

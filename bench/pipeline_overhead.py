@@ -5,7 +5,7 @@
 Each repetition runs the whole pipeline (``python pipelines/train.py --local`` on a fresh volume folder, the
 default parameters unless ``--param`` says else) and times it from outside. Then, in one process with
 TensorFlow already imported, it times each step's own work on the same inputs: preparing the data set
-(``tfk8s.dataset.prepare_dataset``, the same shards and examples), exporting (``export_saved_model``: copy and
+(``tfk8s.steps.prepare_dataset.prepare_dataset``, the same shards and examples), exporting (``export_saved_model``: copy and
 load check), evaluating (``evaluate_saved_model``) and pushing (``push_saved_model``) the run's model; the
 training's own work is the sum of its epochs (``epoch_times_s`` of the run's training summary).
 
@@ -91,9 +91,10 @@ def own_work(volume: Path, scratch: Path) -> dict[str, float]:
     """Each step's own work on the run in ``volume``, timed in this process with TensorFlow imported."""
     import tensorflow as tf  # noqa: F401 - imported first: its start-up is not a step's own work
 
-    from tfk8s.dataset import default_tfds_data_dir, load_metadata, prepare_dataset
-    from tfk8s.evaluation import evaluate_saved_model
-    from tfk8s.export import export_saved_model, push_saved_model
+    from tfk8s.core.data_format import load_metadata
+    from tfk8s.steps.evaluation import evaluate_saved_model
+    from tfk8s.steps.model_versions import export_saved_model, push_saved_model
+    from tfk8s.steps.prepare_dataset import default_tfds_data_dir, prepare_dataset
 
     (run,) = [d for d in (volume / "runs").iterdir() if d.is_dir()]
     data, train = run / "data", run / "train"

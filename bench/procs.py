@@ -7,7 +7,7 @@
 
 - ``plain-fit``: the baseline of the trainer-overhead figure: the same model (``trainer.model.build_model``)
   fitted with plain ``tf_keras`` ``model.fit(x, y)`` on the training split loaded into memory as NumPy arrays.
-- ``input``: the trainer's input pipeline alone (``tfk8s.shards.make_dataset``, as the trainer builds it),
+- ``input``: the trainer's input pipeline alone (``tfk8s.runtime.shards.make_dataset``, as the trainer builds it),
   iterated without training.
 - ``mwms``: a prototype multi-worker trainer: the strategy of ``tfk8s.runtime.strategy`` (collective options
   ``bytes_per_pack``, RING/AUTO) with the trainer's model and input pipeline, plus what the built-in trainer
@@ -15,7 +15,7 @@
   micro-batches), ``steps_per_execution``, inter-op threads (overlap of the all-reduce with the backward
   pass), or no cluster at all (``--independent``). It reads TF_CONFIG like the trainer; run it through the
   local launcher.
-- ``evaluate``: test accuracy of a SavedModel (``tfk8s.evaluation.evaluate_saved_model``).
+- ``evaluate``: test accuracy of a SavedModel (``tfk8s.steps.evaluation.evaluate_saved_model``).
 
 Threads are set before anything runs (``--threads`` sets intra- and inter-op alike unless given apart).
 """
@@ -48,7 +48,7 @@ def _threads(tf, intra: int, inter: int) -> None:
 def _load_numpy(data_dir: str, split: str):
     import numpy as np
 
-    from tfk8s.shards import make_dataset
+    from tfk8s.runtime.shards import make_dataset
 
     xs, ys = [], []
     for x, y in make_dataset(data_dir, split, batch_size=4096, shuffle=False, repeat=False, num_workers=1):
@@ -61,7 +61,7 @@ def plain_fit(a: argparse.Namespace) -> dict:
     import tensorflow as tf
 
     _threads(tf, a.intra or a.threads, a.inter or a.threads)
-    from tfk8s.dataset import load_metadata
+    from tfk8s.core.data_format import load_metadata
     from trainer.model import build_model
 
     meta = load_metadata(a.data_dir)
@@ -78,7 +78,7 @@ def input_only(a: argparse.Namespace) -> dict:
     import tensorflow as tf
 
     _threads(tf, a.intra or a.threads, a.inter or a.threads)
-    from tfk8s.shards import make_dataset
+    from tfk8s.runtime.shards import make_dataset
 
     ds = make_dataset(a.data_dir, "train", batch_size=a.batch_size, shuffle=True, repeat=True, num_workers=1)
     it = iter(ds)
@@ -136,9 +136,9 @@ def mwms(a: argparse.Namespace) -> dict:
     _threads(tf, a.intra or a.threads, a.inter or a.threads)
     import tf_keras
 
-    from tfk8s.cluster import parse_tf_config
-    from tfk8s.dataset import load_metadata
-    from tfk8s.shards import make_dataset, num_workers_from_tf_config
+    from tfk8s.core.cluster import parse_tf_config
+    from tfk8s.core.data_format import load_metadata
+    from tfk8s.runtime.shards import make_dataset, num_workers_from_tf_config
     from trainer.model import build_model
 
     _, replica = parse_tf_config(os.environ.get("TF_CONFIG"))
@@ -184,7 +184,7 @@ def mwms(a: argparse.Namespace) -> dict:
 
 
 def evaluate(a: argparse.Namespace) -> dict:
-    from tfk8s.evaluation import evaluate_saved_model
+    from tfk8s.steps.evaluation import evaluate_saved_model
 
     r = evaluate_saved_model(a.saved_model, a.data_dir)
     return {"accuracy": r.accuracy, "loss": r.loss}

@@ -2,11 +2,11 @@
 
     python bench/time_to_accuracy.py [--workers 2] [--reps 1] [--target 0.985]
 
-Both runs train the built-in trainer through the local launcher (``tfk8s.training.build_job`` / ``run_job``,
-what the launch step runs) with the pipeline's defaults (``tfk8s.training``: epochs, global batch, learning
+Both runs train the built-in trainer through the local launcher (``tfk8s.steps.launch_training.build_job`` / ``run_job``,
+what the launch step runs) with the pipeline's defaults (``tfk8s.steps.launch_training``: epochs, global batch, learning
 rate, the trainer's default threads) on full MNIST prepared as the pipeline does (4 shards per worker). The
 wall time is the launch step's job, launch to verdict (replica start-up included); the test accuracy is that
-of the SavedModel on the 10,000 test examples (``tfk8s.evaluation.evaluate_saved_model``).
+of the SavedModel on the 10,000 test examples (``tfk8s.steps.evaluation.evaluate_saved_model``).
 
 Figures: ``time_to_accuracy = 2-worker wall / 1-worker wall`` (goal <= 1: two workers no slower than one;
 below 1 they are faster), each valid only when its run reached ``--target`` (said in the figure's note), and
@@ -38,9 +38,10 @@ from bench.common import (
 def train_and_evaluate(data: Path, out: Path, workers: int, epochs: int, batch: int, lr: float,
                        max_examples: int) -> tuple[float, float]:
     """One job of ``workers`` workers with these settings; returns (job wall seconds, test accuracy)."""
-    from tfk8s.cluster import ReplicaCounts
-    from tfk8s.evaluation import evaluate_saved_model
-    from tfk8s.training import build_job, run_job, trainer_args
+    from tfk8s.core.builtin_trainer import trainer_args
+    from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.steps.evaluation import evaluate_saved_model
+    from tfk8s.steps.launch_training import build_job, run_job
 
     job = build_job(name=f"tta-{workers}w", counts=ReplicaCounts(worker=workers),
                     args=trainer_args(data, out, epochs, batch, lr, max_examples), backend="local", train_dir=out,
@@ -52,7 +53,7 @@ def train_and_evaluate(data: Path, out: Path, workers: int, epochs: int, batch: 
 
 
 def main(argv: list[str] | None = None) -> list[Figure]:
-    from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
+    from tfk8s.core.builtin_trainer import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workers", type=int, default=2)

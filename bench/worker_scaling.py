@@ -2,7 +2,7 @@
 
     python bench/worker_scaling.py [--workers 2] [--per-worker-batch 256] [--options trainer,default,...]
 
-Every run goes through the local launcher (``tfk8s.training.build_job`` / ``run_local``: TF_CONFIG, one
+Every run goes through the local launcher (``tfk8s.steps.launch_training.build_job`` / ``run_local``: TF_CONFIG, one
 process per worker on 127.0.0.1), with the per-worker batch fixed (the N-worker run's global batch is N times
 the 1-worker one) and ``--intra-op-threads 1 --inter-op-threads 1`` per worker unless the option says else.
 Throughput is the steady state: the fastest epoch after the first (which also traces and warms up), over all
@@ -85,10 +85,11 @@ def _variant(option: str, batch: int) -> dict:
 
 def run_workers(data: Path, tmp: Path, option: str, workers: int, batch: int, epochs: int, steps: int) -> float:
     """One job of ``workers`` local workers for ``option``; returns its steady examples/sec (all workers)."""
-    from tfk8s.cluster import ReplicaCounts
-    from tfk8s.launcher import TrainingJob
+    from tfk8s.core.builtin_trainer import DEFAULT_LEARNING_RATE, TRAINER_ENV, trainer_args
+    from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.core.job import TrainingJob
     from tfk8s.launcher.local import run_local
-    from tfk8s.training import DEFAULT_LEARNING_RATE, TRAINER_ENV, build_job, run_job, trainer_args
+    from tfk8s.steps.launch_training import build_job, run_job
 
     out = tmp / f"{option}-{workers}w-{len(list(tmp.iterdir()))}"
     out.mkdir(parents=True)
@@ -102,7 +103,7 @@ def run_workers(data: Path, tmp: Path, option: str, workers: int, batch: int, ep
         run_job(job, "local", out, log_sink=lambda _line: None)
         return examples_per_sec(read_training_result(out), steady=True)
     v = _variant(option, batch)
-    result = out / "result-{replica_index}.json"  # substituted per replica (tfk8s.contract)
+    result = out / "result-{replica_index}.json"  # substituted per replica (tfk8s.core.contract)
     command = (sys.executable, "-m", "bench.procs", "mwms", "--data-dir", str(data),
                "--per-worker-batch", str(v["batch"]), "--accumulate", str(v["accumulate"]),
                "--epochs", str(epochs), "--steps-per-epoch", str(steps), "--intra", "1", "--inter", str(v["inter"]),

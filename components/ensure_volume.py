@@ -7,8 +7,7 @@ import argparse
 from kfp import dsl
 
 from components import DEFAULT_IMAGE
-from tfk8s.cli import boolean, main_guard
-from tfk8s.step_results import add_results_dir_argument, emit
+from tfk8s.steps.cli import add_results_dir_argument, add_volume_root_argument, boolean, emit, main_guard
 
 CLI_IO = {
     "inputs": {},
@@ -28,7 +27,7 @@ def ensure_volume(
     pvc_storage_class: str = "",
 ) -> str:
     """Check (or create) the shared volume; returns the claim's name."""
-    from tfk8s.steps import ensure_volume_step
+    from tfk8s.steps.ensure_volume import ensure_volume_step
 
     status = ensure_volume_step(backend=backend, volume_root=volume_root, pvc_name=pvc_name, namespace=namespace,
                                 create_pvc=create_pvc, pvc_size=pvc_size, pvc_storage_class=pvc_storage_class)
@@ -40,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     """CLI: ``python -m components.ensure_volume --help``; prints the result as JSON."""
     p = argparse.ArgumentParser(prog="python -m components.ensure_volume", description=__doc__)
     p.add_argument("--backend", choices=("local", "kubernetes"), default="kubernetes")
-    p.add_argument("--volume-root", default="/mnt/tfk8s", help="local: the folder standing for the volume")
+    add_volume_root_argument(p, "local: the folder standing for the volume")
     p.add_argument("--pvc-name", default="tfk8s-data", help="the PersistentVolumeClaim")
     p.add_argument("--namespace", default="", help="its namespace (default: this pod's)")
     p.add_argument("--create-pvc", type=boolean, default=False, metavar="{true,false}",
@@ -49,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--pvc-storage-class", default="", help="StorageClass when creating (default: the cluster's)")
     add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from tfk8s.steps import ensure_volume_step
+    from tfk8s.steps.ensure_volume import ensure_volume_step
 
     out = ensure_volume_step(backend=a.backend, volume_root=a.volume_root, pvc_name=a.pvc_name,
                              namespace=a.namespace, create_pvc=a.create_pvc, pvc_size=a.pvc_size,

@@ -2,14 +2,14 @@
 confusion matrix, shown in the KFP UI, and the quality gate's verdict (blessing)."""
 
 import argparse
+import os
 from typing import NamedTuple
 
 from kfp import dsl
 from kfp.dsl import HTML, ClassificationMetrics, Dataset, Input, Markdown, Metrics, Model, Output
 
 from components import DEFAULT_IMAGE
-from tfk8s.cli import main_guard
-from tfk8s.step_results import add_results_dir_argument, emit
+from tfk8s.steps.cli import add_results_dir_argument, emit, main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -40,66 +40,24 @@ def evaluate_model(
     ``gate_metric``; outputs Metrics, the confusion matrix (built-in evaluation), a Markdown run summary, an
     HTML report with pictures (training curves, confusion matrix heat map, throughput, restarts), and whether
     the model is blessed (with the reasons)."""
-    import math
-    import os
     from collections import namedtuple
 
-    from tfk8s.layout import RunLayout
-    from tfk8s.report import run_files, run_summary_markdown
-    from tfk8s.steps import evaluate_model_step
-    from tfk8s.training import read_summary_file
+    from tfk8s.steps.evaluate_model import evaluate_and_report
 
-    name = model_name or exported_model.metadata["model_name"]
-    serving_base = RunLayout(volume_root, "evaluate", name).serving_base
-    summary_file = model.metadata.get("training_summary", "")
-    training_summary = read_summary_file(summary_file)
-    outcome = evaluate_model_step(
-        model_dir=exported_model.metadata["path"],
-        data_dir=dataset.metadata["path"],
-        min_accuracy=min_accuracy,
-        max_accuracy_drop=max_accuracy_drop,
-        serving_base=str(serving_base),
-        gate_metric=gate_metric,
-        eval_command=eval_command,
-        training_summary=training_summary,
-        train_dir=os.path.dirname(summary_file) or None,
-    )
-    left_out = []  # a NaN/inf value (e.g. the test loss of a diverged model) would make the artifact invalid JSON
-    for key, value in outcome.metrics.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if math.isfinite(value):
-                metrics.log_metric(key, float(value))
-            else:
-                left_out.append(f"{key} is {value} (not a finite number): left out of the metrics")
-    for key in ("examples_per_sec", "wall_time_s"):
-        value = model.metadata.get(f"train_{key}")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            metrics.log_metric(f"train_{key}", float(value))
-    metrics.metadata.update({"blessed": outcome.blessing.blessed, "evaluated": outcome.evaluated,
-                             "how": outcome.how, "not_evaluated": outcome.reason,
-                             "reasons": outcome.blessing.reasons, "left_out": "; ".join(left_out)})
-    if outcome.result is not None:
-        classification.log_confusion_matrix(outcome.result.label_names, outcome.result.confusion_matrix)
-    version = int(exported_model.metadata["version"])
-    text = run_summary_markdown(
-        training=model.metadata,
-        export=exported_model.metadata,
-        evaluation=outcome,
-        pushed_to=f"{serving_base}/{version}" if outcome.blessing.blessed else None,
-        files=run_files(os.path.dirname(summary_file) or os.path.join(os.path.dirname(dataset.metadata["path"]),
-                                                                      "train")),
-    )
+    out = evaluate_and_report(exported=exported_model.metadata, dataset=dataset.metadata, training=model.metadata,
+                              min_accuracy=min_accuracy, max_accuracy_drop=max_accuracy_drop,
+                              gate_metric=gate_metric, eval_command=eval_command, volume_root=volume_root,
+                              model_name=model_name, report_output=report.path)
+    for key, value in out.metrics.items():
+        metrics.log_metric(key, value)
+    metrics.metadata.update(out.metadata)
+    if out.confusion is not None:
+        classification.log_confusion_matrix(*out.confusion)
     with open(summary.path, "w") as f:
-        f.write(text)
-    print(text, flush=True)
-    from tfk8s.steps import write_report_step
-
-    page = write_report_step(data_dir=dataset.metadata["path"], evaluation=outcome, export=exported_model.metadata,
-                             output=report.path,
-                             run_dir=os.path.dirname(os.path.dirname(summary_file)) if summary_file else None)
-    print(f"tfk8s: report {page}", flush=True)
-    return namedtuple("GateOutputs", ["blessed", "reasons"])(outcome.blessing.blessed,
-                                                             "; ".join(outcome.blessing.reasons))
+        f.write(out.summary)
+    print(out.summary, flush=True)
+    print(f"tfk8s: report {out.report}", flush=True)
+    return namedtuple("GateOutputs", ["blessed", "reasons"])(out.blessed, out.reasons)
 
 
 @main_guard
@@ -126,24 +84,20 @@ def main(argv: list[str] | None = None) -> None:
                    "metrics are gated when the model is not evaluated)")
     add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from pathlib import Path
-
-    from tfk8s.layout import RunLayout
-    from tfk8s.steps import evaluate_model_step
-    from tfk8s.training import read_summary_file
+    from tfk8s.steps.evaluate_model import evaluate_model_step, serving_base
+    from tfk8s.steps.launch_training import read_summary_file
 
     outcome = evaluate_model_step(
         model_dir=a.model_dir,
         data_dir=a.data_dir,
         min_accuracy=a.min_accuracy,
         max_accuracy_drop=a.max_accuracy_drop,
-        serving_base=a.serving_base
-        or (str(RunLayout(a.volume_root, "evaluate", a.model_name).serving_base) if a.volume_root else None),
+        serving_base=a.serving_base or serving_base(a.volume_root, a.model_name),
         split=a.split,
         gate_metric=a.gate_metric,
         eval_command=a.eval_command,
         training_summary=read_summary_file(a.training_summary),
-        train_dir=str(Path(a.training_summary).parent) if a.training_summary else None,
+        train_dir=os.path.dirname(a.training_summary) or None,
     )
     out = outcome.to_dict()
     emit(out, a.results_dir)

@@ -7,8 +7,7 @@ from kfp import dsl
 from kfp.dsl import Input, Model, Output
 
 from components import DEFAULT_IMAGE
-from tfk8s.cli import main_guard
-from tfk8s.step_results import add_results_dir_argument, emit
+from tfk8s.steps.cli import add_results_dir_argument, add_volume_root_argument, emit, main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -27,7 +26,7 @@ def export_model(
 ):
     """Export the trained model (any SavedModel) as a new version; the Model artifact's metadata carries the
     export path, version, serving signature and model name (empty: derived from the data set)."""
-    from tfk8s.steps import default_model_name, export_model_step
+    from tfk8s.steps.export_model import default_model_name, export_model_step
 
     model_name = model_name or default_model_name(model.metadata.get("dataset") or "model",
                                                   bool(model.metadata.get("builtin_trainer", True)))
@@ -53,11 +52,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--saved-model-dir", required=True, help="the chief's SavedModel (<train dir>/saved_model)"
     )
-    p.add_argument("--volume-root", default="/mnt/tfk8s", help="root of the shared volume")
+    add_volume_root_argument(p)
     p.add_argument("--model-name", default="mnist-cnn", help="names the export base <root>/models/<name>")
     add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from tfk8s.steps import export_model_step
+    from tfk8s.steps.export_model import export_model_step
 
     r = export_model_step(
         saved_model_dir=a.saved_model_dir, volume_root=a.volume_root, model_name=a.model_name

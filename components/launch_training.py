@@ -4,8 +4,8 @@ wait for it, stream the replicas' logs, fail clearly, and clean up every replica
 Every replica runs ``--command`` (the user's program, see docs/training-program.md) or, without one, the
 built-in trainer. ``--backend local`` runs the replicas as processes on 127.0.0.1; ``--backend kubernetes``
 creates one Job and one headless Service per replica (``--dry-run`` prints them as YAML instead). The flags
-are the launch parameters of :data:`tfk8s.specs.LAUNCH_PARAMETERS`, the Kubernetes ones those of
-:class:`tfk8s.kube.settings.KubernetesParams`.
+are the launch parameters of :data:`tfk8s.steps.params.LAUNCH_PARAMETERS`, the Kubernetes ones those of
+:class:`tfk8s.launcher.kubernetes.settings.KubernetesParams`.
 """
 
 import argparse
@@ -14,8 +14,7 @@ from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
 from components import DEFAULT_IMAGE
-from tfk8s.cli import main_guard
-from tfk8s.step_results import add_results_dir_argument, emit
+from tfk8s.steps.cli import add_results_dir_argument, add_volume_root_argument, emit, main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -28,7 +27,7 @@ CLI_IO = {
 
 
 # The defaults are literals (KFP runs this function's source without module globals); a test asserts that they
-# equal tfk8s.specs.LAUNCH_PARAMETERS, the one definition.
+# equal tfk8s.steps.params.LAUNCH_PARAMETERS, the one definition.
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
 def launch_training(
     dataset: Input[Dataset],
@@ -60,7 +59,7 @@ def launch_training(
     coordinator's SavedModel (Model artifact: path, job, training summary) and the training Metrics its
     program reported (non-finite values left out, said in the metadata's ``notes``)."""
     params = {k: v for k, v in locals().items() if k not in ("dataset", "model", "metrics")}  # before imports
-    from tfk8s.steps import launch_training_outputs, launch_training_step
+    from tfk8s.steps.launch_training import launch_training_outputs, launch_training_step
 
     outcome = launch_training_step(data_dir=dataset.metadata["path"], volume_root=volume_root, run_id=run_id,
                                    backend=backend, params=params)
@@ -76,26 +75,20 @@ def launch_training(
 def main(argv: list[str] | None = None) -> None:
     """CLI: ``python -m components.launch_training --help``; prints the outcome as JSON, or with
     ``--dry-run`` every Kubernetes object as YAML."""
-    from tfk8s.kube.cli import add_kubernetes_arguments, kubernetes_params_from_args
-    from tfk8s.kube.settings import KubernetesParams
-    from tfk8s.specs import add_launch_arguments, launch_params_from_args
-    from tfk8s.steps import launch_training_step
+    from tfk8s.steps.launch_training import launch_training_step
+    from tfk8s.steps.params import add_launch_arguments, launch_params_from_args
 
     p = argparse.ArgumentParser(prog="python -m components.launch_training", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", required=True, help="the data folder (written by prepare_dataset)")
-    p.add_argument("--volume-root", default="/mnt/tfk8s", help="root of the shared volume")
+    add_volume_root_argument(p)
     p.add_argument("--run-id", default="local", help="the pipeline run's id (names the job and its folder)")
     p.add_argument("--backend", choices=("local", "kubernetes"), default="kubernetes")
     p.add_argument("--dry-run", action="store_true", help="print the Kubernetes objects as YAML and exit")
-    add_launch_arguments(p)
-    # the kubernetes dict's keys also as flags of their own (--cpu 2 ...); they win over --kubernetes JSON keys
-    add_kubernetes_arguments(p, skip=KubernetesParams.SHARED, unset_default=True)
+    add_launch_arguments(p)  # with the kubernetes dict's keys as flags of their own (--cpu 2 ...)
     add_results_dir_argument(p)
     a = p.parse_args(argv)
     params = launch_params_from_args(a)
-    flags = {k: v for k, v in kubernetes_params_from_args(a).items() if k not in KubernetesParams.SHARED}
-    params["kubernetes"] = {**(params["kubernetes"] or {}), **flags}
     result = launch_training_step(data_dir=a.data_dir, volume_root=a.volume_root, run_id=a.run_id,
                                   backend="kubernetes" if a.dry_run else a.backend, params=params,
                                   dry_run=a.dry_run)

@@ -9,8 +9,7 @@ from kfp import dsl
 from kfp.dsl import Dataset
 
 from components import DEFAULT_IMAGE
-from tfk8s.cli import boolean, main_guard
-from tfk8s.step_results import add_results_dir_argument, emit
+from tfk8s.steps.cli import add_results_dir_argument, add_volume_root_argument, boolean, emit, main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -39,7 +38,7 @@ def prepare_dataset(
     data folder's ``path``."""
     import json  # the body runs on its own under KFP: module imports are not there
 
-    from tfk8s.steps import prepare_dataset_step
+    from tfk8s.steps.prepare_dataset import prepare_dataset_step
 
     md = prepare_dataset_step(
         dataset_name=dataset_name,
@@ -76,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--tfds-data-dir", default="", help="TFDS data_dir holding the data (default: TFDS_DATA_DIR)"
     )
-    p.add_argument("--volume-root", default="/mnt/tfk8s", help="root of the shared volume")
+    add_volume_root_argument(p)
     p.add_argument("--run-id", default="local", help="the pipeline run's id (names the run's folder)")
     p.add_argument("--num-shards", type=int, default=0, help="shards per split (0: 4 per worker)")
     p.add_argument("--num-workers", type=int, default=2, help="worker replicas reading the shards")
@@ -89,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
                    "tf.data snapshot): checked, nothing prepared")
     add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from tfk8s.steps import prepare_dataset_step
+    from tfk8s.steps.prepare_dataset import prepare_dataset_step
 
     md = prepare_dataset_step(
         dataset_name=a.dataset_name,

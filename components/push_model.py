@@ -8,8 +8,7 @@ from kfp import dsl
 from kfp.dsl import Input, Model, Output
 
 from components import DEFAULT_IMAGE
-from tfk8s.cli import main_guard
-from tfk8s.step_results import add_results_dir_argument, emit
+from tfk8s.steps.cli import add_results_dir_argument, add_volume_root_argument, emit, main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine), per component of this module: each input artifact ->
@@ -38,7 +37,7 @@ def push_model(
 ):
     """Copy the blessed version into the serving base; the Model artifact carries the served path/version
     (model_name empty: the export's)."""
-    from tfk8s.steps import push_model_step
+    from tfk8s.steps.push_model import push_model_step
 
     model_name = model_name or exported_model.metadata["model_name"]
     r = push_model_step(  # the export step's signature: the model is not loaded (nor TensorFlow imported) again
@@ -63,11 +62,11 @@ def main(argv: list[str] | None = None) -> None:
     """CLI: ``python -m components.push_model --help``; prints the pushed path and version as JSON."""
     p = argparse.ArgumentParser(prog="python -m components.push_model", description=__doc__)
     p.add_argument("--model-dir", required=True, help="the blessed export <root>/models/<name>/<version>")
-    p.add_argument("--volume-root", default="/mnt/tfk8s", help="root of the shared volume")
+    add_volume_root_argument(p)
     p.add_argument("--model-name", default="mnist-cnn")
     add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from tfk8s.steps import push_model_step
+    from tfk8s.steps.push_model import push_model_step
 
     r = push_model_step(model_dir=a.model_dir, volume_root=a.volume_root, model_name=a.model_name)
     out = {"path": r.path, "version": r.version, "serving_signature": r.signature}

@@ -8,48 +8,48 @@
 
 In a cluster, every step mounts the same PVC at ``/mnt/tfk8s`` (the ``volume_root``), and the launcher mounts
 it into each training replica: data shards, checkpoints, TensorBoard logs and exports live under that one root
-(see :mod:`tfk8s.layout`). ``--local`` runs the same pipeline through ``kfp.local`` with a local folder
+(see :mod:`tfk8s.core.layout`). ``--local`` runs the same pipeline through ``kfp.local`` with a local folder
 standing for the volume and the replicas as local processes.
 """
 
 
 import argparse
-import contextlib
 import os
 import re
 import sys
-import time
 from pathlib import Path
 from typing import NamedTuple
 
 if __package__ in (None, ""):  # run as a script: make the repo importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tfk8s import step_server  # the standard library only
+from tfk8s.localrun import step_server  # the standard library only
 
 # `python pipelines/train.py --local`: the steps' pre-warmed interpreter starts importing TensorFlow now, before
 # this file imports KFP (main() takes it over, or stops it when it is not needed after all)
 _EARLY_SERVER = (step_server.StepServer() if __name__ == "__main__" and step_server.enabled()
                  and "--local" in sys.argv and "--verbose" not in sys.argv else None)
 
+import inspect
+
 from kfp import compiler, dsl
 from kfp import kubernetes as kfp_kubernetes
 from kfp.dsl import HTML, ClassificationMetrics, Dataset, Markdown, Metrics, Model
 
-from components import DEFAULT_IMAGE
+import components
 from components.ensure_volume import ensure_volume
 from components.evaluate_model import evaluate_model
 from components.export_model import export_model
 from components.launch_training import launch_training
 from components.prepare_dataset import prepare_dataset
 from components.push_model import push_model, reject_model
-from pipelines.cli_extras import add_arguments as add_cluster_arguments
-from pipelines.cli_extras import handle as handle_cluster
-from tfk8s.kfp_client import ParameterError, parse_param_items, resolve_params
-from tfk8s.launcher.local import sigterm_reaches_children
-from tfk8s.launcher.policy import DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_TIMEOUT_S
-from tfk8s.layout import DEFAULT_ROOT
-from tfk8s.specs import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE, DEFAULT_TIMEOUT_S
+from tfk8s.core.layout import DEFAULT_ROOT
+from tfk8s.localrun import runner
+from tfk8s.localrun.outcome import print_outcome
+from tfk8s.steps.params import LAUNCH_PARAMETERS as LAUNCH
+from tfk8s.submit.checks import check_run_params
+from tfk8s.submit.cli import add_arguments as add_cluster_arguments
+from tfk8s.submit.cli import handle as handle_cluster
 
 PIPELINE_NAME = "tfk8s-train"
 VOLUME_MOUNT_PATH = DEFAULT_ROOT  # where every step and every replica mounts the PVC
@@ -78,21 +78,21 @@ def train_pipeline(
     tfds_download: bool = True,
     num_shards: int = 0,
     max_examples: int = 0,
-    command: str = "",
+    command: str = LAUNCH["command"].default,
     eval_command: str = "",
-    image: str = DEFAULT_IMAGE,
-    chief: int = 0,
-    workers: int = 2,
-    ps: int = 0,
-    evaluator: int = 0,
-    epochs: int = DEFAULT_EPOCHS,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    learning_rate: float = DEFAULT_LEARNING_RATE,
-    success_policy: str = "",
-    timeout_s: int = DEFAULT_TIMEOUT_S,
-    progress_timeout_s: int = DEFAULT_PROGRESS_TIMEOUT_S,
-    max_restarts: int = DEFAULT_MAX_RESTARTS,
-    job_name_prefix: str = "tfk8s",
+    image: str = LAUNCH["image"].default,
+    chief: int = LAUNCH["chief"].default,
+    workers: int = LAUNCH["workers"].default,
+    ps: int = LAUNCH["ps"].default,
+    evaluator: int = LAUNCH["evaluator"].default,
+    epochs: int = LAUNCH["epochs"].default,
+    batch_size: int = LAUNCH["batch_size"].default,
+    learning_rate: float = LAUNCH["learning_rate"].default,
+    success_policy: str = LAUNCH["success_policy"].default,
+    timeout_s: int = LAUNCH["timeout_s"].default,
+    progress_timeout_s: int = LAUNCH["progress_timeout_s"].default,
+    max_restarts: int = LAUNCH["max_restarts"].default,
+    job_name_prefix: str = LAUNCH["job_name_prefix"].default,
     model_name: str = "",
     gate_metric: str = "accuracy",
     min_accuracy: float = 0.98,
@@ -104,7 +104,7 @@ def train_pipeline(
     create_pvc: bool = False,
     pvc_size: str = "20Gi",
     pvc_storage_class: str = "",
-    namespace: str = "",
+    namespace: str = LAUNCH["namespace"].default,
     kubernetes: dict = {},  # noqa: B006 - KFP reads the default; it is never mutated
 ) -> Outputs:
     """Train with distributed TensorFlow (the built-in CNN or your own program), export, evaluate and push.
@@ -156,7 +156,7 @@ def train_pipeline(
         kubernetes: the replicas' Kubernetes settings, any of cpu, memory, gpus, node_selector, tolerations,
             service_account, replica_overrides, cluster_domain, schedule_timeout_s, ttl_seconds_after_finished,
             kueue_queue, scheduler_name, spread, gang ("native": all-or-nothing with a Kubernetes PodGroup),
-            network_policy, network_policy_from (tfk8s.kube.settings.KubernetesParams); e.g.
+            network_policy, network_policy_from (tfk8s.launcher.kubernetes.settings.KubernetesParams); e.g.
             {"cpu": "2", "memory": "4Gi", "replica_overrides": {"ps": {"cpu": "500m"}}}.
     """
     run_id = dsl.PIPELINE_JOB_ID_PLACEHOLDER
@@ -226,163 +226,23 @@ def compile_pipeline(output: str | os.PathLike = DEFAULT_OUTPUT) -> Path:
     return out
 
 
-# the --local steps whose components import no TensorFlow (kfp.local's task names): they do not wait for the
-# step server's imports (tfk8s.step_output.QuietSteps)
-STEPS_WITHOUT_TENSORFLOW = frozenset({"ensure-volume", "launch-training", "push-model", "reject-model"})
-
-
-def start_step_server():
-    """A :class:`tfk8s.step_server.StepServer` for the ``--local`` steps, started now (its imports overlap
-    what comes before the first step; its own output, those imports' messages, is discarded). None when
-    ``TFK8S_STEP_SERVER=0``."""
-    return step_server.StepServer() if step_server.enabled() else None
-
-
-@contextlib.contextmanager
-def quiet_steps(volume: str | os.PathLike, server=None):
-    """While inside, ``kfp.local`` runs each step through :class:`tfk8s.step_output.QuietSteps`: the step's
-    output goes to ``<pipeline root>/<run>/<step>/output.log`` and the terminal gets one line per step, the
-    training's progress and a failing step's last lines; kfp.local's own messages (each step's executor
-    input, its outputs, separators) are dropped. The steps run in children of ``server``, a pre-warmed
-    interpreter that has imported KFP and TensorFlow (:func:`start_step_server`; None: one is started here
-    and stopped at the end)."""
-    import logging
-
-    from kfp.local import logging_utils, subprocess_task_handler
-
-    from tfk8s.step_output import QuietSteps
-
-    class _DropKfpLocal(logging.Filter):
-        def filter(self, record: logging.LogRecord) -> bool:
-            return "kfp/local/" not in record.pathname.replace(os.sep, "/")
-
-    own = server is None
-    if own:
-        server = start_step_server()
-    steps = QuietSteps(volume, server=server, without_tensorflow=STEPS_WITHOUT_TENSORFLOW)
-    drop, root = _DropKfpLocal(), logging.getLogger()
-    saved = subprocess_task_handler.run_local_subprocess, logging_utils.print_horizontal_line
-    root.addFilter(drop)
-    subprocess_task_handler.run_local_subprocess = steps.run_step
-    logging_utils.print_horizontal_line = lambda: None
-    try:
-        yield steps
-    finally:
-        subprocess_task_handler.run_local_subprocess, logging_utils.print_horizontal_line = saved
-        root.removeFilter(drop)
-        if own and server is not None:
-            server.close()
-
-
 def run_local(volume: str | os.PathLike, params: dict, verbose: bool = True, step_server=None) -> dict:
-    """Run the whole pipeline on this machine with ``kfp.local`` (SubprocessRunner, this interpreter).
-
-    Args:
-        volume: the local folder standing for the PVC (the pipeline root lives under it too).
-        params: pipeline parameters overriding the defaults (``backend`` is forced to ``local``).
-        verbose: print every step's whole output (kfp.local's way); False: :func:`quiet_steps`.
-        step_server: for the quiet way, a started :func:`start_step_server` (None: started here).
-
-    Returns:
-        ``{"accuracy", "loss", "export_path", "run_dir", "metrics", "model_name", "version", "blessed",
-        "summary", "report", "job", "volume", "pipeline_root", "wall_time_s"}`` (``job``: the training job's
-        record, ``{}`` if none; accuracy and loss None when the model was not evaluated and its program reported
-        none; ``metrics`` holds what the gate saw, ``not_evaluated`` why).
-    """
-    import warnings
-
-    from kfp import local
-
-    from tfk8s.dataset import default_tfds_data_dir
-
-    # kfp.local warns on every step that display names and the container image mean nothing locally.
-    warnings.filterwarnings("ignore", module=r"kfp\.local\..*", category=UserWarning)
-    warnings.filterwarnings("ignore", module=r"kfp\.local\..*", category=RuntimeWarning)
-    volume = Path(volume).resolve()
-    pipeline_root = volume / "pipeline-root"
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(pipeline_root),
-               raise_on_error=True)
-    args = {"tfds_data_dir": default_tfds_data_dir() or "", **params, "backend": "local",
-            "volume_root": str(volume)}
-    t0 = time.monotonic()
-    quiet = contextlib.nullcontext() if verbose else quiet_steps(volume, step_server)
-    with sigterm_reaches_children(), quiet:  # the launch step stops its replicas on SIGTERM: nothing is left
-        task = train_pipeline(**args)
-    out = task.outputs
-    metrics, exported = out["metrics"].metadata, out["exported_model"].metadata
-    # the run's folder: the launch step's train dir's parent (the data folder may be a user's, elsewhere)
-    summary_file = out["model"].metadata.get("training_summary")
-    run_dir = Path(summary_file).parents[1] if summary_file else Path(out["dataset"].metadata["path"]).parent
-    from tfk8s.jobs import read_record, record_path
-
-    return {"accuracy": metrics.get("accuracy"), "loss": metrics.get("loss"), "export_path": exported["path"],
-            "run_dir": str(run_dir), "metrics": dict(metrics), "model_name": exported.get("model_name"),
-            "version": int(exported["version"]), "blessed": out["blessed"], "summary": out["summary"].path,
-            "report": str(run_dir / "report.html"), "job": read_record(record_path(run_dir / "train")) or {},
-            "volume": str(volume), "pipeline_root": str(pipeline_root), "wall_time_s": time.monotonic() - t0}
+    """Run :func:`train_pipeline` on this machine (:func:`tfk8s.localrun.runner.run_local`; ``backend`` is forced
+    to ``local``, ``volume`` stands for the PVC); returns its result dict."""
+    return runner.run_local(train_pipeline, volume, params, verbose=verbose, step_server=step_server)
 
 
-def _check_params(items: list[str], *, local: bool, volume: str | os.PathLike | None = None) -> None:
-    """Check ``--param`` items against the compiled pipeline's inputs and together (:mod:`tfk8s.params`)
-    before anything starts; exits with the problems listed. With ``--local`` a user's ``data_dir`` is checked
-    on ``volume`` (a relative one is under it), and then ``dataset_name`` is not used."""
-    import inspect
+def pipeline_defaults() -> dict:
+    """The pipeline parameters' defaults, as :func:`train_pipeline` declares them."""
+    return {k: v.default for k, v in inspect.signature(train_pipeline.pipeline_func).parameters.items()}
 
-    from tfk8s import params as pipeline_params
-    from tfk8s.kube.settings import KubernetesParams
 
+def _check_params(items: list[str], *, local: bool, volume: str | os.PathLike | None = None) -> dict:
+    """:func:`tfk8s.submit.checks.check_run_params` against the compiled package; exits with one ``tfk8s:`` line
+    (every problem listed) instead of a traceback."""
     try:
-        items_given = parse_param_items(items)
-        moved = sorted(set(items_given) & (set(KubernetesParams.names()) - set(KubernetesParams.SHARED)))
-        if moved:  # a flat parameter before the Kubernetes settings were grouped
-            k = moved[0]
-            raise ParameterError(f"{', '.join(moved)} {'is a key' if len(moved) == 1 else 'are keys'} of the "
-                                 f"kubernetes parameter now: --param kubernetes.{k}={items_given[k]} (or --param "
-                                 f"kubernetes='{{\"{k}\": ...}}')")
-        given = resolve_params(DEFAULT_OUTPUT, items_given)
-    except ParameterError as e:
-        raise SystemExit(f"tfk8s: {e}") from None
-    if local and {"backend", "volume_root"} & set(given):
-        raise SystemExit("tfk8s: --local always runs the replicas as local processes on the folder given by "
-                         "--volume: drop --param backend / volume_root")
-    defaults = {k: v.default for k, v in inspect.signature(train_pipeline.pipeline_func).parameters.items()}
-    merged = {**defaults, **given, **({"backend": "local", "volume_root": "."} if local else {})}
-    try:
-        pipeline_params.check(merged)
+        return check_run_params(items, pipeline_defaults(), DEFAULT_OUTPUT, local=local, volume=volume)
     except ValueError as e:
-        raise SystemExit(f"tfk8s: {e}") from None
-    from tfk8s.dataset import check_dataset, default_tfds_data_dir, inspect_data_dir
-
-    if merged.get("data_dir"):  # the user's own data: checked where it is, nothing is prepared
-        if local:
-            from tfk8s.steps import resolve_data_dir
-
-            try:
-                inspect_data_dir(resolve_data_dir(merged["data_dir"], str(Path(volume or ".").resolve())))
-            except ValueError as e:
-                raise SystemExit(f"tfk8s: {e}") from None
-        return
-    data_dir = merged.get("tfds_data_dir") or (default_tfds_data_dir() if local else "")
-    try:  # a bad dataset_name fails here, not in the prepare step of a started run
-        check_dataset(merged["dataset_name"], data_dir or None, bool(merged.get("tfds_download")), local=local)
-    except ValueError as e:
-        raise SystemExit(f"tfk8s: {e}") from None
-
-
-def _check_volume(volume: str | os.PathLike) -> None:
-    """The ``--local`` volume folder can be created and written (a file is created and removed in its pipeline
-    root); exits with one line naming the path and the fix otherwise (:func:`tfk8s.layout.volume_writes`)."""
-    import tempfile
-
-    from tfk8s.layout import VolumeWriteError, volume_writes
-
-    root = Path(volume).resolve() / "pipeline-root"
-    try:
-        with volume_writes(root, "the local volume (--volume)"):
-            root.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryFile(dir=root):
-                pass
-    except VolumeWriteError as e:
         raise SystemExit(f"tfk8s: {e}") from None
 
 
@@ -411,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     server = None
     try:
         a = p.parse_args(argv)
-        server = (early or start_step_server()) if a.local and not a.verbose else None
+        server = (early or runner.start_step_server()) if a.local and not a.verbose else None
         _main(a, server)
     finally:
         for started in (early, server):
@@ -423,15 +283,15 @@ def _main(a: argparse.Namespace, server) -> None:
     if a.compile and a.param:
         raise SystemExit("tfk8s: --param applies to --local, --run and --schedule; a compiled pipeline takes its "
                          "parameters when a run starts")
+    params = {}
     if a.run or a.schedule is not None or a.local:  # --schedule '' is a bad cron, not "no schedule"
-        _check_params(a.param, local=a.local, volume=a.volume)
-    if handle_cluster(a, compile_pipeline):  # --run / --schedule / --compile --format argo
+        params = _check_params(a.param, local=a.local, volume=a.volume)
+    if handle_cluster(a, compile_pipeline, components):  # --run / --schedule / --compile --format argo
         return
     if a.compile:
         print(f"compiled {PIPELINE_NAME} to {compile_pipeline(a.output)}")
         return
-    params = resolve_params(DEFAULT_OUTPUT, parse_param_items(a.param))
-    _check_volume(a.volume)
+    runner.check_volume(a.volume)
     if not a.verbose:
         print(f"tfk8s: running {PIPELINE_NAME} locally on {Path(a.volume).resolve()} (each step's whole output "
               f"goes to its output.log; --verbose prints it)", flush=True)
@@ -440,33 +300,7 @@ def _main(a: argparse.Namespace, server) -> None:
     except RuntimeError as e:  # kfp.local: a step failed; its log (above) says why
         plain = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).rstrip(".")  # kfp.local colours its message
         raise SystemExit(f"tfk8s: {plain}. The failing step's output above gives the reason.") from None
-    job = r["job"]
-    print(f"\ntfk8s: pipeline finished in {r['wall_time_s']:.0f}s")
-    m = r["metrics"]
-    if m.get("not_evaluated"):
-        print(f"  evaluation    : {m['not_evaluated']}")
-    shown = {k: v for k, v in m.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    if r["accuracy"] is not None and m.get("evaluated"):
-        loss = f"   (loss {r['loss']:.4f})" if r["loss"] is not None else ""
-        print(f"  test accuracy : {r['accuracy']:.4f}{loss}")
-    elif shown:
-        print("  metrics       : " + ", ".join(f"{k} {v:.4g}" for k, v in shown.items()))
-    print(f"  exported model: {r['export_path']}  (version {r['version']})")
-    verdict = "blessed, pushed to the serving base" if r["blessed"] else "NOT blessed, not pushed"
-    print(f"  quality gate  : {verdict}  (summary: {r['summary']})")
-    if not r["blessed"] and m.get("reasons"):
-        print(f"  why           : {'; '.join(m['reasons'])}")
-    print(f"  report        : {r['report']}  (training curves, confusion matrix, throughput)")
-    print(f"  run folder    : {r['run_dir']}  (data, checkpoints, TensorBoard logs, replica logs)")
-    if job:
-        print(f"  job           : {job['name']}  (tfk8s describe {job['name']} --volume {r['volume']})")
-        logs = (job.get("paths") or {}).get("tensorboard")
-        if logs and not any(Path(logs).rglob("events.out.tfevents.*")):
-            print(f"  TensorBoard   : no event files under {logs} (the program wrote none to TFK8S_TENSORBOARD_DIR)")
-        else:
-            print(f"  TensorBoard   : {job.get('tensorboard_command')}  (pip install 'tfk8s[tensorboard]')")
-    print(f"  volume        : {r['volume']}  (models/ every export, serving/ blessed versions)")
-    print(f"  artifacts     : {r['pipeline_root']}  (each step's output.log under <run>/<step>/)")
+    print_outcome(r)
 
 
 if __name__ == "__main__":

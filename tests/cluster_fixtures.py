@@ -295,7 +295,7 @@ def kube(control_plane, monkeypatch, tmp_path) -> Iterator[RealCluster]:
     cp, kubelet = control_plane
     monkeypatch.delenv("TFK8S_LAUNCHER_POD_NAME", raising=False)
     monkeypatch.delenv("TFK8S_LAUNCHER_POD_UID", raising=False)
-    monkeypatch.setattr("tfk8s.kube.settings.SERVICEACCOUNT_NAMESPACE_FILE", tmp_path / "no-namespace")
+    monkeypatch.setattr("tfk8s.launcher.kubernetes.settings.SERVICEACCOUNT_NAMESPACE_FILE", tmp_path / "no-namespace")
     c = RealCluster(cp, kubelet, f"t-{uuid.uuid4().hex[:8]}")
     c.create_namespace()
     kubelet.hold = lambda pod: False

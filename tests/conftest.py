@@ -39,7 +39,7 @@ SUBSET_SHARDS = 7
 @pytest.fixture(scope="session")
 def mnist_tfds_data_dir() -> str:
     """The TFDS data_dir holding real MNIST 3.0.1 (``$TFDS_DATA_DIR`` or ``../shared/data/...``); skips without."""
-    from tfk8s.dataset import default_tfds_data_dir
+    from tfk8s.steps.prepare_dataset import default_tfds_data_dir
 
     data_dir = default_tfds_data_dir()
     if data_dir is None or not (Path(data_dir) / "mnist" / "3.0.1" / "dataset_info.json").is_file():
@@ -51,7 +51,7 @@ def mnist_tfds_data_dir() -> str:
 def mnist_subset_dir(tmp_path_factory, mnist_tfds_data_dir) -> Path:
     """A directory prepared by ``prepare_dataset`` from real MNIST: train and test, SUBSET_EXAMPLES each,
     SUBSET_SHARDS shards per split. Read-only for tests: copy it to change it."""
-    from tfk8s.dataset import prepare_dataset
+    from tfk8s.steps.prepare_dataset import prepare_dataset
 
     out = tmp_path_factory.mktemp("mnist_subset")
     prepare_dataset("mnist", out, tfds_data_dir=mnist_tfds_data_dir, num_shards=SUBSET_SHARDS,

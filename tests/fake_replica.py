@@ -11,7 +11,7 @@ of 10 steps over that long, a progress report with epoch, steps and examples/sec
 once, except ps and evaluator, which sleep forever (as real parameter servers do).
 It prints its TF_CONFIG, its contract variables (``TFK8S_ENV=<json>``) and its argv (``ARGV=<json>``) and,
 if FAKE_PIDFILE_DIR is set, writes its pid to ``<dir>/<label>.pid``. Progress goes to ``$TFK8S_PROGRESS_FILE``
-(tfk8s.progress). The attempt number is counted in ``$FAKE_STATE_DIR/<label>.starts`` (always 0 without it).
+(tfk8s.core.progress). The attempt number is counted in ``$FAKE_STATE_DIR/<label>.starts`` (always 0 without it).
 """
 
 import json
@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 
-from tfk8s.progress import ProgressReporter
+from tfk8s.core.progress import ProgressReporter
 
 cfg = json.loads(os.environ["TF_CONFIG"])
 label = f"{cfg['task']['type']}-{cfg['task']['index']}"

@@ -14,7 +14,7 @@ from hera.workflows import models as m
 
 import components
 from components import DEFAULT_IMAGE
-from tfk8s.argo import (
+from tfk8s.submit.argo import (
     DEFAULT_OUTPUT,
     HEADER,
     RESULTS_DIR,
@@ -265,12 +265,12 @@ def test_each_steps_cli_accepts_the_arguments_argo_passes(committed, monkeypatch
 
 def test_results_dir_writes_the_files_argo_reads_as_outputs(committed, tmp_path, monkeypatch):
     """export_model's CLI writes path and version where the template's output parameter reads them."""
-    import tfk8s.steps
+    import tfk8s.steps.export_model
     from components import export_model
-    from tfk8s.export import ExportResult
+    from tfk8s.steps.model_versions import ExportResult
 
     fake = ExportResult(path="/mnt/tfk8s/models/m/7", version=7, signature={"inputs": "image"})
-    monkeypatch.setattr(tfk8s.steps, "export_model_step", lambda **kw: fake, raising=False)
+    monkeypatch.setattr(tfk8s.steps.export_model, "export_model_step", lambda **kw: fake)
     export_model.main(["--saved-model-dir", "/sm", "--results-dir", str(tmp_path)])
 
     (out,) = _templates(committed)["export-model"]["outputs"]["parameters"]
@@ -314,8 +314,8 @@ def test_untranslatable_pipelines_fail_naming_the_task():
 
 def _train_like_parser():
     """train.py's parser (as of its main()) with the flags of pipelines/cli_extras added."""
-    from pipelines.cli_extras import add_arguments
     from pipelines.train import DEFAULT_OUTPUT as KFP_OUTPUT
+    from tfk8s.submit.cli import add_arguments
 
     p = argparse.ArgumentParser(prog="python pipelines/train.py")
     mode = p.add_mutually_exclusive_group(required=True)
@@ -330,22 +330,23 @@ def _train_like_parser():
 def test_compile_format_argo_writes_the_workflow_and_never_over_the_kfp_package(
     tmp_path, monkeypatch, capsys
 ):
-    from pipelines import cli_extras
+    import components
     from pipelines.train import compile_pipeline
+    from tfk8s.submit import cli as cli_extras
 
     p = _train_like_parser()
     out = tmp_path / "wf.yaml"
     assert cli_extras.handle(
-        p.parse_args(["--compile", "--format", "argo", "--output", str(out)]), compile_pipeline
+        p.parse_args(["--compile", "--format", "argo", "--output", str(out)]), compile_pipeline, components
     )
     assert yaml.safe_load(out.read_text()) == yaml.safe_load(DEFAULT_OUTPUT.read_text())
     assert f"compiled the pipeline to {out}" in capsys.readouterr().out
 
     written = []
     monkeypatch.setattr(
-        "tfk8s.argo.compile_argo", lambda output, source, components: written.append(Path(output)) or output
+        "tfk8s.submit.argo.compile_argo", lambda output, source, components: written.append(Path(output)) or output
     )
-    cli_extras.handle(p.parse_args(["--compile", "--format", "argo"]), compile_pipeline)
+    cli_extras.handle(p.parse_args(["--compile", "--format", "argo"]), compile_pipeline, components)
     assert written == [DEFAULT_OUTPUT]  # the KFP package's default --output is not overwritten
     assert cli_extras.handle(p.parse_args(["--compile"]), compile_pipeline) is False  # kfp: train.py's own
     with pytest.raises(SystemExit, match="--format applies to --compile"):
@@ -357,7 +358,7 @@ def test_every_steps_service_account_may_report_its_outputs_as_workflowtaskresul
     exactly that to every ServiceAccount a step runs as, and the launcher's Role stays what the launcher calls."""
     import kubernetes_validate
 
-    from tfk8s.kube.api import required_rules
+    from tfk8s.launcher.kubernetes.api import required_rules
 
     docs = list(yaml.safe_load_all((REPO / "manifests" / "argo-rbac.yaml").read_text()))
     role = next(d for d in docs if d["kind"] == "Role")

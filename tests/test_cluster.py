@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tfk8s.cluster import (
+from tfk8s.core.cluster import (
     ClusterConfigError,
     Replica,
     ReplicaCounts,
@@ -14,7 +14,7 @@ from tfk8s.cluster import (
     tf_config,
     tf_config_json,
 )
-from tfk8s.launcher import MAX_JOB_NAME_LEN, SUCCESS_POLICY_ALL_WORKERS, TrainingJob, is_success, job_name
+from tfk8s.core.job import MAX_JOB_NAME_LEN, SUCCESS_POLICY_ALL_WORKERS, TrainingJob, is_success, job_name
 
 W = ReplicaType.WORKER
 

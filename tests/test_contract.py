@@ -1,4 +1,4 @@
-"""The training-program contract (tfk8s.contract): the per-replica environment and placeholders, pure and as
+"""The training-program contract (tfk8s.core.contract): the per-replica environment and placeholders, pure and as
 both backends hand them to the replicas (local: a fake replica printing what it got; Kubernetes: the Job)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tfk8s import contract
-from tfk8s.cluster import Replica, ReplicaCounts, ReplicaType
-from tfk8s.kube.settings import KubernetesSettings
-from tfk8s.launcher import TrainingJob
+from tfk8s.core import contract
+from tfk8s.core.cluster import Replica, ReplicaCounts, ReplicaType
+from tfk8s.core.job import TrainingJob
 from tfk8s.launcher.kubernetes import render_manifests
+from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 from tfk8s.launcher.local import run_local
 
 FAKE = str(Path(__file__).with_name("fake_replica.py"))

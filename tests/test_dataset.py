@@ -1,4 +1,4 @@
-"""tfk8s.dataset: TFDS -> round-robin TFRecord shards + metadata.json, on real MNIST, and its failure modes."""
+"""tfk8s.steps.prepare_dataset: TFDS -> round-robin TFRecord shards + metadata.json, on real MNIST, and its failure modes."""
 
 from __future__ import annotations
 
@@ -12,15 +12,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import SUBSET_EXAMPLES, SUBSET_SHARDS
-from tfk8s import dataset as dataset_mod
-from tfk8s.dataset import (
-    DatasetMetadata,
-    DatasetUnavailableError,
-    SplitMetadata,
-    default_tfds_data_dir,
-    load_metadata,
-    prepare_dataset,
-)
+from tfk8s.core.data_format import DatasetMetadata, SplitMetadata, load_metadata
+from tfk8s.steps import prepare_dataset as dataset_mod
+from tfk8s.steps.prepare_dataset import DatasetUnavailableError, default_tfds_data_dir, prepare_dataset
 
 
 def _read_shard(path: str) -> list[tuple[bytes, int]]:
@@ -242,7 +236,7 @@ def test_the_pipeline_downloads_by_default_and_offline_fails_within_seconds_with
     """Local data if present, else download: the step's default; offline that fails fast saying what to do."""
     import inspect
 
-    from tfk8s.steps import prepare_dataset_step
+    from tfk8s.steps.prepare_dataset import prepare_dataset_step
 
     assert inspect.signature(prepare_dataset_step).parameters["download"].default is True
     probes = []
@@ -267,7 +261,7 @@ def test_a_bad_dataset_name_is_refused_before_a_local_run_or_a_submission_naming
     with pytest.raises(SystemExit, match="unknown TFDS data set 'nope'.*tfds_data_dir is empty"):
         train.main(["--run", "--host", "http://127.0.0.1:9", "--param", "dataset_name=nope"])
     # in a cluster the data directory cannot be looked into from here: a name outside the catalog may be in it
-    from tfk8s.dataset import check_dataset
+    from tfk8s.steps.prepare_dataset import check_dataset
 
     assert check_dataset("my_images", "/mnt/tfk8s/tfds", local=False) is None
     assert check_dataset("fashion_mnist", None, local=False) is None

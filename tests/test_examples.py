@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_trainer import REPO
-from tfk8s.cluster import ReplicaCounts
-from tfk8s.launcher import TrainingJob
+from tfk8s.core.cluster import ReplicaCounts
+from tfk8s.core.job import TrainingJob
 
 EXAMPLES = {
     "keras_mwms": ReplicaCounts(worker=2),
@@ -40,7 +40,7 @@ def _run(job: TrainingJob) -> list[str]:
 
 
 def _serving_input(saved_model: Path) -> tuple[str, list]:
-    from tfk8s.export import serving_signature
+    from tfk8s.steps.model_versions import serving_signature
 
     (spec,) = serving_signature(saved_model)["inputs"].values()
     return spec["dtype"], spec["shape"]
@@ -66,8 +66,8 @@ def test_the_tutorial_style_example_imports_nothing_of_tfk8s():
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
 def test_each_example_renders_jobs_that_run_it_with_the_contract(example, tmp_path):
-    from tfk8s.kube.settings import KubernetesSettings
     from tfk8s.launcher.kubernetes import render_manifests
+    from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 
     job = _job(example, Path("/mnt/tfk8s/runs/r1/train"), Path("/mnt/tfk8s/runs/r1/data"), "--epochs", "1",
                python="python")
@@ -103,8 +103,8 @@ def test_tutorial_style_keras_example_trains_on_two_workers_and_saves_from_each(
 
 @pytest.mark.slow
 def test_runtime_example_trains_a_resnet_on_two_workers_and_reports_its_metrics(tmp_path, mnist_subset_dir):
-    from tfk8s.contract import read_metrics
-    from tfk8s.progress import read_progress
+    from tfk8s.core.contract import read_metrics
+    from tfk8s.core.progress import read_progress
 
     train = tmp_path / "train"
     lines = _run(_job("runtime_resnet", train, mnist_subset_dir, "--epochs", "1", "--steps_per_epoch", "25",
@@ -113,7 +113,7 @@ def test_runtime_example_trains_a_resnet_on_two_workers_and_reports_its_metrics(
     _, numbers, notes = read_metrics(train / "metrics" / "worker-0.json")
     assert numbers["accuracy"] > 0.3 and numbers["epochs"] == 1 and notes == []  # chance 0.1; measured ~0.55
     assert _serving_input(train / "saved_model") == ("uint8", [None, 28, 28, 1])  # fits the built-in evaluation
-    from tfk8s.evaluation import evaluate_saved_model
+    from tfk8s.steps.evaluation import evaluate_saved_model
 
     assert evaluate_saved_model(train / "saved_model", mnist_subset_dir).accuracy > 0.3  # test split, inference mode
     assert not (train / "scratch" / "worker-1" / "saved_model").exists()  # runtime.save threw it away
@@ -123,7 +123,7 @@ def test_runtime_example_trains_a_resnet_on_two_workers_and_reports_its_metrics(
 
 @pytest.mark.slow
 def test_custom_loop_example_trains_under_parameter_servers_and_the_chief_saves(tmp_path, mnist_subset_dir):
-    from tfk8s.contract import read_metrics
+    from tfk8s.core.contract import read_metrics
 
     train = tmp_path / "train"
     lines = _run(_job("pss_custom_loop", train, mnist_subset_dir, "--epochs", "1", "--steps_per_epoch", "40",
@@ -132,7 +132,7 @@ def test_custom_loop_example_trains_under_parameter_servers_and_the_chief_saves(
     assert {ln.split("]")[0] for ln in lines if "serving grpc://" in ln} == {"[worker-0", "[worker-1", "[ps-0"}
     _, numbers, _ = read_metrics(train / "metrics" / "chief-0.json")
     assert numbers["accuracy"] > 0.3, numbers  # 40 asynchronous steps of 64; chance 0.1
-    from tfk8s.progress import read_progress
+    from tfk8s.core.progress import read_progress
 
     done = read_progress(train / "progress" / "chief-0.json")  # runtime.progress from the custom loop
     assert (done.state, done.epoch, done.step, done.steps) == ("done", 1, 40, 40)

@@ -4,9 +4,9 @@ import threading
 import numpy as np
 import pytest
 
-from tfk8s.evaluation import Thresholds, bless, compute_metrics
-from tfk8s.export import ExportError, existing_versions, export_saved_model, next_version
-from tfk8s.layout import RunLayout
+from tfk8s.core.layout import RunLayout
+from tfk8s.steps.evaluation import Thresholds, bless, compute_metrics
+from tfk8s.steps.model_versions import ExportError, existing_versions, export_saved_model, next_version
 
 
 def test_metrics_match_a_hand_computed_example():
@@ -116,7 +116,7 @@ def test_export_of_a_non_model_writes_nothing(tmp_path):
 
 
 def test_push_keeps_the_version_and_never_overwrites(saved_model, tmp_path):
-    from tfk8s.export import latest_version_dir, push_saved_model
+    from tfk8s.steps.model_versions import latest_version_dir, push_saved_model
 
     exported = export_saved_model(saved_model, tmp_path / "models" / "m")
     serving = tmp_path / "serving" / "m"
@@ -133,7 +133,7 @@ def test_push_keeps_the_version_and_never_overwrites(saved_model, tmp_path):
 
 
 def test_a_version_already_served_is_never_reused_even_if_exports_were_pruned(saved_model, tmp_path):
-    from tfk8s.steps import export_model_step
+    from tfk8s.steps.export_model import export_model_step
 
     (tmp_path / "serving" / "m" / "4").mkdir(parents=True)  # pushed earlier; models/ pruned since
     result = export_model_step(saved_model_dir=str(saved_model), volume_root=str(tmp_path), model_name="m")
@@ -141,7 +141,7 @@ def test_a_version_already_served_is_never_reused_even_if_exports_were_pruned(sa
 
 
 def test_summary_names_replicas_tf_config_metrics_and_verdict():
-    from tfk8s.report import run_summary_markdown
+    from tfk8s.steps.summary import run_summary_markdown
 
     result = _result(0.97)
     md = run_summary_markdown(
@@ -164,7 +164,7 @@ def test_summary_names_replicas_tf_config_metrics_and_verdict():
 
 
 def test_summary_links_every_replica_log_the_report_and_the_tensorboard_command(tmp_path):
-    from tfk8s.report import run_files, run_summary_markdown
+    from tfk8s.steps.summary import run_files, run_summary_markdown
 
     train = tmp_path / "runs" / "r1" / "train"
     for label in ("worker-0", "worker-1"):
@@ -185,8 +185,8 @@ def test_summary_links_every_replica_log_the_report_and_the_tensorboard_command(
 
 
 def test_push_with_the_exports_signature_does_not_load_the_model_again(saved_model, tmp_path, monkeypatch):
-    from tfk8s import export
-    from tfk8s.export import push_saved_model
+    from tfk8s.steps import model_versions as export
+    from tfk8s.steps.model_versions import push_saved_model
 
     exported = export_saved_model(saved_model, tmp_path / "models" / "m")
     loads: list[str] = []

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tfk8s import jobs
-from tfk8s.html_report import collect_run, read_scalars, write_evaluation, write_run_report
-from tfk8s.progress import Progress, write_progress
+from tfk8s.core.progress import Progress, write_progress
+from tfk8s.steps.report import collect_run, read_scalars, write_evaluation, write_run_report
+from tfk8s.tracking import records as jobs
 
 LABELS = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
 SCREENSHOT_DIR_ENV = "TFK8S_SCREENSHOT_DIR"  # keep the screenshot there to look at it

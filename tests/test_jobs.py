@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tfk8s import jobs
-from tfk8s.ctl import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_TIMEOUT, main
-from tfk8s.jobs import JobStatus
-from tfk8s.progress_view import ProgressMonitor, plain_line, tty_line
+from tfk8s.cmd import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_TIMEOUT, main
+from tfk8s.tracking import records as jobs
+from tfk8s.tracking.progress_view import ProgressMonitor, plain_line, tty_line
+from tfk8s.tracking.records import JobStatus
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(120)
@@ -216,7 +216,7 @@ def test_console_script_and_module_entry_point():
     import tomllib
 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["tfk8s"] == "tfk8s.ctl:entry_point"
+    assert scripts["tfk8s"] == "tfk8s.cmd:entry_point"
     done = subprocess.run([sys.executable, "-m", "tfk8s", "--help"], capture_output=True, text=True, check=False,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
     assert done.returncode == 0

@@ -18,14 +18,14 @@ import pytest
 pytest.register_assert_rewrite("tests.cluster_fixtures")
 
 from tests.cluster_fixtures import RealCluster
-from tfk8s import jobs
-from tfk8s.cluster import ReplicaCounts
-from tfk8s.ctl import EXIT_OK, EXIT_TIMEOUT, main
-from tfk8s.kube.api import KubeApi
-from tfk8s.kube.settings import KubernetesSettings
-from tfk8s.launcher import TrainingJob
+from tfk8s.cmd import EXIT_OK, EXIT_TIMEOUT, main
+from tfk8s.core.cluster import ReplicaCounts
+from tfk8s.core.job import TrainingJob
 from tfk8s.launcher.kubernetes import run_kubernetes
-from tfk8s.tracking import tracked
+from tfk8s.launcher.kubernetes.api import KubeApi
+from tfk8s.launcher.kubernetes.settings import KubernetesSettings
+from tfk8s.tracking import records as jobs
+from tfk8s.tracking.tracked import tracked
 
 pytest_plugins = ["tests.cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]

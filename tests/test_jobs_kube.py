@@ -18,15 +18,15 @@ import pytest
 pytest.register_assert_rewrite("tests.kube_fixtures")
 
 from tests.kube_fixtures import NAMESPACE, FakeCluster
-from tfk8s import jobs
-from tfk8s.cluster import ReplicaCounts
-from tfk8s.ctl import EXIT_OK, main
-from tfk8s.kube.api import KubeApi
-from tfk8s.kube.settings import KubernetesSettings
-from tfk8s.launcher import TrainingJob
+from tfk8s.cmd import EXIT_OK, main
+from tfk8s.core.cluster import ReplicaCounts
+from tfk8s.core.job import TrainingJob
+from tfk8s.core.progress import Progress, write_progress
 from tfk8s.launcher.kubernetes import run_kubernetes
-from tfk8s.progress import Progress, write_progress
-from tfk8s.tracking import tracked
+from tfk8s.launcher.kubernetes.api import KubeApi
+from tfk8s.launcher.kubernetes.settings import KubernetesSettings
+from tfk8s.tracking import records as jobs
+from tfk8s.tracking.tracked import tracked
 
 pytest_plugins = ["tests.kube_fixtures"]
 pytestmark = pytest.mark.timeout(60)
@@ -38,7 +38,7 @@ JOB = "tfk8s-run-9"
 def _outside_a_pod(monkeypatch, tmp_path):
     monkeypatch.delenv("TFK8S_LAUNCHER_POD_NAME", raising=False)
     monkeypatch.delenv("TFK8S_LAUNCHER_POD_UID", raising=False)
-    monkeypatch.setattr("tfk8s.kube.settings.SERVICEACCOUNT_NAMESPACE_FILE", tmp_path / "no-namespace")
+    monkeypatch.setattr("tfk8s.launcher.kubernetes.settings.SERVICEACCOUNT_NAMESPACE_FILE", tmp_path / "no-namespace")
 
 
 def settings(**kw) -> KubernetesSettings:
@@ -158,7 +158,7 @@ def test_a_restart_is_recorded_with_its_reason_and_the_log_keeps_both_attempts(c
 
 def test_a_job_only_the_cluster_knows_is_found_by_label(cluster, tmp_path):
     """No record on this volume (the caller has not mounted the PVC): get -n and describe -n ask the cluster."""
-    from tfk8s.kube.objects import render_manifests
+    from tfk8s.launcher.kubernetes.objects import render_manifests
 
     job = TrainingJob("tfk8s-elsewhere", ReplicaCounts(chief=1, worker=1), ("python", "x"))
     for manifest in render_manifests(job, settings()):

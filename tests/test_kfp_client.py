@@ -1,4 +1,4 @@
-"""tfk8s.kfp_client against a real local HTTP server that answers like the KFP v2beta1 API and records what
+"""tfk8s.submit.kfp_client against a real local HTTP server that answers like the KFP v2beta1 API and records what
 kfp.Client sends: the method, path, query and JSON body of every request."""
 
 import json
@@ -13,19 +13,11 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import yaml
 
-from tfk8s import kfp_client
-from tfk8s.kfp_client import (
-    CronError,
-    KfpApiError,
-    KfpClientError,
-    KfpUnreachableError,
-    ParameterError,
-    create_schedule,
-    parse_param_items,
-    resolve_params,
-    submit_run,
-    validate_cron,
-)
+from tfk8s.submit import kfp_client
+from tfk8s.submit.cron import validate_cron
+from tfk8s.submit.errors import CronError, KfpApiError, KfpClientError, KfpUnreachableError, ParameterError
+from tfk8s.submit.kfp_client import create_schedule, submit_run
+from tfk8s.submit.params import parse_param_items, resolve_params
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "compiled" / "train.yaml"
@@ -371,7 +363,7 @@ def _cli(argv: list[str]):
     import argparse
     import shutil
 
-    from pipelines.cli_extras import add_arguments
+    from tfk8s.submit.cli import add_arguments
 
     p = argparse.ArgumentParser(prog="python pipelines/train.py")
     mode = p.add_mutually_exclusive_group(required=True)
@@ -390,7 +382,7 @@ def _cli(argv: list[str]):
 
 
 def test_cli_run_compiles_afresh_and_submits_the_parameters(capsys):
-    from pipelines.cli_extras import handle
+    from tfk8s.submit.cli import handle
 
     with FakeKfp() as kfp:
         _, args, compile_fn, compiled = _cli(
@@ -419,7 +411,7 @@ def test_cli_run_compiles_afresh_and_submits_the_parameters(capsys):
 
 
 def test_cli_schedule_creates_the_recurring_run_from_a_given_package(capsys):
-    from pipelines.cli_extras import handle
+    from tfk8s.submit.cli import handle
 
     with FakeKfp() as kfp:
         _, args, compile_fn, compiled = _cli(
@@ -459,7 +451,7 @@ def test_cli_schedule_creates_the_recurring_run_from_a_given_package(capsys):
     ],
 )
 def test_cli_bad_values_are_one_line_errors_before_any_request(argv, message):
-    from pipelines.cli_extras import handle
+    from tfk8s.submit.cli import handle
 
     with FakeKfp() as kfp:
         _, args, compile_fn, _ = _cli([*argv, "--host", kfp.host])
@@ -469,7 +461,7 @@ def test_cli_bad_values_are_one_line_errors_before_any_request(argv, message):
 
 
 def test_cli_without_host_or_with_a_dead_one_says_which(monkeypatch):
-    from pipelines.cli_extras import handle
+    from tfk8s.submit.cli import handle
 
     _, args, compile_fn, compiled = _cli(["--run"])
     with pytest.raises(

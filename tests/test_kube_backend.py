@@ -21,9 +21,11 @@ pytest.register_assert_rewrite("tests.kube_fixtures")
 from kmock._internal import enums
 
 from tests.kube_fixtures import NAMESPACE, FakeCluster
-from tfk8s.cluster import Replica, ReplicaCounts, ReplicaType
-from tfk8s.kube.api import ApiCall, required_rules
-from tfk8s.kube.errors import (
+from tfk8s.core.cluster import Replica, ReplicaCounts, ReplicaType
+from tfk8s.core.errors import JobTimeoutError, ReplicaFailedError
+from tfk8s.core.job import TrainingJob
+from tfk8s.launcher.kubernetes.api import ApiCall, required_rules
+from tfk8s.launcher.kubernetes.errors import (
     ContainerConfigError,
     ImagePullError,
     KubernetesApiError,
@@ -33,9 +35,8 @@ from tfk8s.kube.errors import (
     RestartBudgetExhaustedError,
     ScheduleTimeoutError,
 )
-from tfk8s.kube.objects import job_manifest, render_manifests, service_manifest
-from tfk8s.kube.settings import KubernetesSettings
-from tfk8s.launcher import JobTimeoutError, ReplicaFailedError, TrainingJob
+from tfk8s.launcher.kubernetes.objects import job_manifest, render_manifests, service_manifest
+from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 
 pytest_plugins = ["tests.kube_fixtures"]
 pytestmark = pytest.mark.timeout(60)
@@ -51,7 +52,7 @@ def _outside_a_pod(monkeypatch, tmp_path):
     """No launcher pod in the environment unless a test says so."""
     monkeypatch.delenv("TFK8S_LAUNCHER_POD_NAME", raising=False)
     monkeypatch.delenv("TFK8S_LAUNCHER_POD_UID", raising=False)
-    monkeypatch.setattr("tfk8s.kube.settings.SERVICEACCOUNT_NAMESPACE_FILE", tmp_path / "no-namespace")
+    monkeypatch.setattr("tfk8s.launcher.kubernetes.settings.SERVICEACCOUNT_NAMESPACE_FILE", tmp_path / "no-namespace")
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +72,7 @@ def make_job(chief: int = 1, worker: int = 2, ps: int = 1, **kw) -> TrainingJob:
 
 
 def make_settings(**fields) -> KubernetesSettings:
-    params = {k: fields.pop(k) for k in list(fields) if k in ("max_restarts", "schedule_timeout_s")}
+    params = {k: fields.pop(k) for k in list(fields) if k in ("schedule_timeout_s",)}
     base = KubernetesSettings.from_params(namespace=NAMESPACE, image="img:1", **params)
     fields.setdefault("group_settle_s", 1.0)  # a group's permanent failure waits this long for its peers
     fields.setdefault("stop_grace_period_s", 0)
@@ -91,7 +92,7 @@ def job_object(c: FakeCluster, label: str) -> dict:
 def test_creates_a_service_and_a_job_per_replica_with_tf_config_and_owner(cluster, monkeypatch, tmp_path):
     ns_file = tmp_path / "namespace"
     ns_file.write_text(NAMESPACE)
-    monkeypatch.setattr("tfk8s.kube.settings.SERVICEACCOUNT_NAMESPACE_FILE", ns_file)
+    monkeypatch.setattr("tfk8s.launcher.kubernetes.settings.SERVICEACCOUNT_NAMESPACE_FILE", ns_file)
     monkeypatch.setenv("TFK8S_LAUNCHER_POD_NAME", "launcher-pod")
     monkeypatch.setenv("TFK8S_LAUNCHER_POD_UID", "uid-1")
     job, settings = make_job(), make_settings()
@@ -257,7 +258,7 @@ def test_restart_budget_exhausted_fails_naming_oomkilled(cluster):
         c.oom("worker-1")
 
     with pytest.raises(RestartBudgetExhaustedError) as e:
-        cluster.launch(make_job(chief=0, ps=0), make_settings(max_restarts=1), script)
+        cluster.launch(make_job(chief=0, ps=0, max_restarts=1), make_settings(), script)
     err = e.value
     assert (err.replica, err.reason, err.exit_code) == (Replica(ReplicaType.WORKER, 1), "OOMKilled", 137)
     assert "ran out of its memory limit 2Gi after 1 restarts: raise memory" in str(err)

@@ -27,10 +27,10 @@ from tests.test_kube_backend import (  # noqa: F401 - the autouse fixtures apply
     make_settings,
     name,
 )
-from tfk8s.kube.errors import KubernetesApiError, ScheduleTimeoutError
-from tfk8s.kube.objects import job_manifest, service_manifest
-from tfk8s.kube.watch import Synced, Watcher, WatchFailed
-from tfk8s.launcher import ReplicaFailedError
+from tfk8s.core.errors import ReplicaFailedError
+from tfk8s.launcher.kubernetes.errors import KubernetesApiError, ScheduleTimeoutError
+from tfk8s.launcher.kubernetes.objects import job_manifest, service_manifest
+from tfk8s.launcher.kubernetes.watch import Synced, Watcher, WatchFailed
 
 pytest_plugins = ["tests.kube_fixtures"]
 pytestmark = pytest.mark.timeout(60)
@@ -284,7 +284,7 @@ def test_reattached_objects_are_owned_by_the_new_launcher_pod(cluster, monkeypat
     ns_file = tmp_path / "namespace"
     from tests.kube_fixtures import NAMESPACE
     ns_file.write_text(NAMESPACE)
-    monkeypatch.setattr("tfk8s.kube.settings.SERVICEACCOUNT_NAMESPACE_FILE", ns_file)
+    monkeypatch.setattr("tfk8s.launcher.kubernetes.settings.SERVICEACCOUNT_NAMESPACE_FILE", ns_file)
     monkeypatch.setenv("TFK8S_LAUNCHER_POD_NAME", "launcher-old")
     monkeypatch.setenv("TFK8S_LAUNCHER_POD_UID", "uid-old")
     job, old = make_job(ps=0), make_settings()
@@ -413,7 +413,7 @@ def test_pss_ps_oomkilled_reported_after_the_chief_exit_1_recreates_the_chief_an
 
 # -- the progress watchdog (tfk8s.launcher.watchdog; the same as the local backend's) -------------------------------
 def _report(train_dir, label: str) -> None:
-    from tfk8s.progress import Progress, progress_file, write_progress
+    from tfk8s.core.progress import Progress, progress_file, write_progress
 
     write_progress(progress_file(train_dir, label), Progress(label, time.time(), epoch=1, epochs=2, step=3))
 
@@ -437,7 +437,7 @@ def test_a_replica_that_reported_then_stalled_is_recreated_with_its_set_as_hung(
 
 
 def test_a_hung_replica_fails_with_no_progress_and_its_last_lines_once_the_budget_is_used(cluster, tmp_path):
-    job = make_job(chief=0, worker=2, ps=0, train_dir=str(tmp_path), progress_timeout_s=1)
+    job = make_job(chief=0, worker=2, ps=0, train_dir=str(tmp_path), progress_timeout_s=1, max_restarts=0)
 
     def script(c: FakeCluster) -> None:
         c.wait_pods("worker-0", "worker-1")
@@ -446,7 +446,7 @@ def test_a_hung_replica_fails_with_no_progress_and_its_last_lines_once_the_budge
         _report(tmp_path, "worker-0")
 
     with pytest.raises(ReplicaFailedError) as err:
-        cluster.launch(job, make_settings(max_restarts=0), script)
+        cluster.launch(job, make_settings(), script)
     e = err.value
     assert (e.replica.label, e.reason) == ("worker-0", "NoProgress")
     assert "replica worker-0 failed: NoProgress (no progress for 1 s" in str(e)

@@ -19,8 +19,10 @@ import pytest
 pytest.register_assert_rewrite("tests.cluster_fixtures")
 
 from tests.cluster_fixtures import NODES, RealCluster, node_name, wait
-from tfk8s.cluster import ReplicaCounts
-from tfk8s.kube.errors import (
+from tfk8s.core.cluster import ReplicaCounts
+from tfk8s.core.errors import JobTimeoutError
+from tfk8s.core.job import TrainingJob
+from tfk8s.launcher.kubernetes.errors import (
     ImagePullError,
     KubernetesApiError,
     LauncherTerminatedError,
@@ -29,8 +31,7 @@ from tfk8s.kube.errors import (
     RestartBudgetExhaustedError,
     ScheduleTimeoutError,
 )
-from tfk8s.kube.settings import KubernetesSettings
-from tfk8s.launcher import JobTimeoutError, TrainingJob
+from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 
 pytest_plugins = ["tests.cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
@@ -45,7 +46,7 @@ def make_job(chief: int = 1, worker: int = 2, ps: int = 1, evaluator: int = 0, *
 
 
 def make_settings(kube: RealCluster, **fields) -> KubernetesSettings:
-    params = {k: fields.pop(k) for k in list(fields) if k in ("max_restarts", "schedule_timeout_s", "image",
+    params = {k: fields.pop(k) for k in list(fields) if k in ("schedule_timeout_s", "image",
                                                               "node_selector", "cpu", "memory",
                                                               "replica_overrides", "pvc_name",
                                                               "kueue_queue")}
@@ -106,7 +107,7 @@ def test_ttl_zero_the_real_ttl_controller_deletes_the_chiefs_job_and_it_still_co
 def test_mwms_oomkilled_worker_recreates_the_set_then_the_budget_runs_out(kube):
     """MultiWorkerMirroredStrategy: an OOMKilled worker (its peers exit 1 after it) recreates every worker;
     once max_restarts is used, the next one fails the job naming OOMKilled and the memory limit."""
-    job = make_job(chief=0, worker=3, ps=0)
+    job = make_job(chief=0, worker=3, ps=0, max_restarts=1)
 
     def script(c: RealCluster) -> None:
         c.wait_pods("worker-0", "worker-1", "worker-2")
@@ -116,7 +117,7 @@ def test_mwms_oomkilled_worker_recreates_the_set_then_the_budget_runs_out(kube):
         c.oom("worker-2")
 
     with pytest.raises(RestartBudgetExhaustedError) as e:
-        kube.launch(job, make_settings(kube, max_restarts=1), script)
+        kube.launch(job, make_settings(kube), script)
     assert e.value.reason == "OOMKilled" and e.value.replica.label == "worker-2"
     assert "memory limit 128Mi after 1 restarts" in str(e.value)
     assert any("recreating worker-0, worker-1, worker-2 (restart 1 of 1)" in line for line in kube.output)
@@ -169,7 +170,7 @@ def test_permanent_exit_fails_at_once_with_the_termination_message(kube):
         c.fail("worker-0", 2, message="ValueError: bad shard")
 
     with pytest.raises(PermanentFailureError) as e:
-        kube.launch(job, make_settings(kube, max_restarts=3), script)
+        kube.launch(job, make_settings(kube), script)
     assert e.value.exit_code == 2 and e.value.reason == "Error"
     assert "ValueError: bad shard" in e.value.last_lines
 
@@ -233,7 +234,7 @@ def _launcher_pod(kube: RealCluster, name: str, monkeypatch, tmp_path) -> dict:
         "containers": [{"name": "launcher", "image": "tfk8s:test"}], "restartPolicy": "Never"}})
     ns_file = tmp_path / "namespace"
     ns_file.write_text(kube.namespace)
-    monkeypatch.setattr("tfk8s.kube.settings.SERVICEACCOUNT_NAMESPACE_FILE", ns_file)
+    monkeypatch.setattr("tfk8s.launcher.kubernetes.settings.SERVICEACCOUNT_NAMESPACE_FILE", ns_file)
     monkeypatch.setenv("TFK8S_LAUNCHER_POD_NAME", name)
     monkeypatch.setenv("TFK8S_LAUNCHER_POD_UID", pod.metadata.uid)
     return kube.admin.sanitize_for_serialization(pod)
@@ -241,8 +242,8 @@ def _launcher_pod(kube: RealCluster, name: str, monkeypatch, tmp_path) -> dict:
 
 def _start_and_die(kube: RealCluster, job: TrainingJob, settings: KubernetesSettings) -> None:
     """A launcher that creates the job's objects and dies without cleaning up."""
-    from tfk8s.kube.api import KubeApi
-    from tfk8s.kube.backend import KubernetesBackend
+    from tfk8s.launcher.kubernetes.api import KubeApi
+    from tfk8s.launcher.kubernetes.backend import KubernetesBackend
 
     kube.jobs.add(job.name)
     kube.job_name = job.name
@@ -297,9 +298,9 @@ def test_a_restarted_launcher_reattaches_and_owns_the_replicas(kube, monkeypatch
 def test_ensure_volume_against_real_claims_and_the_persistent_volume_binder(kube):
     """As the launcher's ServiceAccount: a missing claim fails with the fix; create_pvc creates a valid
     ReadWriteMany claim that the real PersistentVolume binder binds to a matching volume."""
-    from tfk8s.kube.api import KubeApi
-    from tfk8s.kube.errors import VolumeError
-    from tfk8s.kube.volume import ensure_pvc
+    from tfk8s.launcher.kubernetes.api import KubeApi
+    from tfk8s.launcher.kubernetes.errors import VolumeError
+    from tfk8s.launcher.kubernetes.volume import ensure_pvc
 
     api = KubeApi(kube.launcher_client(), kube.namespace)
     with pytest.raises(VolumeError, match=f"PersistentVolumeClaim 'data' not found in namespace '{kube.namespace}'"):
@@ -460,7 +461,7 @@ def test_every_manifest_passes_strict_server_side_validation(kube):
     fieldValidation=Strict, as the launcher's ServiceAccount; an unknown field is refused (Strict is on)."""
     from kubernetes.client.exceptions import ApiException
 
-    from tfk8s.kube.objects import render_manifests
+    from tfk8s.launcher.kubernetes.objects import render_manifests
 
     settings = make_settings(kube, node_selector='{"pool": "cpu"}', gang="native", spread="required",
                              network_policy_from=({"namespaceSelector": {"matchLabels": {"team": "ml"}}},),

@@ -1,4 +1,4 @@
-"""Concurrent creation: tfk8s.kube.parallel.run_all, and the backend creating a job's objects with it."""
+"""Concurrent creation: tfk8s.launcher.kubernetes.parallel.run_all, and the backend creating a job's objects with it."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 pytest.register_assert_rewrite("tests.kube_fixtures")
 
 from tests.kube_fixtures import FakeCluster
-from tfk8s.cluster import ReplicaCounts
-from tfk8s.kube.api import KubeApi
-from tfk8s.kube.parallel import CONCURRENT_FROM, run_all
-from tfk8s.kube.settings import KubernetesSettings
-from tfk8s.launcher import TrainingJob
+from tfk8s.core.cluster import ReplicaCounts
+from tfk8s.core.job import TrainingJob
+from tfk8s.launcher.kubernetes.api import KubeApi
+from tfk8s.launcher.kubernetes.parallel import CONCURRENT_FROM, run_all
+from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 
 pytest_plugins = ["tests.kube_fixtures"]
 pytestmark = pytest.mark.timeout(60)

@@ -8,11 +8,11 @@ import kubernetes_validate
 import pytest
 
 from tests.kube_fixtures import NAMESPACE, PVCS, FakeCluster
-from tfk8s.kube.api import KubeApi, required_rules
-from tfk8s.kube.errors import VolumeError
-from tfk8s.kube.objects import pvc_manifest
-from tfk8s.kube.volume import ensure_pvc
-from tfk8s.steps import ensure_volume_step
+from tfk8s.launcher.kubernetes.api import KubeApi, required_rules
+from tfk8s.launcher.kubernetes.errors import VolumeError
+from tfk8s.launcher.kubernetes.objects import pvc_manifest
+from tfk8s.launcher.kubernetes.volume import ensure_pvc
+from tfk8s.steps.ensure_volume import ensure_volume_step
 
 pytest_plugins = ["tests.kube_fixtures"]
 pytestmark = pytest.mark.timeout(60)

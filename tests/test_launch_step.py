@@ -9,15 +9,16 @@ import sys
 
 import pytest
 
-from tfk8s import contract
-from tfk8s.cluster import ReplicaCounts
-from tfk8s.dataset import inspect_data_dir, prepare_dataset  # noqa: F401 (prepare_dataset: the layout's writer)
-from tfk8s.evaluation import Thresholds, builtin_misfit, gate
-from tfk8s.evaluation_command import run_eval_command
-from tfk8s.launcher import LaunchResult, TrainingJob
-from tfk8s.specs import LaunchSpec
-from tfk8s.steps import default_model_name
-from tfk8s.training import NoSavedModelError, collect, steps_warning
+from tfk8s.core import contract
+from tfk8s.core.cluster import ReplicaCounts
+from tfk8s.core.data_format import inspect_data_dir
+from tfk8s.core.job import LaunchResult, TrainingJob
+from tfk8s.steps.eval_command import run_eval_command
+from tfk8s.steps.evaluation import Thresholds, builtin_misfit, gate
+from tfk8s.steps.export_model import default_model_name
+from tfk8s.steps.launch_training import NoSavedModelError, collect, steps_warning
+from tfk8s.steps.params import LaunchSpec
+from tfk8s.steps.prepare_dataset import prepare_dataset  # noqa: F401 (the layout's writer)
 
 
 def test_launch_spec_groups_the_flat_parameters_into_typed_specs():
@@ -28,8 +29,10 @@ def test_launch_spec_groups_the_flat_parameters_into_typed_specs():
     assert spec.trainer.epochs == 4 and spec.command == ("python", "t.py", "--x", "{model_dir}")
     assert not spec.is_builtin_trainer
     k = spec.kubernetes
-    assert (k.cpu, k.node_selector, k.image, k.max_restarts, k.memory) == ("2", {"pool": "gpu"}, "me/train:1", 5,
-                                                                           "2Gi")
+    assert (k.cpu, k.node_selector, k.image, k.memory) == ("2", {"pool": "gpu"}, "me/train:1", "2Gi")
+    assert spec.max_restarts == 5  # both backends' budget: not a Kubernetes setting
+    with pytest.raises(ValueError, match=r"kubernetes must not set \['max_restarts'\]"):
+        LaunchSpec.from_params({"kubernetes": {"max_restarts": 1}})
     assert LaunchSpec.from_params({}).is_builtin_trainer
     with pytest.raises(ValueError, match=r"kubernetes must not set \['image'\]"):
         LaunchSpec.from_params({"kubernetes": {"image": "x"}})
@@ -199,7 +202,7 @@ def test_dry_run_renders_the_users_command_per_replica_with_the_kubernetes_setti
 
 
 def test_the_builtin_trainer_refuses_a_data_folder_without_metadata_before_any_replica(tmp_path):
-    from tfk8s.steps import launch_training_step
+    from tfk8s.steps.launch_training import launch_training_step
 
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "part-0.tfrecord").write_bytes(b"x")
@@ -211,7 +214,7 @@ def test_the_builtin_trainer_refuses_a_data_folder_without_metadata_before_any_r
 
 
 def test_prepare_step_checks_a_users_data_dir_relative_to_the_volume_instead_of_preparing(tmp_path):
-    from tfk8s.steps import prepare_dataset_step
+    from tfk8s.steps.prepare_dataset import prepare_dataset_step
 
     (tmp_path / "datasets" / "mine").mkdir(parents=True)
     (tmp_path / "datasets" / "mine" / "snapshot.metadata").write_bytes(b"x")

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tfk8s.cluster import ReplicaCounts
-from tfk8s.launcher import JobTimeoutError, LauncherTerminatedError, ReplicaFailedError, TrainingJob
+from tfk8s.core.cluster import ReplicaCounts
+from tfk8s.core.errors import JobTimeoutError, LauncherTerminatedError, ReplicaFailedError
+from tfk8s.core.job import TrainingJob
 from tfk8s.launcher.local import run_local
 
 FAKE = str(Path(__file__).with_name("fake_replica.py"))
@@ -110,7 +111,7 @@ def test_sigterm_to_the_launcher_stops_every_replica(tmp_path):
 
 PARENT = """
 import subprocess, sys
-from tfk8s.launcher.local import sigterm_reaches_children
+from tfk8s.localrun.signals import sigterm_reaches_children
 CHILD = '''
 import signal, subprocess, sys, time
 grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
@@ -143,7 +144,7 @@ def test_sigterm_to_the_local_pipeline_reaches_every_descendant(tmp_path):
     assert not _alive(grandchild_pid)
 
 
-# -- restarts and the progress watchdog (the policy shared with Kubernetes: tfk8s.launcher.policy) ---------------
+# -- restarts and the progress watchdog (the policy shared with Kubernetes: tfk8s.core.policy) ---------------
 def _starts(state: Path) -> dict[str, int]:
     return {p.stem: len(p.read_text().splitlines()) for p in state.glob("*.starts")}
 
@@ -158,8 +159,8 @@ def _policy_job(counts: ReplicaCounts, behaviour: dict, tmp_path: Path, **kw) ->
 def test_a_worker_killed_by_a_signal_recreates_the_whole_worker_set_and_counts_one_restart(tmp_path):
     lines: list[str] = []
     job = _policy_job(ReplicaCounts(worker=2), {"worker-0": ["sleep", "exit:0"], "worker-1": ["kill", "exit:0"]},
-                      tmp_path)
-    result = run_local(job, log_sink=lines.append, log_dir=tmp_path / "logs", stop_grace_s=2, max_restarts=3)
+                      tmp_path, max_restarts=3)
+    result = run_local(job, log_sink=lines.append, log_dir=tmp_path / "logs", stop_grace_s=2)
     assert result.restarts == 1
     log = (tmp_path / "logs" / "worker-1.log").read_text().splitlines()  # both attempts, a separator between
     sep = next(i for i, line in enumerate(log) if "worker-1 recreated (restart 1)" in line)
@@ -182,11 +183,11 @@ def test_exit_code_128_and_above_is_retryable_but_1_to_127_fails_at_once(tmp_pat
 
 
 def test_the_restart_budget_is_honoured_then_the_failure_names_the_replica_and_the_budget(tmp_path):
-    from tfk8s.launcher import RestartBudgetExhaustedError
+    from tfk8s.core.errors import RestartBudgetExhaustedError
 
-    job = _policy_job(ReplicaCounts(worker=1), {"worker-0": "kill"}, tmp_path)
+    job = _policy_job(ReplicaCounts(worker=1), {"worker-0": "kill"}, tmp_path, max_restarts=2)
     with pytest.raises(RestartBudgetExhaustedError) as err:
-        run_local(job, log_sink=lambda _: None, stop_grace_s=2, max_restarts=2)
+        run_local(job, log_sink=lambda _: None, stop_grace_s=2)
     assert _starts(tmp_path / "state") == {"worker-0": 3}
     assert err.value.replica.label == "worker-0" and err.value.exit_code == -9
     assert "restart budget is used up (2 of max_restarts=2)" in str(err.value)
@@ -223,13 +224,13 @@ def test_a_replica_that_reported_then_stalled_is_restarted_as_hung(tmp_path):
 
 
 def test_a_hung_replica_fails_the_job_with_no_progress_and_its_last_lines_when_the_budget_is_used(tmp_path):
-    from tfk8s.launcher import RestartBudgetExhaustedError
+    from tfk8s.core.errors import RestartBudgetExhaustedError
 
     job = _policy_job(ReplicaCounts(worker=1, evaluator=1), {"worker-0": "stall"}, tmp_path,
-                      train_dir=str(tmp_path / "train"), progress_timeout_s=1)
+                      train_dir=str(tmp_path / "train"), progress_timeout_s=1, max_restarts=1)
     t0 = time.monotonic()
     with pytest.raises(RestartBudgetExhaustedError) as err:
-        run_local(job, log_sink=lambda _: None, stop_grace_s=2, max_restarts=1)
+        run_local(job, log_sink=lambda _: None, stop_grace_s=2)
     assert time.monotonic() - t0 < 30
     e = err.value
     assert (e.replica.label, e.reason) == ("worker-0", "NoProgress")
@@ -240,7 +241,7 @@ def test_a_hung_replica_fails_the_job_with_no_progress_and_its_last_lines_when_t
 
 
 def test_the_watchdog_spares_programs_that_never_report_keep_reporting_or_left_an_old_file(tmp_path):
-    from tfk8s.progress import Progress, progress_file, write_progress
+    from tfk8s.core.progress import Progress, progress_file, write_progress
 
     train = tmp_path / "train"
     # worker-1's file is from an earlier run (an hour old): it does not count as a report of this attempt

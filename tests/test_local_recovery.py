@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_trainer import _test_accuracy
-from tfk8s.cluster import ReplicaCounts
-from tfk8s.launcher import TrainingJob
+from tfk8s.core.cluster import ReplicaCounts
+from tfk8s.core.job import TrainingJob
 from tfk8s.launcher.local import python_command, run_local
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.train import train_pipeline
-from tfk8s.params import check, problems
+from tfk8s.steps.params import check, problems
 
 DEFAULTS = {k: v.default for k, v in inspect.signature(train_pipeline.pipeline_func).parameters.items()}
 REPO = Path(__file__).resolve().parents[1]
@@ -77,7 +77,7 @@ def test_cli_refuses_bad_parameters_before_anything_runs(tmp_path):
 def test_a_local_run_refuses_a_bad_kubernetes_setting_before_anything_runs(tmp_path):
     """The local backend does not use them, but a typo or a bad quantity is said at once (it failed in the
     launch step, after the data set was prepared, or not at all)."""
-    from tfk8s.params import problems
+    from tfk8s.steps.params import problems
 
     assert problems({"backend": "local", "kubernetes": {"cpu": "2", "memory": "4Gi"}}) == []
     (bad_value,) = problems({"backend": "local", "kubernetes": {"cpu": "abc"}})
@@ -90,7 +90,7 @@ def test_a_local_run_refuses_a_bad_kubernetes_setting_before_anything_runs(tmp_p
 
 
 def test_the_launch_step_checks_again_before_creating_any_replica(tmp_path):
-    from tfk8s.steps import launch_training_step
+    from tfk8s.steps.launch_training import launch_training_step
 
     with pytest.raises(ValueError, match="make it a multiple of 3"):
         launch_training_step(data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
@@ -123,8 +123,8 @@ def test_one_definition_of_the_launch_parameters_for_pipeline_component_and_cli(
     import argparse
 
     from components.launch_training import launch_training
-    from tfk8s.kube.settings import KubernetesParams
-    from tfk8s.specs import LAUNCH_PARAMETERS, add_launch_arguments
+    from tfk8s.launcher.kubernetes.settings import KubernetesParams
+    from tfk8s.steps.params import LAUNCH_PARAMETERS, add_launch_arguments
 
     component = {k: v.default for k, v in inspect.signature(launch_training.python_func).parameters.items()
                  if v.default is not inspect.Parameter.empty}
@@ -137,7 +137,9 @@ def test_one_definition_of_the_launch_parameters_for_pipeline_component_and_cli(
     assert set(LAUNCH_PARAMETERS) | {"volume_root", "run_id", "backend"} == set(component)
     parser = argparse.ArgumentParser()
     add_launch_arguments(parser)
-    assert {a.dest for a in parser._actions} - {"help"} == set(LAUNCH_PARAMETERS)
+    # the launch parameters, and the kubernetes dict's keys as flags of their own (--cpu 2 ...)
+    kube_flags = set(KubernetesParams.names()) - set(KubernetesParams.SHARED)
+    assert {a.dest for a in parser._actions} - {"help"} == set(LAUNCH_PARAMETERS) | kube_flags
     # what the kubernetes dict may hold is KubernetesParams, less the parameters of their own
     assert "cpu" in LAUNCH_PARAMETERS["kubernetes"].help and set(KubernetesParams.SHARED) <= set(LAUNCH_PARAMETERS)
 
@@ -154,7 +156,7 @@ def test_component_clis_print_expected_errors_as_one_line():
 def test_a_run_id_placeholder_left_unreplaced_by_an_old_kfp_backend_names_the_version_needed():
     from kfp import dsl
 
-    from tfk8s.layout import RunLayout
+    from tfk8s.core.layout import RunLayout
 
     with pytest.raises(ValueError) as err:
         RunLayout("/mnt/tfk8s", dsl.PIPELINE_JOB_ID_PLACEHOLDER)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfk8s.dataset import default_tfds_data_dir
+from tfk8s.steps.prepare_dataset import default_tfds_data_dir
 
 pytestmark = [
     pytest.mark.slow,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tfk8s.progress import (
+from tfk8s.core.progress import (
     PROGRESS_FILE_ENV,
     Progress,
     ProgressReporter,

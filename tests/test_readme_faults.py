@@ -1,5 +1,5 @@
-"""README's "What happens when ..." table: every row names tests that exist (so each behaviour it claims is
-pinned by a test that runs in make test)."""
+"""The "What happens when ..." table of docs/failures.md (README links it): every row names tests that exist (so
+each behaviour it claims is pinned by a test), and its rules table is the policy's own (tfk8s.core.policy.RULES)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _rows() -> list[tuple[str, list[str]]]:
-    text = (REPO / "README.md").read_text()
-    section = text.split("### What happens when ...", 1)[1].split("\n### ", 1)[0]
+    text = (REPO / "docs" / "failures.md").read_text()
+    section = text.split("## What happens when ...", 1)[1].split("\n## ", 1)[0]
     rows = []
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -38,3 +38,17 @@ def test_the_table_covers_the_faults_of_issue_9_and_the_cases_handled_before():
                  "Argo 3.4+", "--schedule ''", "dataset_name=nope", "full or read-only", "cannot exist",
                  "Bad_Name", "NaN", "peer that never comes up"):
         assert case in whats, case
+
+
+def test_the_rules_table_is_the_policys():
+    from tfk8s.core.policy import RULES
+
+    text = (REPO / "docs" / "failures.md").read_text()
+    section = text.split("## The rules", 1)[1].split("\n## ", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| failure |")]
+    assert rows == [[r.failure, r.kind.value, r.action] for r in RULES]
+
+
+def test_the_readme_links_the_failures_doc_once():
+    assert (REPO / "README.md").read_text().count("(docs/failures.md)") == 1

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tfk8s.dataset import default_tfds_data_dir
+from tfk8s.steps.prepare_dataset import default_tfds_data_dir
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_LINES = 40
@@ -37,7 +37,7 @@ def run(tmp_path_factory):
 
 
 def tfk8s(volume: Path, *args: str) -> tuple[int, str]:
-    from tfk8s.ctl import main
+    from tfk8s.cmd import main
 
     out, old = io.StringIO(), sys.stdout
     sys.stdout = out

@@ -18,8 +18,8 @@ import pytest
 
 from tests.test_trainer import REPO, _tf_config, contract_env
 from tfk8s import runtime
-from tfk8s.cluster import ReplicaType
-from tfk8s.contract import CONTRACT_ENV, read_metrics
+from tfk8s.core.cluster import ReplicaType
+from tfk8s.core.contract import CONTRACT_ENV, read_metrics
 
 
 @pytest.fixture
@@ -27,8 +27,11 @@ def clean_env(monkeypatch):
     """No TF_CONFIG and no contract variable; the runtime's per-process state reset (and restored after)."""
     for var in (*CONTRACT_ENV, "TF_CONFIG"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(runtime, "_STATE", {**runtime._STATE, "strategy": None, "diverged": False,
-                                            "reporter": None, "resumed_from": 0, "epoch_times": []})
+    from tfk8s.runtime import replica
+
+    for key, value in {"strategy": None, "diverged": False, "reporter": None, "resumed_from": 0,
+                       "epoch_times": []}.items():
+        monkeypatch.setitem(replica._STATE, key, value)
     return monkeypatch
 
 
@@ -214,7 +217,7 @@ def test_distribute_keeps_one_iterator_of_a_repeated_dataset_and_finish_exits_at
 def test_progress_file_is_updated_during_fit_and_marked_done_at_the_end(clean_env, tmp_path, mnist_subset_dir):
     import tf_keras
 
-    from tfk8s.progress import read_progress
+    from tfk8s.core.progress import read_progress
 
     _set(clean_env, contract_env(tmp_path, mnist_subset_dir))
     progress = tmp_path / "progress" / "chief-0.json"

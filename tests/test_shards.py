@@ -1,4 +1,4 @@
-"""The reader of the prepared shards (tfk8s.shards): element spec, auto-shard policy, explicit per-worker shards,
+"""The reader of the prepared shards (tfk8s.runtime.shards): element spec, auto-shard policy, explicit per-worker shards,
 the first-N-examples cap; on a real MNIST subset."""
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from tests.test_trainer import _tf_config
     [(4, 2, "FILE"), (2, 2, "FILE"), (7, 1, "FILE"), (1, 2, "DATA"), (3, 4, "DATA")],
 )
 def test_shard_policy_is_file_when_every_worker_gets_a_file_else_data(num_files, num_workers, policy):
-    from tfk8s.shards import AutoShardPolicy, choose_shard_policy
+    from tfk8s.runtime.shards import AutoShardPolicy, choose_shard_policy
 
     assert choose_shard_policy(num_files, num_workers) == getattr(AutoShardPolicy, policy)
 
 
 def test_shard_policy_rejects_zero_files_or_workers():
-    from tfk8s.shards import choose_shard_policy
+    from tfk8s.runtime.shards import choose_shard_policy
 
     with pytest.raises(ValueError, match="num_files and num_workers"):
         choose_shard_policy(0, 2)
 
 
 def test_make_dataset_sets_the_policy_for_the_workers_in_tf_config(mnist_subset_dir, monkeypatch):
-    from tfk8s.shards import AutoShardPolicy, make_dataset
+    from tfk8s.runtime.shards import AutoShardPolicy, make_dataset
 
     def policy(**kwargs):
         ds = make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=True, repeat=True, in_memory=False,
@@ -47,7 +47,7 @@ def test_make_dataset_sets_the_policy_for_the_workers_in_tf_config(mnist_subset_
 
 
 def test_make_dataset_yields_uint8_image_batches_and_int64_labels_covering_the_split_once(mnist_subset_dir):
-    from tfk8s.shards import make_dataset
+    from tfk8s.runtime.shards import make_dataset
 
     batches = list(make_dataset(str(mnist_subset_dir), "test", batch_size=512, shuffle=False, repeat=False))
     images, labels = batches[0]
@@ -60,7 +60,7 @@ def test_make_dataset_yields_uint8_image_batches_and_int64_labels_covering_the_s
 
 
 def test_unshuffled_dataset_is_deterministic_and_shuffled_one_is_not(mnist_subset_dir):
-    from tfk8s.shards import make_dataset
+    from tfk8s.runtime.shards import make_dataset
 
     def first_labels(shuffle, seed=None):
         ds = make_dataset(str(mnist_subset_dir), "train", batch_size=64, shuffle=shuffle, repeat=False, seed=seed)
@@ -72,7 +72,7 @@ def test_unshuffled_dataset_is_deterministic_and_shuffled_one_is_not(mnist_subse
 
 @pytest.mark.parametrize(("num_files", "n"), [(7, 100), (7, 3), (4, 4000), (1, 10), (3, 1)])
 def test_max_examples_reads_exactly_the_first_examples_of_the_round_robin_shards(num_files, n):
-    from tfk8s.shards import _take_counts
+    from tfk8s.runtime.shards import _take_counts
 
     counts = _take_counts(num_files, n)
     assert sum(counts) == n
@@ -84,7 +84,7 @@ def test_max_examples_reads_exactly_the_first_examples_of_the_round_robin_shards
 def test_max_examples_caps_the_dataset_to_the_first_source_examples(mnist_subset_dir, mnist_tfds_data_dir):
     import tensorflow_datasets as tfds
 
-    from tfk8s.shards import make_dataset
+    from tfk8s.runtime.shards import make_dataset
 
     ds = make_dataset(str(mnist_subset_dir), "train", batch_size=1000, shuffle=True, repeat=False,
                       max_examples=100, seed=0)
@@ -102,7 +102,7 @@ def _examples(ds) -> list[tuple[int, bytes]]:
 
 @pytest.mark.parametrize("num_shards", [2, 3, 8])  # 7 files: 2 and 3 shard by file, 8 by record
 def test_explicit_shards_partition_the_examples_and_turn_auto_sharding_off(mnist_subset_dir, num_shards):
-    from tfk8s.shards import AutoShardPolicy, make_dataset
+    from tfk8s.runtime.shards import AutoShardPolicy, make_dataset
 
     def dataset(**kwargs):
         return make_dataset(str(mnist_subset_dir), "train", batch_size=128, shuffle=True, repeat=False,
@@ -116,7 +116,7 @@ def test_explicit_shards_partition_the_examples_and_turn_auto_sharding_off(mnist
 
 
 def test_explicit_shard_rejects_a_bad_index_or_a_second_sharding_setting(mnist_subset_dir):
-    from tfk8s.shards import AutoShardPolicy, make_dataset
+    from tfk8s.runtime.shards import AutoShardPolicy, make_dataset
 
     with pytest.raises(ValueError, match="0 <= index < num_shards"):
         make_dataset(str(mnist_subset_dir), "train", batch_size=8, shuffle=False, repeat=False, shard=(2, 2))
@@ -136,7 +136,7 @@ def test_under_file_auto_sharding_each_worker_reads_only_its_own_shard_files(mni
     applies per worker): with FILE, worker i of 2 reads files i, i+2, ... of the 7; together every example once."""
     from tensorflow.python.distribute.input_ops import auto_shard_dataset
 
-    from tfk8s.shards import make_dataset
+    from tfk8s.runtime.shards import make_dataset
 
     ds = make_dataset(str(mnist_subset_dir), "train", batch_size=100, shuffle=False, repeat=False, num_workers=2)
     parts = [_examples(auto_shard_dataset(ds, 2, i, 2)) for i in range(2)]
@@ -157,7 +157,7 @@ def _first_examples(ds, n: int) -> list[tuple[int, bytes]]:
 
 
 def test_a_small_training_split_is_served_from_memory_each_epoch_a_new_order_of_every_example(mnist_subset_dir):
-    from tfk8s.shards import AutoShardPolicy, make_dataset
+    from tfk8s.runtime.shards import AutoShardPolicy, make_dataset
 
     streamed = _examples(make_dataset(str(mnist_subset_dir), "train", batch_size=100, shuffle=False, repeat=False))
     ds = make_dataset(str(mnist_subset_dir), "train", batch_size=64, shuffle=True, repeat=True, seed=1)
@@ -169,7 +169,7 @@ def test_a_small_training_split_is_served_from_memory_each_epoch_a_new_order_of_
 
 
 def test_in_memory_each_worker_of_tf_config_keeps_only_its_part(mnist_subset_dir, monkeypatch):
-    from tfk8s.shards import make_dataset
+    from tfk8s.runtime.shards import make_dataset
 
     streamed = _examples(make_dataset(str(mnist_subset_dir), "train", batch_size=100, shuffle=False, repeat=False))
     parts = []

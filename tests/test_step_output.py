@@ -1,4 +1,4 @@
-"""The short local run's step runner (tfk8s.step_output): whole output to the step's output.log, only the
+"""The short local run's step runner (tfk8s.localrun.step_output): whole output to the step's output.log, only the
 user-facing lines on the terminal, a failing step's last lines shown."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import io
 import json
 import sys
 
-from tfk8s.step_output import FAILURE_TAIL, QuietSteps, step_log_path
+from tfk8s.localrun.step_output import FAILURE_TAIL, QuietSteps, step_log_path
 
 PROGRAM = """
 import sys
@@ -22,7 +22,7 @@ if sys.argv[1] == "9":
     print('Traceback (most recent call last):')
     print('  File "x.py", line 1, in <module>')
     print('    launch()')
-    print('tfk8s.kube.errors.PermanentFailureError: replica worker-1 failed with exit code 3: Error')
+    print('tfk8s.launcher.kubernetes.errors.PermanentFailureError: replica worker-1 failed with exit code 3: Error')
     print('last 2 log lines of worker-1:')
     print('  loading data')
     print('  ValueError: bad shard')
@@ -70,7 +70,7 @@ def test_a_failing_step_with_a_traceback_shows_the_error_message_with_the_replic
     assert QuietSteps(tmp_path, out, tty=False).run_step(command(tmp_path, 9)) == 9
     lines = out.getvalue().splitlines()
     assert "FAILED" in lines[-6] and "; its error (whole log: " in lines[-6]
-    assert lines[-5:] == ["    tfk8s.kube.errors.PermanentFailureError: replica worker-1 failed with exit code 3: Error",
+    assert lines[-5:] == ["    tfk8s.launcher.kubernetes.errors.PermanentFailureError: replica worker-1 failed with exit code 3: Error",
                           "    last 2 log lines of worker-1:", "      loading data", "      ValueError: bad shard",
                           "    [KFP Executor] task failed"]
 

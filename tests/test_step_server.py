@@ -1,4 +1,4 @@
-"""The ``--local`` steps' pre-warmed interpreter (tfk8s.step_server): a step in kfp.local's command form runs in
+"""The ``--local`` steps' pre-warmed interpreter (tfk8s.localrun.step_server): a step in kfp.local's command form runs in
 a child forked from the server with the step's output, log, error lines and exit code as a subprocess gives
 them; anything else runs as a subprocess; SIGTERM still leaves no process behind."""
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tfk8s.step_output import QuietSteps
-from tfk8s.step_server import StepServer, kfp_python_step
+from tfk8s.localrun.step_output import QuietSteps
+from tfk8s.localrun.step_server import StepServer, kfp_python_step
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -145,9 +145,9 @@ def test_a_step_with_another_environment_runs_as_a_subprocess(executor_env, tmp_
 
 SIGTERM_DRIVER = """
 import sys
-from tfk8s.launcher.local import sigterm_reaches_children
-from tfk8s.step_output import QuietSteps
-from tfk8s.step_server import StepServer
+from tfk8s.localrun.signals import sigterm_reaches_children
+from tfk8s.localrun.step_output import QuietSteps
+from tfk8s.localrun.step_server import StepServer
 sys.path.insert(0, {tests!r})
 from test_step_server import command
 from pathlib import Path

@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 
 from tests.conftest import SUBSET_EXAMPLES
-from tfk8s.cluster import Replica, ReplicaType, cluster_spec, tf_config_json
-from tfk8s.dataset import DatasetMetadata, SplitMetadata
+from tfk8s.core.cluster import Replica, ReplicaType, cluster_spec, tf_config_json
+from tfk8s.core.data_format import DatasetMetadata, SplitMetadata
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _tf_config(workers: int, index: int, *, chief: int = 0, ps: int = 0,
                rtype: ReplicaType = ReplicaType.WORKER) -> str:
-    from tfk8s.cluster import ReplicaCounts
+    from tfk8s.core.cluster import ReplicaCounts
 
     counts = ReplicaCounts(chief=chief, worker=workers, ps=ps, evaluator=1 if rtype is ReplicaType.EVALUATOR else 0)
     spec = cluster_spec(counts, lambda r: f"127.0.0.1:{20000 + 100 * list(ReplicaType).index(r.replica_type) + r.index}")
@@ -58,9 +58,9 @@ def test_model_rejects_a_non_positive_learning_rate():
 # --- arguments, TF_CONFIG and the plan (no TensorFlow needed) -----------------------------------------------------
 
 def contract_env(train_dir: Path, data_dir: Path, label: str = "chief-0", coordinator: bool = True) -> dict:
-    """The contract's variables for one replica, as the launchers set them (tfk8s.contract.replica_env)."""
-    from tfk8s.cluster import Replica, ReplicaType
-    from tfk8s.contract import replica_env
+    """The contract's variables for one replica, as the launchers set them (tfk8s.core.contract.replica_env)."""
+    from tfk8s.core.cluster import Replica, ReplicaType
+    from tfk8s.core.contract import replica_env
 
     rtype, index = label.rsplit("-", 1)
     replica = Replica(ReplicaType(rtype), int(index))
@@ -154,7 +154,7 @@ def test_trainers_plan_to_train(mnist_subset_dir, tmp_path):
 )
 def test_bad_arguments_exit_2_with_a_message_saying_what_to_fix(mnist_subset_dir, tmp_path, monkeypatch, capsys,
                                                                  argv, tf_config, needle):
-    from tfk8s.contract import CONTRACT_ENV
+    from tfk8s.core.contract import CONTRACT_ENV
     from trainer.task import main
 
     for var in CONTRACT_ENV:  # main() sets them from the flags; monkeypatch restores them afterwards
@@ -185,7 +185,7 @@ def test_bad_arguments_exit_2_with_a_message_saying_what_to_fix(mnist_subset_dir
 def _test_accuracy(saved_model_dir: Path, data_dir: Path) -> tuple[float, object]:
     import tensorflow as tf
 
-    from tfk8s.shards import make_dataset
+    from tfk8s.runtime.shards import make_dataset
 
     fn = tf.saved_model.load(str(saved_model_dir)).signatures["serving_default"]
     correct = total = 0
@@ -205,8 +205,8 @@ def _run_trainer(train_dir: Path, data_dir: Path, *flags: str) -> subprocess.Com
 
 @pytest.mark.slow
 def test_single_process_training_learns_mnist_and_leaves_what_the_contract_asks(mnist_subset_dir, tmp_path):
-    from tfk8s.contract import read_metrics
-    from tfk8s.progress import read_progress
+    from tfk8s.core.contract import read_metrics
+    from tfk8s.core.progress import read_progress
 
     train = tmp_path / "train"
     proc = _run_trainer(train, mnist_subset_dir, "--epochs", "2", "--batch-size", "64", "--learning-rate", "3e-3",
@@ -245,7 +245,7 @@ def test_single_process_training_learns_mnist_and_leaves_what_the_contract_asks(
 
 @pytest.mark.slow
 def test_a_diverged_training_stops_saves_and_reports_diverged_with_exit_0(mnist_subset_dir, tmp_path):
-    from tfk8s.contract import read_metrics
+    from tfk8s.core.contract import read_metrics
 
     train = tmp_path / "train"
     proc = _run_trainer(train, mnist_subset_dir, "--epochs", "2", "--batch-size", "64", "--learning-rate", "1e9",
@@ -262,8 +262,8 @@ def test_a_diverged_training_stops_saves_and_reports_diverged_with_exit_0(mnist_
 def _two_workers(train_dir: Path, data_dir: Path, *flags: str) -> list[str]:
     """The trainer as 2 local workers (batch 64, 2,000 examples, seed 0, ``flags``); asserts both exit 0 and
     returns the job's log lines (``[worker-i] ...``)."""
-    from tfk8s.cluster import ReplicaCounts
-    from tfk8s.launcher import TrainingJob
+    from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.core.job import TrainingJob
     from tfk8s.launcher.local import python_command, run_local
 
     lines: list[str] = []
@@ -279,7 +279,7 @@ def _two_workers(train_dir: Path, data_dir: Path, *flags: str) -> list[str]:
 
 @pytest.mark.slow
 def test_two_workers_train_in_sync_and_only_the_coordinator_keeps_its_saved_model(mnist_subset_dir, tmp_path):
-    from tfk8s.contract import read_metrics
+    from tfk8s.core.contract import read_metrics
 
     train = tmp_path / "train"
     lines = _two_workers(train, mnist_subset_dir, "--epochs", "1", "--learning-rate", "3e-3")
@@ -315,7 +315,7 @@ def test_two_diverging_workers_stop_at_the_same_step_and_both_exit_0(mnist_subse
 
 @pytest.mark.slow
 def test_callbacks_none_trains_without_backup_checkpoints_progress_or_scalars(mnist_subset_dir, tmp_path):
-    from tfk8s.contract import read_metrics
+    from tfk8s.core.contract import read_metrics
 
     train = tmp_path / "train"
     proc = _run_trainer(train, mnist_subset_dir, "--epochs", "1", "--batch-size", "64", "--max-train-examples", "512",

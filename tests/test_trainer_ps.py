@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import SUBSET_EXAMPLES
 from tests.test_trainer import REPO, _plan, _test_accuracy, _tf_config
-from tfk8s.cluster import ReplicaCounts, ReplicaType
+from tfk8s.core.cluster import ReplicaCounts, ReplicaType
 
 EVAL_LINE = re.compile(r"evaluator: checkpoint (\d+): loss=([0-9.]+) accuracy=([0-9.]+)")
 
@@ -80,8 +80,8 @@ def _wait_for(q: queue.Queue, needle: str, seen: list[str], timeout_s: float) ->
 def test_evaluator_evaluates_each_new_checkpoint_and_exits_0_on_sigterm(mnist_subset_dir, tmp_path):
     import tf_keras
 
-    from tfk8s.dataset import load_metadata
-    from tfk8s.shards import make_dataset
+    from tfk8s.core.data_format import load_metadata
+    from tfk8s.runtime.shards import make_dataset
     from trainer.model import build_model
 
     meta = load_metadata(str(mnist_subset_dir))
@@ -127,7 +127,8 @@ def test_evaluator_evaluates_each_new_checkpoint_and_exits_0_on_sigterm(mnist_su
 def test_ps_job_trains_and_the_launcher_stops_ps_worker_and_evaluator_after_the_chief(mnist_subset_dir, tmp_path):
     import json
 
-    from tfk8s.training import build_job, run_job, trainer_args
+    from tfk8s.core.builtin_trainer import trainer_args
+    from tfk8s.steps.launch_training import build_job, run_job
 
     train_dir, scratch = tmp_path / "train", tmp_path / "scratch"
     scratch.mkdir()
@@ -172,9 +173,10 @@ def test_ps_job_trains_and_the_launcher_stops_ps_worker_and_evaluator_after_the_
 
 @pytest.mark.slow
 def test_evaluator_beside_two_workers_evaluates_their_checkpoints_and_is_stopped(mnist_subset_dir, tmp_path):
-    from tfk8s.dataset import load_metadata
-    from tfk8s.shards import make_dataset
-    from tfk8s.training import build_job, run_job, trainer_args
+    from tfk8s.core.builtin_trainer import trainer_args
+    from tfk8s.core.data_format import load_metadata
+    from tfk8s.runtime.shards import make_dataset
+    from tfk8s.steps.launch_training import build_job, run_job
     from trainer.model import build_model
 
     train_dir = tmp_path / "train"

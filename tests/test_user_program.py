@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tfk8s.launcher import LaunchError, ReplicaFailedError
-from tfk8s.steps import launch_training_step
+from tfk8s.core.errors import LaunchError, ReplicaFailedError
+from tfk8s.steps.launch_training import launch_training_step
 
 REPO = Path(__file__).resolve().parents[1]
 TUTORIAL = REPO / "tests" / "programs" / "tutorial_mwms.py"

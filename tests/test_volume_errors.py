@@ -1,5 +1,5 @@
 """A read-only or full volume, or a volume root that cannot exist: one message naming the path and the fix, no
-raw traceback, and the earlier exports stay intact (tfk8s.layout.volume_writes around every step's writes)."""
+raw traceback, and the earlier exports stay intact (tfk8s.core.volume.volume_writes around every step's writes)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tfk8s.layout import VolumeWriteError
-from tfk8s.steps import ensure_volume_step, export_model_step, prepare_dataset_step
+from tfk8s.core.volume import VolumeWriteError
+from tfk8s.steps.ensure_volume import ensure_volume_step
+from tfk8s.steps.export_model import export_model_step
+from tfk8s.steps.prepare_dataset import prepare_dataset_step
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,7 +44,7 @@ def test_a_full_volume_fails_the_export_naming_the_path_and_the_fix_and_keeps_ea
         raise shutil.Error([(str(Path(src) / "variables"), str(Path(dst) / "variables"),
                              "[Errno 28] No space left on device")])
 
-    monkeypatch.setattr("tfk8s.export.shutil.copytree", full)
+    monkeypatch.setattr("tfk8s.steps.model_versions.shutil.copytree", full)
     with pytest.raises(VolumeWriteError) as err:
         export_model_step(saved_model_dir=str(saved_model), volume_root=str(tmp_path), model_name="m")
     msg = str(err.value)
@@ -57,7 +59,7 @@ def test_a_read_only_volume_fails_the_prepare_step_with_the_fix(tmp_path, monkey
     def read_only(name, out, **kw):
         raise OSError(errno.EROFS, "Read-only file system", str(out))
 
-    monkeypatch.setattr("tfk8s.dataset.prepare_dataset", read_only)
+    monkeypatch.setattr("tfk8s.steps.prepare_dataset.prepare_dataset", read_only)
     with pytest.raises(VolumeWriteError) as err:
         prepare_dataset_step(dataset_name="mnist", tfds_data_dir="", volume_root=str(tmp_path), run_id="r1",
                              num_shards=2, num_workers=2, max_examples=10)
@@ -86,7 +88,7 @@ def test_the_step_cli_prints_one_error_line_not_a_traceback(tmp_path):
 
 
 def test_other_errors_pass_unchanged(tmp_path):
-    from tfk8s.layout import volume_writes
+    from tfk8s.core.volume import volume_writes
 
     with pytest.raises(FileNotFoundError), volume_writes(tmp_path / "vol", "x"):
         raise FileNotFoundError(errno.ENOENT, "No such file or directory", "/elsewhere/input.json")

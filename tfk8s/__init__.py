@@ -1,12 +1,19 @@
 """tfk8s: distributed TensorFlow training on Kubernetes, as Kubeflow Pipelines components.
 
-The logic lives in plain modules that import neither KFP nor a Kubernetes client at module load:
+The package's folders are its layers; each imports only the ones below it (``tests/test_layers.py`` holds the
+table, README.md's architecture section draws it):
 
-- :mod:`tfk8s.cluster`   replica types, replica names, cluster spec and TF_CONFIG (shared by every backend)
-- :mod:`tfk8s.launcher`  the launch step: a backend-neutral job spec, success policy and the local backend
-- :mod:`tfk8s.dataset`   TFDS -> sharded TFRecords + metadata
-- :mod:`tfk8s.export`    versioned, atomic SavedModel exports (TF Serving layout)
-- :mod:`tfk8s.evaluation` metrics, confusion matrix and the quality gate (blessing)
+- :mod:`tfk8s.core`      the shared vocabulary (replica types and TF_CONFIG, the contract, the volume layout,
+  the data format, the job, its errors and failure policy); standard library only
+- :mod:`tfk8s.runtime`   what runs inside a replica (strategy, data, callbacks, outputs); the public helper
+- :mod:`tfk8s.launcher`  runs a job's replicas: the local and the Kubernetes backend
+- :mod:`tfk8s.tracking`  job records, kept replica logs, the progress view
+- :mod:`tfk8s.steps`     the pipeline's steps as plain functions, and the parameter table
+- :mod:`tfk8s.submit`    to an orchestrator: KFP client, cron, ``--param`` parsing, checks, the Argo export
+- :mod:`tfk8s.localrun`  ``pipelines/train.py --local``: kfp.local, the step server, the short output
+- :mod:`tfk8s.cmd`       the ``tfk8s`` command
+
+Nothing imports KFP, TensorFlow or a Kubernetes client at module load but the components and the pipeline.
 """
 
 __version__ = "0.1.0"

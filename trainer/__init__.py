@@ -5,5 +5,5 @@ it uses only the contract (docs/training-program.md), through :mod:`tfk8s.runtim
 - :mod:`trainer.task`: CLI, the plan (role, steps, threads) checked before TensorFlow starts, training with
   the runtime's strategy, data, callbacks, save and report; the evaluator replica's loop.
 
-The prepared shards are read by :mod:`tfk8s.shards`. Importing this package does not import TensorFlow.
+The prepared shards are read by :mod:`tfk8s.runtime.shards`. Importing this package does not import TensorFlow.
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras
 
-from tfk8s.dataset import DatasetMetadata
+from tfk8s.core.data_format import DatasetMetadata
 
 INPUT_NAME = "image"
 OUTPUT_NAME = "probabilities"

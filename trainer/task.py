@@ -63,12 +63,15 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
 from tfk8s import runtime
-from tfk8s.cluster import ClusterConfigError, ReplicaCounts
-from tfk8s.dataset import DatasetMetadata, load_metadata
-
-# The measured defaults (see tfk8s.training), shared with the pipeline's parameters.
-from tfk8s.specs import DEFAULT_STEPS_PER_EXECUTION
-from tfk8s.training import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
+from tfk8s.core.builtin_trainer import (  # the measured defaults, shared with the pipeline's parameters
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_EPOCHS,
+    DEFAULT_LEARNING_RATE,
+    DEFAULT_STEPS_PER_EXECUTION,
+)
+from tfk8s.core.cluster import ClusterConfigError, ReplicaCounts
+from tfk8s.core.data_format import DatasetMetadata
+from tfk8s.runtime.shards import load_metadata
 
 _START = time.perf_counter()
 
@@ -176,7 +179,7 @@ class Plan:
 def apply_dir_flags(args: argparse.Namespace, environ: MutableMapping[str, str]) -> None:
     """Set the contract's variables in ``environ`` from the directory flags given: ``--data-dir`` and the
     like override the environment; ``--train-dir`` only fills what is still unset, with the launch step's
-    layout (:func:`tfk8s.contract.replica_env`).
+    layout (:func:`tfk8s.core.contract.replica_env`).
 
     Raises:
         UsageError: TF_CONFIG is not valid (with ``--train-dir``).
@@ -185,8 +188,8 @@ def apply_dir_flags(args: argparse.Namespace, environ: MutableMapping[str, str])
         if getattr(args, attr, None):
             environ[var] = str(getattr(args, attr))
     if getattr(args, "train_dir", None):
-        from tfk8s.cluster import Replica, ReplicaType
-        from tfk8s.contract import replica_env
+        from tfk8s.core.cluster import Replica, ReplicaType
+        from tfk8s.core.contract import replica_env
 
         try:
             ctx = runtime.context(environ)

@@ -4,13 +4,13 @@ Used by the tests and by ``make run``; the same cluster-spec, TF_CONFIG, naming 
 Kubernetes backend, only "start a replica, watch it, stop it" differs:
 
 - start: ``subprocess.Popen`` in its own process group with TF_CONFIG and the contract's variables
-  (:func:`tfk8s.contract.replica_env`) in its environment, its command's placeholders substituted, on a free
+  (:func:`tfk8s.core.contract.replica_env`) in its environment, its command's placeholders substituted, on a free
   port;
 - watch: one thread per replica streams its merged stdout/stderr line by line with a ``[worker-1]`` prefix
   (and keeps the last lines for the error message); the main thread waits on exit codes;
 - stop: SIGTERM to the replica's process group, SIGKILL after ``stop_grace_s`` (10 s: TensorFlow's preemption
   notifier swallows SIGTERM in some states, so the SIGKILL must follow soon);
-- restart: the same policy as on Kubernetes (:mod:`tfk8s.launcher.policy`): a replica killed by a signal or
+- restart: the same policy as on Kubernetes (:mod:`tfk8s.core.policy`): a replica killed by a signal or
   exiting >= 128, or hung (no progress for ``job.progress_timeout_s``, :mod:`tfk8s.launcher.watchdog`), has its
   restart group (under MultiWorkerMirroredStrategy every chief and worker; under ParameterServerStrategy, for a
   ps, the chief and every ps) stopped and started again on the same ports while ``max_restarts`` lasts; the
@@ -31,22 +31,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from tfk8s.cluster import Replica, ReplicaType, cluster_spec, tf_config_json
-from tfk8s.launcher import (
+from tfk8s.core import policy
+from tfk8s.core.cluster import Replica, ReplicaType, cluster_spec, tf_config_json
+from tfk8s.core.errors import (
     JobTimeoutError,
     LauncherTerminatedError,
-    LaunchResult,
     ReplicaFailedError,
     RestartBudgetExhaustedError,
-    TrainingJob,
-    is_success,
-    policy,
 )
+from tfk8s.core.job import LaunchResult, TrainingJob, is_success
+from tfk8s.core.layout import TrainLayout, recreated_line
 from tfk8s.launcher.watchdog import ProgressWatch
 
 LogSink = Callable[[str], None]
@@ -176,10 +176,10 @@ class _LocalRun:
     """One run of a training job as local processes: start, watch (exits, progress), restart, decide."""
 
     def __init__(self, job: TrainingJob, log_sink: LogSink, log_dir: str | os.PathLike | None,
-                 cwd: str | os.PathLike | None, stop_grace_s: float, max_restarts: int, group_settle_s: float):
+                 cwd: str | os.PathLike | None, stop_grace_s: float, group_settle_s: float):
         self.job, self.sink, self.cwd = job, log_sink, cwd
         self.log_dir = Path(log_dir) if log_dir else None
-        self.stop_grace_s, self.max_restarts, self.group_settle_s = stop_grace_s, max_restarts, group_settle_s
+        self.stop_grace_s, self.max_restarts, self.group_settle_s = stop_grace_s, job.max_restarts, group_settle_s
         self.replicas = list(job.counts.replicas())
         ports = dict(zip(self.replicas, free_ports(len(self.replicas)), strict=True))
         self.spec = cluster_spec(job.counts, lambda r: f"127.0.0.1:{ports[r]}")
@@ -311,8 +311,6 @@ class _LocalRun:
         procs = [self.procs[r] for r in ordered]
         _stop(procs, self.stop_grace_s)
         if self.log_dir:
-            from tfk8s.replica_logs import recreated_line
-
             for p in procs:  # every attempt goes to the same file, a separator between them
                 with contextlib.suppress(OSError), open(self.log_dir / f"{p.replica.label}.log", "a") as f:
                     f.write(recreated_line(p.replica.label, self.restarts) + "\n")
@@ -337,21 +335,19 @@ class _LocalRun:
 
 def run_local(job: TrainingJob, *, log_sink: LogSink = _print_sink, log_dir: str | os.PathLike | None = None,
               cwd: str | os.PathLike | None = None, stop_grace_s: float = policy.STOP_GRACE_S,
-              max_restarts: int = policy.DEFAULT_MAX_RESTARTS,
               group_settle_s: float = LOCAL_GROUP_SETTLE_S) -> LaunchResult:
     """Run ``job`` as local processes and wait until it succeeds or fails.
 
     Args:
         job: the training job; ``job.command`` is run for every replica with TF_CONFIG set (and
             the contract's variables, ``TFK8S_PROGRESS_FILE`` among them, when ``job.train_dir`` is set); ``job.progress_timeout_s`` arms the
-            progress watchdog (:mod:`tfk8s.launcher.watchdog`).
+            progress watchdog (:mod:`tfk8s.launcher.watchdog`), ``job.max_restarts`` is the restart budget
+            (retryable failures: exit code >= 128, killed by a signal, no progress; :mod:`tfk8s.core.policy`).
         log_sink: receives every replica output line, prefixed ``[<type>-<index>]``.
         log_dir: if set, each replica's output (every attempt) is also written to ``<log_dir>/<type>-<index>.log``.
         cwd: working directory of the replicas (default: the launcher's).
         stop_grace_s: seconds between SIGTERM and SIGKILL when stopping replicas (kept short: TensorFlow's
             preemption notifier swallows SIGTERM in some states, so stopping may rely on the SIGKILL).
-        max_restarts: recreations retryable failures may use (exit code >= 128, killed by a signal, no
-            progress; :mod:`tfk8s.launcher.policy`), as on Kubernetes.
         group_settle_s: seconds a permanent failure waits for the other members of its group still running
             (a retryable failure among them is the cause, and the group is recreated). Short locally: a
             process's exit is seen within a poll, unlike a kubelet's report.
@@ -371,7 +367,7 @@ def run_local(job: TrainingJob, *, log_sink: LogSink = _print_sink, log_dir: str
     """
     if log_dir:
         Path(log_dir).mkdir(parents=True, exist_ok=True)
-    run = _LocalRun(job, log_sink, log_dir, cwd, stop_grace_s, max_restarts, group_settle_s)
+    run = _LocalRun(job, log_sink, log_dir, cwd, stop_grace_s, group_settle_s)
     log_sink(f"launching {job.name}: {job.counts.total} replicas, cluster spec {run.spec}")
     try:
         with _sigterm_raises():
@@ -395,35 +391,19 @@ def python_command(module: str, *args: str) -> tuple[str, ...]:
     return (sys.executable, "-m", module, *args)
 
 
-@contextmanager
-def sigterm_reaches_children(grace_s: float = 30.0, log_sink: LogSink = _print_sink) -> Iterator[None]:
-    """While inside, SIGTERM to this process is forwarded to all its descendant processes, which get
-    ``grace_s`` seconds to exit (then SIGKILL); then this process exits with status 143 (128 + SIGTERM).
+class LocalBackend:
+    """The ``local`` backend of :mod:`tfk8s.launcher.backends`: :func:`run_local`, each replica's log written to
+    ``<train dir>/replica-logs/`` by this backend itself."""
 
-    For ``pipelines/train.py --local``: ``kfp.local`` runs each step as a child process, and the launch step
-    stops its replicas on SIGTERM (:func:`run_local`), but only if the signal reaches it. Main thread only;
-    elsewhere this does nothing.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    import psutil
+    name = "local"
+    keeps_replica_logs = True
 
-    def handler(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        children = psutil.Process().children(recursive=True)
-        log_sink(f"got SIGTERM: stopping {len(children)} child processes (the launch step stops its replicas)")
-        for child in children:
-            with contextlib.suppress(psutil.Error):
-                child.terminate()
-        _, alive = psutil.wait_procs(children, timeout=grace_s)
-        for child in alive:
-            with contextlib.suppress(psutil.Error):
-                child.kill()
-        raise SystemExit(128 + signal.SIGTERM)
+    def namespace(self, options: Mapping[str, Any]) -> str:
+        return ""
 
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    def run(self, job: TrainingJob, log_sink: LogSink, options: Mapping[str, Any]) -> LaunchResult:
+        log_dir = TrainLayout(job.train_dir).replica_logs if job.train_dir else None
+        return run_local(job, log_sink=log_sink, log_dir=log_dir)
+
+
+BACKEND = LocalBackend()

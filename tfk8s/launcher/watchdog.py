@@ -1,13 +1,13 @@
 """The progress watchdog both backends run: a replica whose progress file stops advancing counts as hung.
 
-Every replica may write ``<train dir>/progress/<type>-<index>.json`` (:mod:`tfk8s.progress`; the built-in
+Every replica may write ``<train dir>/progress/<type>-<index>.json`` (:mod:`tfk8s.core.progress`; the built-in
 trainer and ``tfk8s.runtime`` do). The launcher reads it on the shared volume (the local folder, or the PVC it
 mounts at the same path) and remembers, by its *own* monotonic clock, when the file's ``time`` last changed,
 so clock skew between nodes does not matter. A replica is hung when it has reported at least once in its
 current attempt and then nothing new came for ``progress_timeout_s`` seconds; a file left by an earlier
 attempt (or an earlier run) does not count, a replica in state ``done`` is not watched (it is saving and
 about to exit), and a program that never reports is never treated as hung. What the launcher then does is
-the policy's (:mod:`tfk8s.launcher.policy`): stop it, recreate its restart group while the budget lasts, else
+the policy's (:mod:`tfk8s.core.policy`): stop it, recreate its restart group while the budget lasts, else
 fail naming the replica, ``no progress for N s`` and its last log lines.
 """
 
@@ -17,7 +17,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tfk8s.progress import Progress, progress_file, read_progress
+from tfk8s.core.progress import Progress, progress_file, read_progress
 
 
 class ProgressWatch:

@@ -1,0 +1,187 @@
+"""A training job, backend-neutral: what it is (:class:`TrainingJob`), what a finished one reports
+(:class:`LaunchResult`), its name (:func:`job_name`) and when it has succeeded (:func:`is_success`).
+
+A backend of :mod:`tfk8s.launcher` ("start a replica, watch it, stop it") takes a :class:`TrainingJob` and
+returns a :class:`LaunchResult` or raises one of :mod:`tfk8s.core.errors`; how it reacts to a failed replica
+is :mod:`tfk8s.core.policy`.
+
+Semantics follow the Kubeflow Training Operator's TFJob: the success policy (``""``: the chief, or worker 0
+without a chief; ``"AllWorkers"``: every chief/worker), ps and evaluator never count towards success and are
+stopped once the job has succeeded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from tfk8s.core import contract, policy
+from tfk8s.core.cluster import Replica, ReplicaCounts, ReplicaType, coordinator
+
+SUCCESS_POLICY_DEFAULT = ""
+SUCCESS_POLICY_ALL_WORKERS = "AllWorkers"
+SUCCESS_POLICIES = (SUCCESS_POLICY_DEFAULT, SUCCESS_POLICY_ALL_WORKERS)
+
+DEFAULT_PORT = 2222
+LABEL_JOB_NAME = "tfk8s.dev/job-name"
+"""The label every Kubernetes object of a job carries (``kubectl get pods -l tfk8s.dev/job-name=<job>``); the job
+record names it too, whatever the backend."""
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# Longest job name such that "<job>-evaluator-<index>" still fits a 63-character DNS-1035 label
+# with up to 3 index digits.
+MAX_JOB_NAME_LEN = 63 - len("-evaluator-") - 3
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """A distributed training job, independent of where its replicas run.
+
+    Attributes:
+        name: the job name, a DNS-1035 label of at most :data:`MAX_JOB_NAME_LEN` characters
+            (use :func:`job_name` to derive one).
+        counts: replica counts per type.
+        command: the program every replica runs (argv); each replica finds its role in TF_CONFIG. It may
+            hold the placeholders of :mod:`tfk8s.core.contract` (``{model_dir}``...), substituted per replica
+            (:meth:`replica_command`); literal braces are written ``{{``/``}}``.
+        env: extra environment variables for every replica.
+        success_policy: ``""`` (chief, or worker 0) or ``"AllWorkers"``.
+        port: the TensorFlow server port of each replica (Kubernetes: the Service port; local: ignored,
+            each replica gets a free port).
+        timeout_s: job-level deadline in seconds (None: no deadline).
+        grace_period_s: after success, how long lagging workers may take to finish before being stopped.
+        train_dir: the run's train folder on the shared volume; with it every replica gets the contract's
+            environment (:func:`tfk8s.core.contract.replica_env`); empty: TF_CONFIG only (launcher tests). The
+            progress watchdog reads each replica's ``<train dir>/progress/<type>-<index>.json``
+            (:mod:`tfk8s.core.progress`).
+        data_dir: the prepared data folder (``TFK8S_DATA_DIR``).
+        progress_timeout_s: seconds a replica that has reported progress at least once (in its current
+            attempt) may go without a new report before it counts as hung: it is stopped and its restart
+            group recreated while the restart budget lasts, then the job fails (reason ``NoProgress``).
+            0 disables the watchdog; replicas that never report are never treated as hung.
+        max_restarts: the restart budget, on every backend: how many recreations (of a replica's restart
+            group, :func:`tfk8s.core.policy.restart_group`) retryable failures may use before the job fails.
+
+    Raises:
+        ValueError: on an invalid name, an empty command, an unknown success policy, a negative progress
+            timeout or restart budget, or an unknown placeholder / unbalanced brace in the command
+            (:class:`tfk8s.core.contract.PlaceholderError`).
+    """
+
+    name: str
+    counts: ReplicaCounts
+    command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    success_policy: str = SUCCESS_POLICY_DEFAULT
+    port: int = DEFAULT_PORT
+    timeout_s: float | None = None
+    grace_period_s: float = 30.0
+    train_dir: str = ""
+    data_dir: str = ""
+    progress_timeout_s: float = 0.0
+    max_restarts: int = policy.DEFAULT_MAX_RESTARTS
+
+    def __post_init__(self) -> None:
+        if not _DNS1035.match(self.name) or len(self.name) > MAX_JOB_NAME_LEN:
+            raise ValueError(
+                f"job name {self.name!r} must be a DNS-1035 label (lower-case letters, digits, '-', starting "
+                f"with a letter) of at most {MAX_JOB_NAME_LEN} characters: derive it with tfk8s.core.job.job_name()"
+            )
+        if not self.command:
+            raise ValueError("command must name the program every replica runs, e.g. python -m trainer.task")
+        if self.success_policy not in SUCCESS_POLICIES:
+            raise ValueError(f"success_policy must be one of {SUCCESS_POLICIES}, got {self.success_policy!r}")
+        if not self.progress_timeout_s >= 0:
+            raise ValueError(f"progress_timeout_s must be >= 0 seconds (0: no watchdog), got "
+                             f"{self.progress_timeout_s!r}")
+        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            raise ValueError(f"max_restarts must be an integer >= 0, got {self.max_restarts!r}")
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "env", dict(self.env))
+        object.__setattr__(self, "train_dir", str(self.train_dir or ""))
+        object.__setattr__(self, "data_dir", str(self.data_dir or ""))
+        contract.check_command(self.command)  # an unknown placeholder fails before any replica starts
+
+    def contract_env(self, replica: Replica) -> dict[str, str]:
+        """The contract's variables of ``replica`` (:func:`tfk8s.core.contract.replica_env`); ``{}`` without
+        ``train_dir``. Every backend sets them next to TF_CONFIG."""
+        if not self.train_dir:
+            return {}
+        return contract.replica_env(self.name, replica, coordinator(self.counts), self.train_dir,
+                                    self.data_dir)
+
+    def replica_command(self, replica: Replica, command: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        """``command`` (default: the job's; a per-type override otherwise) with this replica's placeholder
+        values substituted (:func:`tfk8s.core.contract.substitute`); ``{job_name}``, ``{replica_type}`` and
+        ``{replica_index}`` work even without ``train_dir``.
+
+        Raises:
+            tfk8s.core.contract.PlaceholderError: an unknown placeholder, or a directory one without ``train_dir``.
+        """
+        values = self.contract_env(replica) or {
+            contract.ENV_JOB_NAME: self.name, contract.ENV_REPLICA_TYPE: replica.replica_type.value,
+            contract.ENV_REPLICA_INDEX: str(replica.index)}
+        return contract.substitute(self.command if command is None else command, values)
+
+
+@dataclass
+class LaunchResult:
+    """What a finished training job reports.
+
+    Attributes:
+        job_name: the job's name.
+        exit_codes: exit code of every replica that exited by itself, keyed by its label (``worker-1``);
+            replicas stopped by the launcher (ps, evaluator) are absent.
+        stopped: labels of the replicas the launcher stopped after success.
+        wall_time_s: seconds from the launcher's start (or re-attach) to success.
+        restarts: how many recreations (of one replica, or of its restart group: the whole worker set under
+            MultiWorkerMirroredStrategy, the chief and every ps for a ps under ParameterServerStrategy) were
+            used from the restart budget (``max_restarts``), on either backend.
+        cluster_spec: the cluster spec the replicas ran with (``{"worker": ["host:port", ...], ...}``).
+    """
+
+    job_name: str
+    exit_codes: dict[str, int]
+    stopped: list[str]
+    wall_time_s: float
+    restarts: int = 0
+    cluster_spec: dict[str, list[str]] = field(default_factory=dict)
+
+
+def job_name(run_id: str, prefix: str = "tfk8s") -> str:
+    """A deterministic, valid job name for a pipeline run: ``<prefix>-<run id>``, sanitised.
+
+    The same ``run_id`` always gives the same name, so a restarted launcher re-attaches to its replicas.
+    Characters outside ``[a-z0-9-]`` become ``-``; a name longer than :data:`MAX_JOB_NAME_LEN` is cut and
+    ends with 8 hex characters of the SHA-256 of the full name, so distinct long ids stay distinct.
+
+    Raises:
+        ValueError: if ``prefix`` does not start with a letter.
+    """
+    if not prefix or not prefix[0].isalpha():
+        raise ValueError(f"job name prefix {prefix!r} must start with a letter, e.g. 'tfk8s'")
+    raw = f"{prefix}-{run_id}".lower() if run_id else prefix.lower()
+    name = re.sub(r"[^a-z0-9-]+", "-", raw)
+    name = re.sub(r"-{2,}", "-", name).strip("-")
+    if len(name) > MAX_JOB_NAME_LEN:
+        digest = hashlib.sha256(raw.encode()).hexdigest()[:8]
+        name = name[: MAX_JOB_NAME_LEN - 9].rstrip("-") + "-" + digest
+    return name
+
+
+def job_selector(name: str) -> str:
+    """The label selector of every object of job ``name``: ``tfk8s.dev/job-name=<name>``."""
+    return f"{LABEL_JOB_NAME}={name}"
+
+
+def is_success(policy: str, counts: ReplicaCounts, succeeded: set[Replica]) -> bool:
+    """Whether the job has succeeded under ``policy`` given the replicas that exited 0.
+
+    ``""``: the chief succeeded (worker 0 when there is no chief). ``"AllWorkers"``: every chief and worker
+    succeeded. ps and evaluator never count (Training Operator semantics).
+    """
+    if policy == SUCCESS_POLICY_ALL_WORKERS:
+        trainers = {r for r in counts.replicas() if r.replica_type in (ReplicaType.CHIEF, ReplicaType.WORKER)}
+        return trainers <= succeeded
+    return coordinator(counts) in succeeded

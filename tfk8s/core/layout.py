@@ -1,0 +1,246 @@
+"""Where everything lives on the shared volume: the ONE place its folder and file names are spelled.
+
+::
+
+    <root>/                                 the PVC's mount path (DEFAULT_ROOT) in a cluster, --volume locally
+      runs/<run id>/
+        data/                               sharded TFRecords + metadata.json              (prepare dataset)
+        train/                              the launch step's train dir (TrainLayout):
+          saved_model/                        the coordinator's TFK8S_MODEL_DIR, exported by the next step
+          scratch/<type>-<index>/saved_model/ every other replica's TFK8S_MODEL_DIR, removed after the job
+          checkpoints/                        TFK8S_CHECKPOINT_DIR: ckpt-<epoch> weights, backup/ (BackupAndRestore)
+          logs/train/, logs/eval/             TFK8S_TENSORBOARD_DIR: TensorBoard event files
+          progress/<type>-<index>.json        TFK8S_PROGRESS_FILE (tfk8s.core.progress)
+          metrics/<type>-<index>.json         TFK8S_METRICS_FILE (tfk8s.core.contract)
+          replica-logs/<type>-<index>.log     every replica's whole log, every attempt (tfk8s.tracking)
+          job.json                            the job record (tfk8s.tracking.records)
+          training_summary.json               the job plus the coordinator's metrics (launch step)
+        evaluation.json, report.html        the evaluation and the HTML report              (evaluate)
+      models/<model name>/<version>/        every exported SavedModel, TF Serving layout     (export)
+      serving/<model name>/<version>/       blessed versions only: point TF Serving here     (push)
+      pipeline-root/                        kfp.local's artifacts (--local runs only)
+
+The launcher mounts the same PVC at the same path into every replica, so these paths mean the same thing in
+every pod. Plain Python (standard library only).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_ROOT = "/mnt/tfk8s"
+"""Where every step and every replica mounts the PVC in a cluster (the ``volume_root`` parameter)."""
+
+RUNS_DIR = "runs"
+DATA_DIR = "data"
+TRAIN_DIR = "train"
+MODELS_DIR = "models"
+SERVING_DIR = "serving"
+PIPELINE_ROOT_DIR = "pipeline-root"
+EVALUATION_FILE = "evaluation.json"
+REPORT_FILE = "report.html"
+# under the train dir
+SAVED_MODEL_DIR = "saved_model"
+SCRATCH_DIR = "scratch"
+CHECKPOINT_DIR = "checkpoints"
+BACKUP_DIR = "backup"  # under the checkpoint dir
+TENSORBOARD_DIR = "logs"
+TENSORBOARD_TRAIN = "train"  # under the TensorBoard dir: the trainers' scalars
+TENSORBOARD_EVAL = "eval"  # ... and an evaluator's
+PROGRESS_DIR = "progress"
+METRICS_DIR = "metrics"
+REPLICA_LOG_DIR = "replica-logs"
+RECORD_FILE = "job.json"
+SUMMARY_FILE = "training_summary.json"
+EVALUATION_NAME = "evaluation"  # eval_command's progress and metrics file stem (progress/, metrics/)
+
+MIN_KFP_BACKEND = "2.5"
+"""The oldest KFP backend that substitutes ``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` (the run id) in a component's
+inputs (kubeflow/pipelines#11599); older ones pass the placeholder through as text."""
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _check_segment(what: str, value: str) -> str:
+    if not value or not _SAFE.match(value) or value in (".", ".."):
+        raise ValueError(
+            f"{what} {value!r} must be a single path segment of letters, digits, '.', '_' or '-' "
+            f"(it names a folder on the volume)"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class TrainLayout:
+    """The paths under one run's train dir (``<root>/runs/<run id>/train``, the launch step's); see the module
+    docstring. Pure: computes paths, creates nothing.
+
+    Attributes:
+        root: the train dir.
+    """
+
+    root: Path
+
+    def __init__(self, root: str | os.PathLike):
+        object.__setattr__(self, "root", Path(root))
+
+    @property
+    def run_dir(self) -> Path:
+        """``<root>/runs/<run id>``: the train dir's parent."""
+        return self.root.parent
+
+    @property
+    def saved_model(self) -> Path:
+        """The coordinator's ``TFK8S_MODEL_DIR``."""
+        return self.root / SAVED_MODEL_DIR
+
+    @property
+    def scratch(self) -> Path:
+        """The non-coordinators' model dirs, removed after the job."""
+        return self.root / SCRATCH_DIR
+
+    def scratch_model(self, label: str) -> Path:
+        """``scratch/<label>/saved_model``: the ``TFK8S_MODEL_DIR`` of replica ``label`` (not the coordinator)."""
+        return self.scratch / label / SAVED_MODEL_DIR
+
+    @property
+    def checkpoints(self) -> Path:
+        """``TFK8S_CHECKPOINT_DIR``."""
+        return self.root / CHECKPOINT_DIR
+
+    @property
+    def backup(self) -> Path:
+        """BackupAndRestore's folder, under the checkpoints."""
+        return self.checkpoints / BACKUP_DIR
+
+    @property
+    def tensorboard(self) -> Path:
+        """``TFK8S_TENSORBOARD_DIR``."""
+        return self.root / TENSORBOARD_DIR
+
+    @property
+    def progress_dir(self) -> Path:
+        return self.root / PROGRESS_DIR
+
+    def progress_file(self, label: str) -> Path:
+        """``progress/<label>.json``: ``TFK8S_PROGRESS_FILE`` of replica ``label`` (e.g. ``worker-1``)."""
+        return self.progress_dir / f"{label}.json"
+
+    @property
+    def metrics_dir(self) -> Path:
+        return self.root / METRICS_DIR
+
+    def metrics_file(self, label: str) -> Path:
+        """``metrics/<label>.json``: ``TFK8S_METRICS_FILE`` of replica ``label``."""
+        return self.metrics_dir / f"{label}.json"
+
+    @property
+    def replica_logs(self) -> Path:
+        return self.root / REPLICA_LOG_DIR
+
+    def replica_log(self, label: str) -> Path:
+        """``replica-logs/<label>.log``: every attempt's output of replica ``label``."""
+        return self.replica_logs / f"{label}.log"
+
+    @property
+    def record(self) -> Path:
+        """The job record, ``job.json``."""
+        return self.root / RECORD_FILE
+
+    @property
+    def summary(self) -> Path:
+        """``training_summary.json``."""
+        return self.root / SUMMARY_FILE
+
+    @property
+    def evaluation(self) -> Path:
+        """``<run dir>/evaluation.json``."""
+        return self.run_dir / EVALUATION_FILE
+
+    @property
+    def report(self) -> Path:
+        """``<run dir>/report.html``."""
+        return self.run_dir / REPORT_FILE
+
+    def folders(self) -> tuple[Path, ...]:
+        """The folders the launch step creates before any replica starts (the replicas write into them)."""
+        return (self.root, self.checkpoints, self.tensorboard, self.progress_dir, self.metrics_dir)
+
+
+def recreated_line(label: str, restart: int | str) -> str:
+    """The separator line between two attempts of replica ``label`` in its log file (``replica-logs/``; both
+    backends write it), stamped with the UTC time."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return (f"----- tfk8s {stamp}: {label} recreated (restart {restart}); the new attempt's lines follow its "
+            f"predecessor's last ones -----")
+
+
+def tensorboard_command(train_dir: str | os.PathLike) -> str:
+    """The exact command that shows a run's TensorBoard logs (``pip install 'tfk8s[tensorboard]'`` first)."""
+    return f"tensorboard --logdir {TrainLayout(train_dir).tensorboard}"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Paths of one pipeline run on the volume.
+
+    Raises:
+        ValueError: if ``root`` is empty, or ``run_id``/``model_name`` would escape their folder.
+    """
+
+    root: str
+    run_id: str
+    model_name: str = "model"
+
+    def __post_init__(self) -> None:
+        if not self.root:
+            raise ValueError(f"volume root is empty: pass the PVC mount path, e.g. {DEFAULT_ROOT}")
+        if self.run_id.startswith("{{") and self.run_id.endswith("}}"):
+            raise ValueError(
+                f"run id {self.run_id!r} is a KFP placeholder the backend did not replace: Kubeflow Pipelines "
+                f"backends older than {MIN_KFP_BACKEND} pass dsl.PIPELINE_JOB_ID_PLACEHOLDER through as text. Upgrade "
+                f"the KFP installation to {MIN_KFP_BACKEND} or newer, or run the Argo export "
+                f"(python pipelines/train.py --compile --format argo), which uses the workflow's uid")
+        _check_segment("run id", self.run_id)
+        _check_segment("model name", self.model_name)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.root) / RUNS_DIR / self.run_id
+
+    @property
+    def data_dir(self) -> Path:
+        """Sharded TFRecords and metadata.json."""
+        return self.run_dir / DATA_DIR
+
+    @property
+    def train_dir(self) -> Path:
+        """The launch step's train dir (:class:`TrainLayout`)."""
+        return self.run_dir / TRAIN_DIR
+
+    @property
+    def train(self) -> TrainLayout:
+        return TrainLayout(self.train_dir)
+
+    @property
+    def export_base(self) -> Path:
+        """``<root>/models/<model name>``: every exported version, blessed or not."""
+        return Path(self.root) / MODELS_DIR / self.model_name
+
+    @property
+    def serving_base(self) -> Path:
+        """``<root>/serving/<model name>``: blessed versions only; the base path for TF Serving's config."""
+        return Path(self.root) / SERVING_DIR / self.model_name
+
+
+def run_records(volume: str | os.PathLike) -> list[Path]:
+    """Every job record on the volume, ``<volume>/runs/*/train/job.json``, unsorted."""
+    return list(Path(volume).glob(f"{RUNS_DIR}/*/{TRAIN_DIR}/{RECORD_FILE}"))
+
+
+def run_dir(volume: str | os.PathLike, run_id: str) -> Path:
+    """``<volume>/runs/<run id>`` (no check that it exists)."""
+    return Path(volume) / RUNS_DIR / run_id

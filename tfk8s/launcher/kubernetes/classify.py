@@ -1,0 +1,205 @@
+"""What a replica's pod and Job status mean: running, succeeded, or failed how, and is that retryable.
+
+Rules (the shared table :mod:`tfk8s.core.policy`; Kubeflow Training Operator, ``pkg/util/train/train_util.go`` ``IsRetryableExitCode`` and the TFJob
+``ExitCode`` restart policy, plus the kubelet's own reasons):
+
+- exit code 0: success; 1-127: a permanent error of the program (not retried);
+- exit code >= 128 (killed by a signal, 128 + signal number), ``OOMKilled`` (137, named as such), evictions,
+  preemptions, node loss and other disruptions (a pod-level ``status.reason`` or a ``DisruptionTarget``
+  condition), and a pod deleted before it finished: retryable;
+- a container that cannot start (``StartError``, ``ContainerCannotRun``: a missing executable): permanent;
+- an image the kubelet cannot pull (``ErrImagePull``, ``ImagePullBackOff``...) and a container it cannot
+  create (``CreateContainerConfigError``...): failed fast with the kubelet's message, while still Pending;
+- the Job failing with ``DeadlineExceeded`` (its ``activeDeadlineSeconds``): the job timed out;
+- the ``tensorflow`` container terminated while the pod is still Running (a webhook-injected sidecar keeps
+  it up): its exit code decides, as above.
+"""
+
+from __future__ import annotations
+
+import enum
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tfk8s.core.policy import FailureKind, exit_code_kind  # FailureKind: shared by both backends
+from tfk8s.launcher.kubernetes.objects import CONTAINER_NAME
+
+IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+                                "RegistryUnavailable", "SignatureValidationFailed"})
+CONTAINER_CONFIG_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
+START_FAILURE_REASONS = frozenset({"StartError", "ContainerCannotRun"})
+
+
+class Phase(enum.Enum):
+    """Where a replica's pod is: waiting to run, running, or finished."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a replica failed.
+
+    Attributes:
+        kind: what the launcher does about it.
+        reason: short machine-readable reason (``Error``, ``OOMKilled``, ``Signal``, ``Evicted``,
+            ``ImagePullBackOff``, ``PodDeleted``...).
+        message: the kubelet's / scheduler's / controller's message, or a description.
+        exit_code: the container's exit code, when it has one.
+    """
+
+    kind: FailureKind
+    reason: str
+    message: str = ""
+    exit_code: int | None = None
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind is FailureKind.RETRYABLE
+
+
+@dataclass(frozen=True)
+class PodState:
+    """A replica pod's status, interpreted.
+
+    Attributes:
+        phase: pending, running or finished.
+        scheduled: the pod is bound to a node.
+        started: its container has run (its log can be read).
+        exit_code: the container's exit code once terminated.
+        failure: why it failed (also set while Pending for image pull / container config errors).
+        waiting_reason: while unscheduled, the ``PodScheduled`` condition's reason (``Unschedulable``).
+        waiting_message: while unscheduled, the scheduler's message (``0/3 nodes are available: ...``).
+        finished_at: the container's ``terminated.finishedAt`` (RFC 3339), once terminated.
+    """
+
+    phase: Phase
+    scheduled: bool = False
+    started: bool = False
+    exit_code: int | None = None
+    failure: Failure | None = None
+    waiting_reason: str = ""
+    waiting_message: str = ""
+    finished_at: str = ""
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in (Phase.SUCCEEDED, Phase.FAILED)
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A replica Job's status: suspended (e.g. by Kueue until admitted), complete, or failed with a reason."""
+
+    suspended: bool = False
+    complete: bool = False
+    failed_reason: str = ""
+    failed_message: str = ""
+
+
+def _condition(obj: Mapping[str, Any], ctype: str) -> Mapping[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c
+    return None
+
+
+def _container_status(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    for cs in statuses:
+        if cs.get("name") == CONTAINER_NAME:
+            return cs
+    return statuses[0] if statuses else {}
+
+
+def signal_name(exit_code: int) -> str:
+    """``"SIGKILL"`` for exit code 137 (128 + 9); ``"signal N"`` when unknown."""
+    try:
+        return signal.Signals(exit_code - 128).name
+    except ValueError:
+        return f"signal {exit_code - 128}"
+
+
+def _terminated_failure(term: Mapping[str, Any]) -> Failure:
+    code = term.get("exitCode")
+    reason = term.get("reason") or ""
+    message = (term.get("message") or "").strip()
+    if reason == "OOMKilled":
+        return Failure(FailureKind.RETRYABLE, "OOMKilled",
+                       "the container exceeded its memory limit", code)
+    if reason in START_FAILURE_REASONS:
+        return Failure(FailureKind.PERMANENT, reason, message or "the container could not start", code)
+    kind = exit_code_kind(code) if code is not None and code > 0 else None
+    if kind is FailureKind.PERMANENT:
+        return Failure(FailureKind.PERMANENT, reason or "Error", "", code)
+    if kind is FailureKind.RETRYABLE:
+        named = reason if reason and reason != "Error" else "Signal"
+        return Failure(FailureKind.RETRYABLE, named, f"killed by {signal_name(code)}", code)
+    return Failure(FailureKind.RETRYABLE, reason or "PodFailed", message, code)
+
+
+def classify_pod(pod: Mapping[str, Any]) -> PodState:
+    """Interpret a pod (the dict the API returns) of one replica; see the module docstring for the rules."""
+    status = pod.get("status") or {}
+    phase_s = status.get("phase") or "Pending"
+    cs = _container_status(pod)
+    state = cs.get("state") or {}
+    term = state.get("terminated")
+    waiting = state.get("waiting") or {}
+    sched = _condition(pod, "PodScheduled")
+    scheduled = bool((sched and sched.get("status") == "True") or (pod.get("spec") or {}).get("nodeName")
+                     or phase_s in ("Running", "Succeeded", "Failed"))
+    started = state.get("running") is not None or term is not None
+    exit_code = term.get("exitCode") if term else None
+    finished_at = (term.get("finishedAt") or "") if term else ""
+    if phase_s == "Succeeded":
+        return PodState(Phase.SUCCEEDED, scheduled, started, exit_code if exit_code is not None else 0,
+                        finished_at=finished_at)
+    if term and phase_s != "Failed":
+        # The training container has exited but another container (a webhook-injected sidecar: a log shipper,
+        # a proxy) keeps the pod Running: the training container's exit decides.
+        if exit_code == 0:
+            return PodState(Phase.SUCCEEDED, True, True, 0, finished_at=finished_at)
+        return PodState(Phase.FAILED, True, True, exit_code, _terminated_failure(term), finished_at=finished_at)
+    if phase_s == "Failed":
+        disruption = _condition(pod, "DisruptionTarget")
+        if disruption and disruption.get("status") == "True":
+            failure = Failure(FailureKind.RETRYABLE, disruption.get("reason") or "DisruptionTarget",
+                              disruption.get("message") or "", exit_code)
+        elif status.get("reason"):  # Evicted, NodeLost, Shutdown, UnexpectedAdmissionError, OutOfcpu...
+            failure = Failure(FailureKind.RETRYABLE, status["reason"], status.get("message") or "", exit_code)
+        elif term:
+            failure = _terminated_failure(term)
+        else:
+            failure = Failure(FailureKind.RETRYABLE, "PodFailed", status.get("message") or "", None)
+        return PodState(Phase.FAILED, scheduled, started, exit_code, failure, finished_at=finished_at)
+    reason = waiting.get("reason") or ""
+    failure = None
+    if reason in IMAGE_PULL_REASONS:
+        failure = Failure(FailureKind.IMAGE_PULL, reason, waiting.get("message") or "")
+    elif reason in CONTAINER_CONFIG_REASONS:
+        failure = Failure(FailureKind.CONTAINER_CONFIG, reason, waiting.get("message") or "")
+    waiting_reason = waiting_message = ""
+    if sched and sched.get("status") != "True":
+        waiting_reason, waiting_message = sched.get("reason") or "Unschedulable", sched.get("message") or ""
+    phase = Phase.RUNNING if phase_s == "Running" or state.get("running") is not None else Phase.PENDING
+    return PodState(phase, scheduled, started, None, failure, waiting_reason, waiting_message)
+
+
+def classify_job(job: Mapping[str, Any]) -> JobState:
+    """Interpret a replica's Job: suspended, ``Complete``, or ``Failed`` with its reason
+    (``DeadlineExceeded``, ``BackoffLimitExceeded``...)."""
+    failed = _condition(job, "Failed")
+    complete = _condition(job, "Complete")
+    is_failed = bool(failed and failed.get("status") == "True")
+    return JobState(
+        suspended=bool((job.get("spec") or {}).get("suspend")),
+        complete=bool(complete and complete.get("status") == "True"),
+        failed_reason=(failed.get("reason") or "Failed") if is_failed else "",
+        failed_message=(failed.get("message") or "") if is_failed else "",
+    )

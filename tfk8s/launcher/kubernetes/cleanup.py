@@ -1,0 +1,173 @@
+"""Delete every object of a training job and check that none remain.
+
+At every end (success, failure, timeout, SIGTERM) the launcher deletes the job's Jobs first (no controller then
+recreates a pod), its Services, its pods (with ``stop_grace_period_s``, a short SIGTERM -> SIGKILL bound) and
+its NetworkPolicy and PodGroup, each kind concurrently, then lists what is left. A pod still there
+``force_delete_after_s`` past its grace period (its node is gone: its deletionTimestamp stays forever) is
+force-deleted (grace period 0); a pod still listed although its deletion was accepted is a warning with the
+``kubectl delete pod --grace-period=0 --force`` command, not a failure of a job that succeeded.
+:func:`delete_job_objects` is the same deletion for ``tfk8s delete``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tfk8s.core.job import job_selector
+from tfk8s.launcher.kubernetes.classify import classify_pod
+from tfk8s.launcher.kubernetes.errors import CleanupError, KubernetesApiError
+from tfk8s.launcher.kubernetes.parallel import run_all
+
+CLEANUP_POLL_S = 0.5
+JOB_LEVEL_KINDS = ("NetworkPolicy", "PodGroup")
+
+
+def delete_job_objects(api: Any, job_name: str, *, replica_names: Sequence[str] | None = None,
+                       pod_grace_s: int | None = None, job_level: Sequence[str] = JOB_LEVEL_KINDS) -> None:
+    """Delete every object of job ``job_name``: its Jobs first (no controller then recreates a pod), its
+    Services, its pods, then its job-level objects (named after the job); each kind concurrently
+    (:func:`~tfk8s.launcher.kubernetes.parallel.run_all`). Deleting what is already gone is fine.
+
+    Args:
+        api: a :class:`~tfk8s.launcher.kubernetes.api.KubeApi` of the job's namespace.
+        replica_names: the replicas' object names (``<job>-<type>-<index>``) when known; None: found by label.
+        pod_grace_s: the pods' grace period in seconds (None: each pod's own ``terminationGracePeriodSeconds``).
+        job_level: the job-level kinds to delete, of :data:`JOB_LEVEL_KINDS`.
+
+    Raises:
+        tfk8s.launcher.kubernetes.errors.KubernetesApiError: an API call failed (not a 404).
+    """
+    selector = job_selector(job_name)
+    if replica_names is None:
+        jobs = [o["metadata"]["name"] for o in api.list_jobs(selector).get("items") or []]
+        services = [o["metadata"]["name"] for o in api.list_services(selector).get("items") or []]
+    else:
+        jobs = services = list(replica_names)
+    run_all(api.delete_job, jobs)
+    run_all(api.delete_service, services)
+    pods = [pod["metadata"]["name"] for pod in api.list_pods(selector).get("items") or []]
+    run_all(lambda pod: api.delete_pod(pod, pod_grace_s), pods)
+    deleters = {"NetworkPolicy": api.delete_network_policy, "PodGroup": api.delete_pod_group}
+    for kind in job_level:
+        deleters[kind](job_name)
+
+
+class Cleanup:
+    """The cleaning half of :class:`~tfk8s.launcher.kubernetes.backend.KubernetesBackend` (a mixin: it uses the
+    backend's ``job``, ``settings``, ``api``, ``replicas``, ``selector``, ``_logs``, ``_watchers``, ``log`` and
+    clock)."""
+
+    def _remaining(self) -> list[str]:
+        left: list[str] = []
+        listers = [("job", self.api.list_jobs), ("service", self.api.list_services), ("pod", self.api.list_pods)]
+        listers += [(kind.lower(), lister) for kind, _, lister, _, _ in self._job_level()]
+        for kind, lister in listers:
+            left += [f"{kind}/{o['metadata']['name']}" for o in lister(self.selector).get("items") or []]
+        return left
+
+    def _cleanup(self, error: BaseException | None) -> None:
+        """Delete every Job, Service and pod of the job and check that none remain.
+
+        On success a leftover raises :class:`CleanupError`; after a failure it is logged and added as a note
+        to the failure (which stays the error the step reports).
+        """
+        self._in_cleanup = True
+        problem = ""
+        try:
+            for stream in self._logs.values():  # finished containers: every line is in before deleting
+                if stream.pod in self._terminal_pods():
+                    stream.drain(self.settings.log_wait_s)
+            # each kind concurrently, as they were created (bench/launcher_scale.py's cleanup figure)
+            delete_job_objects(self.api, self.job.name, replica_names=[rep.name for rep in self.replicas.values()],
+                               pod_grace_s=self.settings.stop_grace_period_s,
+                               job_level=[kind for kind, *_ in self._job_level()])
+            left: list[str] = []
+
+            def gone() -> bool:
+                left[:] = self._remaining()
+                return not left
+
+            s = self.settings
+            first = min(s.cleanup_timeout_s, s.stop_grace_period_s + s.force_delete_after_s)
+            done = wait_until(gone, first, self._clock)
+            if not done and (stuck := [n.split("/", 1)[1] for n in left if n.startswith("pod/")]):
+                self._force_delete(stuck)  # their node is gone: no kubelet will ever confirm the deletion
+            if done or wait_until(gone, max(0.0, s.cleanup_timeout_s - first), self._clock):
+                self.log(f"deleted the Jobs, Services and pods of {self.job.name}; none remain")
+            else:
+                accepted = self._deletion_accepted(left)
+                if accepted and len(accepted) == len(left):
+                    self.log(f"WARNING: {len(accepted)} pods of {self.job.name} are still listed although their "
+                             f"deletion (forced, grace period 0) was accepted: {sorted(accepted)} (a finalizer or "
+                             f"an unreachable node keeps them; they run nothing the job needs). Remove them with "
+                             + "; ".join(self._force_command(p) for p in sorted(accepted)))
+                else:
+                    force = "; ".join(self._force_command(p) for p in sorted(accepted))
+                    problem = (f"{len(left)} objects of {self.job.name} remain {s.cleanup_timeout_s:g}s after "
+                               f"deleting them: {left}; delete them with kubectl delete {self._kinds()} -n "
+                               f"{s.namespace} -l {self.selector}" + (f"; {force}" if force else ""))
+        except KubernetesApiError as e:
+            problem = (f"cleanup of {self.job.name} failed: {e}; delete what is left with kubectl delete "
+                       f"{self._kinds()} -n {self.settings.namespace} -l {self.selector}")
+        finally:
+            for w in self._watchers:
+                w.stop()
+            for stream in self._logs.values():
+                stream.drain(0.5)
+                stream.stop()
+            self._in_cleanup = False
+        if problem:
+            self.log(problem)
+            if error is None:
+                raise CleanupError(problem)
+            error.add_note(problem)
+
+    def _kinds(self) -> str:
+        """The kinds to name in a ``kubectl delete`` of what is left of the job."""
+        return ",".join(["jobs", "services", "pods"] + [_plural(k) for k, *_ in self._job_level()])
+
+    def _force_delete(self, pods: list[str]) -> None:
+        """Delete ``pods`` with grace period 0: they kept their deletionTimestamp past the grace period (their
+        node is gone, so no kubelet will confirm the deletion; ``kubectl delete pod --grace-period=0 --force``)."""
+        if not pods:
+            return
+        self.log(f"pods still terminating {self.settings.stop_grace_period_s + self.settings.force_delete_after_s:g}s "
+                 f"after their deletion (their node is gone or unreachable): force-deleting {', '.join(pods)} "
+                 f"(grace period 0)")
+        run_all(lambda pod: self.api.delete_pod(pod, 0), pods)
+
+    def _deletion_accepted(self, left: list[str]) -> list[str]:
+        """The pods among ``left`` (``kind/name``) whose deletion the API server accepted (a deletionTimestamp)."""
+        names = {n.split("/", 1)[1] for n in left if n.startswith("pod/")}
+        return [p["metadata"]["name"] for p in self.api.list_pods(self.selector).get("items") or []
+                if p["metadata"]["name"] in names and p["metadata"].get("deletionTimestamp")]
+
+    def _force_command(self, pod: str) -> str:
+        """The kubectl command that removes a pod whose node is gone."""
+        return f"kubectl delete pod -n {self.settings.namespace} {pod} --grace-period=0 --force"
+
+    def _terminal_pods(self) -> set[str]:
+        return {name for rep in self.replicas.values() for name, pod in rep.pods.items()
+                if classify_pod(pod).terminal}
+
+
+def _plural(kind: str) -> str:
+    """kubectl's plural of a kind: ``networkpolicies``, ``podgroups``."""
+    k = kind.lower()
+    return k[:-1] + "ies" if k.endswith("y") else k + "s"
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, clock: Callable[[], float]) -> bool:
+    """Re-check ``predicate`` every :data:`CLEANUP_POLL_S` seconds until it holds or ``timeout_s`` passes.
+
+    Used only to confirm that deleted objects are gone (the watches are being torn down by then).
+    """
+    deadline = clock() + timeout_s
+    while not predicate():
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return False
+        time.sleep(min(CLEANUP_POLL_S, remaining))
+    return True

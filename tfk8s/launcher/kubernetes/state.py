@@ -1,0 +1,70 @@
+"""What the Kubernetes launcher knows about each replica while a job runs (:class:`ReplicaState`), kept up to date
+from the watches by :mod:`tfk8s.launcher.kubernetes.backend`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tfk8s.core.cluster import Replica
+from tfk8s.launcher.kubernetes.classify import PodState
+from tfk8s.launcher.watchdog import ProgressWatch
+
+
+@dataclass(eq=False)  # identity: used as a dict key
+class ReplicaState:
+    """What the launcher knows about one replica's current attempt: its Job, its pods, when it was created and
+    scheduled, when its failure was first seen, its progress watch."""
+
+    replica: Replica
+    name: str
+    attempt: int = 0
+    created_at: float = 0.0  # monotonic seconds when this attempt's Job was created or adopted
+    scheduled_at: float | None = None  # monotonic seconds when its pod was first seen bound to a node
+    job: dict[str, Any] | None = None
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> latest state, this attempt only
+    gone_pods: set[str] = field(default_factory=set)  # deleted by someone else before they finished
+    job_seen: bool = False
+    job_deleted: bool = False
+    job_failed_at: float | None = None
+    failure_seen_at: float | None = None  # monotonic seconds when the launcher first saw this attempt fail
+    quota_checked_at: float | None = None  # monotonic seconds of the last look for a quota refusal
+    reported: bool = False
+    view: PodState | None = None
+    progress: ProgressWatch | None = None  # its progress file (tfk8s.launcher.watchdog)
+
+    def pod(self) -> dict[str, Any] | None:
+        """The attempt's newest pod (a Job with backoffLimit 0 has one, unless it was replaced)."""
+        if not self.pods:
+            return None
+        return max(self.pods.values(), key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+
+    @property
+    def pod_name(self) -> str:
+        pod = self.pod()
+        return (pod or {}).get("metadata", {}).get("name", "")
+
+    @property
+    def terminal(self) -> bool:
+        return bool(self.view and self.view.terminal)
+
+    def reset(self, attempt: int, now: float) -> None:
+        """Start tracking a new attempt (created at monotonic time ``now``)."""
+        self.attempt, self.created_at = attempt, now
+        self.job, self.pods, self.gone_pods = None, {}, set()
+        self.job_seen = self.job_deleted = self.reported = False
+        self.job_failed_at, self.view, self.scheduled_at = None, None, None
+        self.failure_seen_at = self.quota_checked_at = None
+        if self.progress is not None:
+            self.progress.new_attempt()
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """A Kubernetes timestamp (RFC 3339, ``2026-12-01T09:15:08Z``) as a datetime; None when missing or malformed."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

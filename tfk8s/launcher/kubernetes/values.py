@@ -1,0 +1,95 @@
+"""Checking the values a user gives the Kubernetes settings: quantities (``500m``, ``4Gi``), JSON objects and lists,
+names (DNS-1123 labels and subdomains, label values, env names), integers and seconds. Every function raises
+:class:`ValueError` naming the parameter and the fix."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+DNS1123_SUBDOMAIN_RULE = ("a DNS-1123 subdomain: at most 253 lower-case letters, digits, '-' and '.', starting and "
+                          "ending with a letter or digit, e.g. 'tfk8s-data'")
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
+
+_SUFFIX = {
+    "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal("1e3"),
+    "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"), "P": Decimal("1e15"), "E": Decimal("1e18"),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
+}
+
+def parse_quantity(value: str) -> Decimal:
+    """A Kubernetes resource quantity (``"500m"``, ``"2Gi"``, ``"1.5"``, ``"1e3"``) as a number.
+
+    Raises:
+        ValueError: when ``value`` is not a quantity.
+    """
+    m = _QUANTITY.match(str(value).strip()) if isinstance(value, str | int) and not isinstance(value, bool) else None
+    if not m:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. '500m' or '2' CPUs, '512Mi' or '4Gi')")
+    number, suffix = m.group(1), m.group(2) or ""
+    try:
+        scale = _SUFFIX[suffix] if suffix in _SUFFIX else Decimal(10) ** int(suffix[1:])
+        return Decimal(number) * scale
+    except (InvalidOperation, ValueError) as e:  # pragma: no cover - the regex admits only valid numbers
+        raise ValueError(f"{value!r} is not a Kubernetes quantity") from e
+
+def require(cond: bool, msg: str) -> None:
+    """Raise ``ValueError(msg)`` unless ``cond``."""
+    if not cond:
+        raise ValueError(msg)
+
+def str_map(value: Any, what: str) -> dict[str, str]:
+    """``value`` as a dict of strings to strings (``what`` names it in the error)."""
+    require(isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()),
+             f"{what} must be a JSON object of strings to strings, e.g. {{\"key\": \"value\"}}; got {value!r}")
+    return dict(value)
+
+def parse_json(value: str, param: str, kind: type, example: str) -> Any:
+    """``value`` (JSON text, or already parsed) as a ``kind`` (dict or list); empty: an empty one."""
+    if value in ("", None):
+        return kind()
+    if not isinstance(value, str):  # already parsed (a Python caller)
+        parsed = value
+    else:
+        try:
+            parsed = json.loads(value)
+        except ValueError as e:
+            raise ValueError(f"{param} is not valid JSON ({e}); pass a JSON {kind.__name__}, e.g. {example}") from None
+    require(isinstance(parsed, kind), f"{param} must be a JSON {'object' if kind is dict else 'list'}, "
+                                       f"e.g. {example}; got {value!r}")
+    return parsed
+
+def integer(value: Any, name: str) -> int:
+    """``value`` (a number or its text) as an integer; ``name`` names it in the error."""
+    try:
+        v = float(value) if isinstance(value, str) else value
+        ok = not isinstance(value, bool) and isinstance(v, int | float) and math.isfinite(v) and v == int(v)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return int(v)
+
+def number(value: Any, name: str) -> float:
+    """``value`` as a finite number of seconds; ``name`` names it in the error."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if isinstance(value, bool) or not math.isfinite(v):
+        raise ValueError(f"{name} must be a number of seconds, got {value!r}")
+    return v

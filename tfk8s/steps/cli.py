@@ -1,0 +1,177 @@
+"""What every component's command line (``python -m components.<step>``) shares: true/false flags, one-line
+errors instead of tracebacks, the result as JSON and as one file per field, and the flags generated from the
+Kubernetes settings.
+
+- **Errors.** :func:`main_guard` prints an expected error (:func:`expected_errors`: bad input, a failed job) as
+  ``<prog>: error: <message>`` and exits 1; anything else keeps its traceback (a bug to report).
+- **Results.** :func:`emit` prints the step's result as JSON; with ``--results-dir DIR`` it also writes every
+  top-level field to ``DIR/<field>``. The Argo export (:mod:`tfk8s.submit.argo`) reads those files as output
+  parameters (``valueFrom.path``), e.g. ``export_model``'s ``path`` and ``version``, which exist only once the
+  step has run, and passes them to the next step's flags.
+- **Kubernetes flags.** One flag per :class:`~tfk8s.launcher.kubernetes.settings.KubernetesParams` field
+  (the one definition of their names, defaults and help): field ``replica_overrides`` is the flag
+  ``--replica-overrides '{"ps": {"cpu": "500m"}}'``; structured values (objects, lists) are JSON strings. The
+  PVC's mount path has no flag: it is the launch step's ``--volume-root`` (``/mnt/tfk8s`` in a cluster), so the
+  replicas see the volume where the pipeline's steps do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tfk8s.core.layout import DEFAULT_ROOT
+from tfk8s.launcher.kubernetes.settings import KubernetesParams, KubernetesSettings
+
+_F = TypeVar("_F", bound=Callable[..., None])
+
+
+def boolean(text: str) -> bool:
+    """An argparse ``type`` for ``true``/``false`` values (how KFP and Argo pass booleans).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else.
+    """
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
+def expected_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a step raises for bad input or a failed job: their messages say what to do, so a CLI
+    prints them as one ``error:`` line instead of a traceback."""
+    from tfk8s.core.errors import LaunchError
+    from tfk8s.core.volume import VolumeWriteError
+    from tfk8s.steps.model_versions import ExportError
+
+    errors: list[type[BaseException]] = [ValueError, LaunchError, ExportError, FileNotFoundError, VolumeWriteError]
+    try:
+        from tfk8s.launcher.kubernetes.errors import KubernetesApiError, VolumeError
+
+        errors += [KubernetesApiError, VolumeError]
+    except ImportError:  # pragma: no cover - the kubernetes client is a dependency
+        pass
+    return tuple(errors)
+
+
+def main_guard(main: _F) -> _F:
+    """Wrap a CLI ``main``: an expected error (:func:`expected_errors`) prints ``<prog>: error: <message>`` on
+    stderr and exits 1; anything else keeps its traceback (a bug to report)."""
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except expected_errors() as e:
+            prog = main.__module__ if main.__module__ != "__main__" else Path(sys.argv[0]).stem
+            print(f"{prog}: error: {e}", file=sys.stderr)
+            raise SystemExit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+# -- results ------------------------------------------------------------------------------------------------------
+_FIELD = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def format_value(value: object) -> str:
+    """A field's value as Argo and KFP read a parameter: strings as they are, everything else as JSON
+    (``true``/``false``, numbers, objects)."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def write_results(directory: str | os.PathLike | None, result: Mapping[str, object]) -> list[Path]:
+    """Write each field of ``result`` to ``<directory>/<field>`` (UTF-8, no trailing newline).
+
+    Args:
+        directory: where to write; empty or None writes nothing (the flag was not given).
+        result: the step's JSON result (the same dict the CLI prints).
+
+    Returns:
+        The files written, in the order of ``result``.
+
+    Raises:
+        ValueError: a field name that is not a plain file name (letters, digits, ``_ . -``).
+    """
+    if not directory:
+        return []
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for key, value in result.items():
+        if not _FIELD.match(key) or key in (".", ".."):
+            raise ValueError(f"result field {key!r} cannot name a file: use letters, digits, '_', '.', '-'")
+        path = out / key
+        path.write_text(format_value(value), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+RESULTS_DIR_HELP = "also write each field of the JSON result to DIR/<field> (Argo reads them as output parameters)"
+
+
+def add_results_dir_argument(parser) -> None:
+    """Add ``--results-dir DIR`` (default: none) to a step CLI's ``argparse`` parser."""
+    parser.add_argument("--results-dir", default="", metavar="DIR", help=RESULTS_DIR_HELP)
+
+
+def emit(result: Mapping[str, object], directory: str | os.PathLike | None) -> None:
+    """A step CLI's output: ``result`` as indented JSON on stdout, and each field under ``directory``
+    (see :func:`write_results`; nothing when ``directory`` is empty)."""
+    print(json.dumps(result, indent=2))
+    write_results(directory, result)
+
+
+# -- flags ----------------------------------------------------------------------------------------------------------
+def add_volume_root_argument(parser: argparse.ArgumentParser, help_text: str = "root of the shared volume") -> None:
+    """Add ``--volume-root`` (default :data:`tfk8s.core.layout.DEFAULT_ROOT`, where the PVC is mounted)."""
+    parser.add_argument("--volume-root", default=DEFAULT_ROOT, help=f"{help_text} (default: %(default)s)")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_kubernetes_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = (),
+                             unset_default: bool = False) -> None:
+    """Add one flag per :class:`KubernetesParams` field (``--namespace ... --scheduler-name``) to ``parser``,
+    in their own group.
+
+    Args:
+        skip: fields to leave out (a parser that has them as flags of its own).
+        unset_default: defaults are None (not given) instead of the fields' defaults, so
+            :func:`kubernetes_params_from_args` returns only the flags given.
+    """
+    group = parser.add_argument_group("kubernetes backend")
+    for name, default in KubernetesParams.defaults().items():
+        if name in skip:
+            continue
+        structured = isinstance(default, dict | list)
+        kind = str if structured else boolean if isinstance(default, bool) else type(default)
+        shown = "" if structured else default
+        help_text = KubernetesParams.help(name) + (" (JSON)" if structured else "")
+        group.add_argument(_flag(name), dest=name, type=kind, default=None if unset_default else shown,
+                           help=f"{help_text} (default: {shown!r})")
+
+
+def kubernetes_params_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The values of the flags :func:`add_kubernetes_arguments` added, keyed by field name (flags left at a
+    None default are left out)."""
+    return {name: getattr(args, name) for name in KubernetesParams.names()
+            if getattr(args, name, None) is not None}
+
+
+def settings_from_args(args: argparse.Namespace) -> KubernetesSettings:
+    """:meth:`KubernetesSettings.from_params` from parsed flags.
+
+    Raises:
+        ValueError: a bad value (the message names the parameter).
+    """
+    return KubernetesSettings.from_params(**kubernetes_params_from_args(args))

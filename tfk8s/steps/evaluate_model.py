@@ -1,0 +1,228 @@
+"""The evaluate step: the exported model's metrics, the quality gate (TFX Evaluator's blessing) and the run's
+reports (the Markdown summary, :mod:`tfk8s.steps.summary`; the HTML page, :mod:`tfk8s.steps.report`).
+
+:func:`evaluate_model_step` evaluates and gates; :func:`evaluate_and_report` is everything the KFP component
+does with it (which metrics go into the Metrics artifact and why some are left out, the confusion matrix, the
+summary and the report), so that the component only copies the result into its artifacts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, max_accuracy_drop: float = -1.0,
+                        serving_base: str | None = None, split: str = "test", gate_metric: str = "accuracy",
+                        eval_command: str = "", training_summary: dict | None = None,
+                        train_dir: str | None = None, log_sink=None):
+    """Evaluate the exported model ``model_dir`` and apply the quality gate (TFX Evaluator) on ``gate_metric``.
+
+    How (the first that applies; never a crash over what a program reported):
+
+    1. the built-in classification evaluation on ``split`` of ``data_dir``, when the model's serving signature
+       fits the data set's features (:func:`tfk8s.steps.evaluation.builtin_misfit`); the baseline is the last blessed
+       model (the highest version under ``serving_base``) evaluated on the same data;
+    2. else ``eval_command``, run under the training-program contract (:func:`tfk8s.steps.eval_command.run_eval_command`):
+       its metrics file's values are the evaluation's;
+    3. else "not evaluated: <why>", and the gate decides on the metrics the training program reported.
+
+    A training summary whose metrics say ``diverged: true`` is "not blessed: training diverged (loss NaN)".
+
+    Args:
+        training_summary: ``training_summary.json`` of the launch step (``{"job", "metrics", ...}``).
+        train_dir: the run's train folder; ``eval_command`` reports to ``<train dir>/metrics/evaluation.json``.
+
+    Returns:
+        :class:`tfk8s.steps.evaluation.EvaluationOutcome`.
+    """
+    from tfk8s.core.data_format import load_metadata
+    from tfk8s.steps.evaluation import (
+        EvaluationOutcome,
+        Thresholds,
+        builtin_misfit,
+        evaluate_saved_model,
+        gate,
+    )
+    from tfk8s.steps.model_versions import latest_version_dir, serving_signature
+
+    thresholds = Thresholds(min_accuracy=min_accuracy, max_accuracy_drop=max_accuracy_drop)
+    trained = dict((training_summary or {}).get("metrics") or {})
+    diverged = trained.get("diverged") is True
+    try:
+        metadata = load_metadata(data_dir)
+    except (OSError, ValueError):
+        metadata = None
+    signature = serving_signature(model_dir, required=False)
+    misfit = builtin_misfit(signature, metadata)
+    if misfit is None:
+        try:
+            result = evaluate_saved_model(model_dir, data_dir, split)
+        except Exception as e:  # noqa: BLE001 - whatever the model does with the images, the gate must decide
+            misfit = f"the built-in evaluation failed ({type(e).__name__}: {str(e).splitlines()[0][:300]})"
+    if misfit is None:
+        baseline = None
+        baseline_dir = latest_version_dir(serving_base) if serving_base else None
+        if baseline_dir and thresholds.max_accuracy_drop >= 0 and gate_metric in ("accuracy", "loss"):
+            base = evaluate_saved_model(baseline_dir, data_dir, split)
+            baseline = {"path": baseline_dir, "accuracy": base.accuracy, gate_metric: getattr(base, gate_metric)}
+        values = {"accuracy": result.accuracy, "loss": result.loss, "examples": result.num_examples}
+        blessing = gate(values, thresholds, gate_metric, baseline and baseline[gate_metric], diverged=diverged,
+                        source=f"built-in evaluation on the {split} split")
+        return EvaluationOutcome(True, "built-in classification evaluation", values, blessing, result=result,
+                                 baseline=baseline)
+    if eval_command:
+        from tfk8s.steps.eval_command import run_eval_command
+
+        values, failure = run_eval_command(eval_command, model_dir=model_dir, data_dir=data_dir,
+                                           train_dir=train_dir, log_sink=log_sink)
+        if failure is None:
+            blessing = gate(values, thresholds, gate_metric, diverged=diverged, source="eval_command")
+            return EvaluationOutcome(True, "eval_command", values, blessing)
+        reason = f"not evaluated: {failure}"
+        return EvaluationOutcome(False, "", {}, gate({}, thresholds, gate_metric, diverged=diverged,
+                                                     source="eval_command (failed)"), reason=reason)
+    reason = (f"not evaluated: {misfit}, so the built-in classification evaluation cannot run it; pass "
+              f"eval_command to evaluate it (docs/training-program.md)")
+    numbers = {k: v for k, v in trained.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    blessing = gate(numbers, thresholds, gate_metric, diverged=diverged, source="the training program's metrics")
+    return EvaluationOutcome(False, "", numbers, blessing, reason=reason)
+
+
+def _int_version(version):
+    """An export's version as the integer it is: KFP artifact metadata (a protobuf Struct) turns 1 into 1.0."""
+    return int(version) if isinstance(version, float) and version.is_integer() else version
+
+
+def write_report_step(*, data_dir: str, evaluation, export: dict, output: str | None = None,
+                      run_dir: str | None = None) -> str:
+    """Save the evaluation as ``<run dir>/evaluation.json`` and write the run's HTML report
+    (:mod:`tfk8s.steps.report`) to ``<run dir>/report.html`` and, if given, to ``output`` (the KFP HTML artifact).
+
+    Args:
+        evaluation: :class:`tfk8s.steps.evaluation.EvaluationOutcome` (the built-in result's fields, or the metrics
+            the gate saw and ``not_evaluated`` when there is none).
+
+    ``run_dir``: the run's folder (``<root>/runs/<run id>``, :class:`tfk8s.core.layout.RunLayout`: the launch step's
+    train dir's parent); default the data dir's parent (where prepare_dataset writes it; not for a user's
+    data_dir).
+
+    Returns:
+        the path of ``<run dir>/report.html``.
+    """
+    import shutil
+    from pathlib import Path
+
+    from tfk8s.steps.report import write_evaluation, write_run_report
+
+    run_dir = Path(run_dir) if run_dir else Path(data_dir).parent
+    fields = evaluation.result.to_dict() if evaluation.result is not None else dict(evaluation.metrics)
+    write_evaluation(run_dir, {**fields, "blessed": evaluation.blessing.blessed,
+                               "reasons": evaluation.blessing.reasons, "evaluated": evaluation.evaluated,
+                               "not_evaluated": evaluation.reason,
+                               "export": {"path": export.get("path"), "version": _int_version(export.get("version"))}})
+    page = write_run_report(run_dir)
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(page, output)
+    return str(page)
+
+
+def serving_base(volume_root: str, model_name: str) -> str | None:
+    """``<volume root>/serving/<model name>``, where the blessed versions (the gate's baseline) live; None
+    without a volume root."""
+    from tfk8s.core.layout import RunLayout
+
+    return str(RunLayout(volume_root, "evaluate", model_name).serving_base) if volume_root else None
+
+
+@dataclass
+class EvaluateOutputs:
+    """What the evaluate component writes into its artifacts (:func:`evaluate_and_report`).
+
+    Attributes:
+        outcome: the evaluation and the gate's verdict.
+        metrics: the finite numbers for the Metrics artifact (the evaluation's, plus the training's
+            ``train_examples_per_sec`` and ``train_wall_time_s``).
+        metadata: the Metrics artifact's metadata: ``blessed``, ``evaluated``, ``how``, ``not_evaluated``,
+            ``reasons``, ``left_out`` (the non-finite values, in words: they would make the artifact invalid JSON).
+        confusion: ``(label names, matrix)`` of the built-in evaluation, else None.
+        summary: the Markdown run summary.
+        report: the path of the run's HTML report (``<run dir>/report.html``).
+    """
+
+    outcome: Any
+    metrics: dict[str, float]
+    metadata: dict[str, Any]
+    confusion: tuple[list[str], list[list[int]]] | None
+    summary: str
+    report: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def blessed(self) -> bool:
+        return bool(self.outcome.blessing.blessed)
+
+    @property
+    def reasons(self) -> str:
+        return "; ".join(self.outcome.blessing.reasons)
+
+
+def evaluate_and_report(*, exported: Mapping[str, Any], dataset: Mapping[str, Any], training: Mapping[str, Any],
+                        min_accuracy: float, max_accuracy_drop: float, gate_metric: str, eval_command: str,
+                        volume_root: str, model_name: str = "", report_output: str | None = None) -> EvaluateOutputs:
+    """The evaluate component's work: :func:`evaluate_model_step` on the export, then its Metrics, summary and
+    report.
+
+    Args:
+        exported: the export step's Model metadata (``path``, ``version``, ``model_name``, ``serving_signature``).
+        dataset: the prepare step's Dataset metadata (``path``).
+        training: the launch step's Model metadata (``training_summary``, ``job_name``, ``train_<metric>``...).
+        model_name: the model under ``<root>/serving/`` whose last blessed version is the baseline (empty: the
+            export's).
+        report_output: where to copy the HTML report too (the KFP HTML artifact's path).
+
+    Returns:
+        :class:`EvaluateOutputs`.
+    """
+    from tfk8s.core.layout import TRAIN_DIR, RunLayout
+    from tfk8s.steps.launch_training import read_summary_file
+    from tfk8s.steps.summary import run_files, run_summary_markdown
+
+    name = model_name or exported["model_name"]
+    serving_base = RunLayout(volume_root, "evaluate", name).serving_base
+    summary_file = training.get("training_summary", "")
+    train_dir = os.path.dirname(summary_file) or None
+    outcome = evaluate_model_step(
+        model_dir=exported["path"], data_dir=dataset["path"], min_accuracy=min_accuracy,
+        max_accuracy_drop=max_accuracy_drop, serving_base=str(serving_base), gate_metric=gate_metric,
+        eval_command=eval_command, training_summary=read_summary_file(summary_file), train_dir=train_dir)
+    metrics: dict[str, float] = {}
+    left_out = []  # a NaN/inf value (e.g. the test loss of a diverged model) would make the artifact invalid JSON
+    for key, value in outcome.metrics.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if math.isfinite(value):
+                metrics[key] = float(value)
+            else:
+                left_out.append(f"{key} is {value} (not a finite number): left out of the metrics")
+    for key in ("examples_per_sec", "wall_time_s"):
+        value = training.get(f"train_{key}")
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            metrics[f"train_{key}"] = float(value)
+    metadata = {"blessed": outcome.blessing.blessed, "evaluated": outcome.evaluated, "how": outcome.how,
+                "not_evaluated": outcome.reason, "reasons": outcome.blessing.reasons, "left_out": "; ".join(left_out)}
+    confusion = None
+    if outcome.result is not None:
+        confusion = (list(outcome.result.label_names), outcome.result.confusion_matrix)
+    version = _int_version(exported["version"])
+    train = train_dir or str(Path(dataset["path"]).parent / TRAIN_DIR)  # where prepare_dataset wrote it
+    text = run_summary_markdown(training=training, export=exported, evaluation=outcome,
+                                pushed_to=f"{serving_base}/{version}" if outcome.blessing.blessed else None,
+                                files=run_files(train))
+    page = write_report_step(data_dir=dataset["path"], evaluation=outcome, export=dict(exported),
+                             output=report_output, run_dir=os.path.dirname(train_dir) if train_dir else None)
+    return EvaluateOutputs(outcome, metrics, metadata, confusion, text, page)

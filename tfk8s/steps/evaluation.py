@@ -1,0 +1,255 @@
+"""Metrics of a classifier on a data split, and the quality gate (TFX Evaluator's "blessing").
+
+:func:`compute_metrics` is pure NumPy (testable without TensorFlow); :func:`evaluate_saved_model` runs an
+exported SavedModel's serving signature over a split written by ``prepare_dataset``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Evaluation of a classifier on ``num_examples`` examples.
+
+    Attributes:
+        accuracy: fraction of correct argmax predictions, in [0, 1].
+        loss: mean sparse categorical cross-entropy (natural log) of the predicted probabilities.
+        precision, recall: per class, in class-index order (0.0 where a class has no predictions/examples).
+        confusion_matrix: ``[num_classes][num_classes]`` counts, row = true class, column = predicted class.
+        label_names: class names in index order.
+    """
+
+    num_examples: int
+    accuracy: float
+    loss: float
+    precision: list[float]
+    recall: list[float]
+    confusion_matrix: list[list[int]]
+    label_names: list[str]
+
+    def to_dict(self) -> dict:
+        """All fields as a JSON-serialisable dict."""
+        return asdict(self)
+
+
+def compute_metrics(labels: np.ndarray, probabilities: np.ndarray, label_names: list[str]) -> EvalResult:
+    """Accuracy, loss, per-class precision/recall and the confusion matrix.
+
+    Args:
+        labels: int array ``[N]`` of true class indices in ``[0, C)``.
+        probabilities: float array ``[N, C]`` of predicted class probabilities (rows sum to ~1).
+        label_names: ``C`` class names.
+
+    Raises:
+        ValueError: on mismatched shapes, an empty set, or labels outside ``[0, C)``.
+    """
+    labels = np.asarray(labels).astype(np.int64).reshape(-1)
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    num_classes = len(label_names)
+    if probabilities.ndim != 2 or probabilities.shape != (labels.shape[0], num_classes):
+        raise ValueError(
+            f"probabilities must have shape [N={labels.shape[0]}, C={num_classes}], got {probabilities.shape}"
+        )
+    if labels.size == 0:
+        raise ValueError("cannot evaluate on 0 examples: is the split empty?")
+    if labels.min() < 0 or labels.max() >= num_classes:
+        raise ValueError(f"labels must lie in [0, {num_classes}), got [{labels.min()}, {labels.max()}]")
+    predicted = probabilities.argmax(axis=1)
+    cm = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(cm, (labels, predicted), 1)
+    tp = np.diag(cm).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        precision = np.nan_to_num(tp / cm.sum(axis=0))
+        recall = np.nan_to_num(tp / cm.sum(axis=1))
+    eps = 1e-7
+    picked = np.clip(probabilities[np.arange(labels.size), labels], eps, 1.0)
+    return EvalResult(
+        num_examples=int(labels.size),
+        accuracy=float(tp.sum() / labels.size),
+        loss=float(-np.log(picked).mean()),
+        precision=[float(x) for x in precision],
+        recall=[float(x) for x in recall],
+        confusion_matrix=cm.tolist(),
+        label_names=list(label_names),
+    )
+
+
+def evaluate_saved_model(model_dir: str | os.PathLike, data_dir: str | os.PathLike, split: str = "test",
+                         batch_size: int = 512) -> EvalResult:
+    """Run a SavedModel's ``serving_default`` signature over ``split`` of a prepared data set.
+
+    Args:
+        model_dir: an exported version folder (``<export base>/<version>``).
+        data_dir: a folder written by :func:`tfk8s.steps.prepare_dataset.prepare_dataset` (metadata.json + shards).
+        split: the split to evaluate.
+        batch_size: examples per forward pass.
+
+    Raises:
+        tfk8s.steps.model_versions.ExportError: the model does not load or has no serving signature.
+        ValueError: the split is missing, or the model's output does not have one column per class.
+    """
+    import tensorflow as tf
+
+    from tfk8s.runtime.shards import load_metadata, make_dataset
+    from tfk8s.steps.model_versions import SERVING_SIGNATURE, serving_signature
+
+    serving_signature(model_dir)  # clear error if it is not a servable model
+    fn = tf.saved_model.load(str(model_dir)).signatures[SERVING_SIGNATURE]
+    (input_name,) = fn.structured_input_signature[1].keys()
+    metadata = load_metadata(str(data_dir))
+    labels, probs = [], []
+    for images, batch_labels in make_dataset(str(data_dir), split, batch_size=batch_size, shuffle=False,
+                                             repeat=False):
+        (out,) = fn(**{input_name: images}).values()
+        probs.append(out.numpy())
+        labels.append(batch_labels.numpy())
+    return compute_metrics(np.concatenate(labels), np.concatenate(probs), list(metadata.label_names))
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The quality gate, after TFX's Evaluator: absolute floor and allowed regression vs the baseline.
+
+    Attributes:
+        min_accuracy: the candidate's accuracy must be >= this (0 disables).
+        max_accuracy_drop: if a baseline (last blessed model) exists, the candidate may be at most this much
+            below its accuracy (absolute, e.g. 0.005 = half a point). Negative disables.
+    """
+
+    min_accuracy: float = 0.0
+    max_accuracy_drop: float = -1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_accuracy <= 1.0 or math.isnan(self.min_accuracy):
+            raise ValueError(f"min_accuracy must be in [0, 1], got {self.min_accuracy}")
+
+
+@dataclass(frozen=True)
+class Blessing:
+    """The gate's verdict: ``blessed`` and the reasons (one line per check, passed or failed)."""
+
+    blessed: bool
+    reasons: list[str] = field(default_factory=list)
+
+
+def bless(candidate: EvalResult, thresholds: Thresholds, baseline_accuracy: float | None = None) -> Blessing:
+    """Apply ``thresholds`` to ``candidate``'s accuracy (and to its difference from ``baseline_accuracy``);
+    :func:`gate` on the built-in evaluation's metrics."""
+    return gate({"accuracy": candidate.accuracy, "loss": candidate.loss}, thresholds, "accuracy",
+                baseline_accuracy)
+
+def builtin_misfit(signature: dict, metadata) -> str | None:
+    """Why the built-in classification evaluation cannot run a model, or None when it can.
+
+    It can when the data set is one ``prepare_dataset`` wrote (``metadata``: image shape, dtype, classes) and
+    the model's ``serving_default`` signature (:func:`tfk8s.steps.model_versions.serving_signature`) takes one input of the
+    images' dtype and shape ``[batch, *image_shape]`` (unknown dims match) and returns one output of
+    ``num_classes`` probabilities per example.
+
+    Args:
+        signature: ``{"inputs": {...}, "outputs": {...}}`` or ``{}`` (no serving signature).
+        metadata: :class:`tfk8s.steps.prepare_dataset.DatasetMetadata`, or None for a data folder without metadata.json.
+
+    Returns:
+        A sentence such as ``"the model's serving signature takes float32 [None, 28, 28]; the data set's
+        images are uint8 [28, 28, 1]"``, or None.
+    """
+    if metadata is None:
+        return "the data folder has no metadata.json (image shape, classes), which the built-in evaluation needs"
+    if not signature:
+        return "the model has no 'serving_default' signature"
+    inputs, outputs = signature.get("inputs") or {}, signature.get("outputs") or {}
+    want = [None, *metadata.image_shape]
+    if len(inputs) != 1:
+        return f"the model's serving signature takes {len(inputs)} inputs ({sorted(inputs)}), not one image tensor"
+    (spec,) = inputs.values()
+    shape = spec.get("shape")
+    shape_ok = shape is not None and len(shape) == len(want) and all(
+        a is None or b is None or a == b for a, b in zip(shape, want, strict=True))
+    if spec.get("dtype") != metadata.image_dtype or not shape_ok:
+        return (f"the model's serving signature takes {spec.get('dtype')} {shape}; the data set's images are "
+                f"{metadata.image_dtype} {list(metadata.image_shape)}")
+    if len(outputs) != 1:
+        return f"the model's serving signature has {len(outputs)} outputs ({sorted(outputs)}), not one"
+    (out,) = outputs.values()
+    out_shape = out.get("shape") or []
+    if not out_shape or out_shape[-1] not in (None, metadata.num_classes):
+        return (f"the model's output has shape {out_shape}, not one probability per class "
+                f"([None, {metadata.num_classes}])")
+    return None
+
+
+def gate(metrics: dict, thresholds: Thresholds, metric: str = "accuracy", baseline_value: float | None = None,
+         *, diverged: bool = False, source: str = "evaluation") -> Blessing:
+    """The quality gate on any reported metric: ``metrics[metric] >= thresholds.min_accuracy`` and, with a
+    baseline, a drop of at most ``thresholds.max_accuracy_drop``. Never raises on what a program reported.
+
+    Args:
+        metrics: name -> value (finite numbers count; anything else is "not reported").
+        metric: the gate metric (pipeline parameter ``gate_metric``).
+        baseline_value: the last blessed model's value of ``metric`` on the same data, if known.
+        diverged: the training stopped on a NaN/inf loss (the program reported ``diverged: true``).
+        source: where ``metrics`` come from, for the reasons ("evaluation", "the training program").
+
+    Returns:
+        The verdict with one reason per check; "not blessed: ..." reasons when it is not blessed.
+    """
+    if diverged:
+        return Blessing(False, ["not blessed: training diverged (loss NaN)"])
+    value = metrics.get(metric)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        reported = sorted(k for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool))
+        why = "is not a finite number" if metric in metrics else "was not reported"
+        return Blessing(False, [(
+            f"not blessed: gate_metric {metric!r} {why} by {source} (numeric metrics: {reported}); report it "
+            f"(tfk8s.runtime.report or TFK8S_METRICS_FILE, docs/training-program.md) or choose another gate_metric")])
+    reasons, ok = [], True
+    floor = thresholds.min_accuracy
+    if value >= floor:
+        reasons.append(f"{metric} {value:.4f} >= min_accuracy {floor:.4f} ({source})")
+    else:
+        ok = False
+        reasons.append(f"{metric} {value:.4f} < min_accuracy {floor:.4f} ({source})")
+    if baseline_value is not None and thresholds.max_accuracy_drop >= 0:
+        drop = baseline_value - value
+        verdict = "<=" if drop <= thresholds.max_accuracy_drop else ">"
+        ok = ok and drop <= thresholds.max_accuracy_drop
+        reasons.append(f"{metric} drop vs last blessed {baseline_value:.4f} is {drop:+.4f} {verdict} "
+                       f"max_accuracy_drop {thresholds.max_accuracy_drop:.4f}")
+    return Blessing(ok, reasons)
+
+
+@dataclass(frozen=True)
+class EvaluationOutcome:
+    """What the evaluate step found and decided.
+
+    Attributes:
+        evaluated: whether the exported model was evaluated (built-in or ``eval_command``).
+        how: ``"built-in classification evaluation"``, ``"eval_command"`` or ``""``.
+        metrics: the values the gate looked at (the evaluation's, else the training program's).
+        blessing: the gate's verdict.
+        result: the built-in evaluation's full result (confusion matrix...), else None.
+        baseline: ``{"path", "accuracy", <gate metric>}`` of the last blessed model, if compared.
+        reason: ``"not evaluated: <why>"`` when not evaluated, else ``""``.
+    """
+
+    evaluated: bool
+    how: str
+    metrics: dict
+    blessing: Blessing
+    result: EvalResult | None = None
+    baseline: dict | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable: every field, the built-in result as a dict."""
+        return {"evaluated": self.evaluated, "how": self.how, "metrics": self.metrics,
+                "blessed": self.blessing.blessed, "reasons": self.blessing.reasons,
+                "result": self.result.to_dict() if self.result else None, "baseline": self.baseline,
+                "reason": self.reason}

@@ -1,0 +1,37 @@
+"""The export step: the coordinator's SavedModel -> the next version under ``<root>/models/<model name>/``
+(:mod:`tfk8s.steps.model_versions`: TF Serving's layout, atomic, never overwritten)."""
+
+from __future__ import annotations
+
+
+def default_model_name(dataset: str, builtin_trainer: bool = True) -> str:
+    """The model's name when none is given: ``<data set>-cnn`` for the built-in trainer (``mnist-cnn``),
+    ``<data set>-model`` for a user's program; characters a folder name cannot hold become ``-``.
+
+    Raises:
+        ValueError: ``dataset`` is empty.
+    """
+    import re
+
+    if not dataset:
+        raise ValueError("cannot derive a model name without a data set name: pass model_name")
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", dataset).strip("-.") or "data"
+    return f"{base}-{'cnn' if builtin_trainer else 'model'}"
+
+
+def export_model_step(*, saved_model_dir: str, volume_root: str, model_name: str):
+    """Export ``saved_model_dir`` (any SavedModel) as the next version under ``<volume_root>/models/<model_name>``.
+
+    Returns:
+        :class:`tfk8s.steps.model_versions.ExportResult` (path, version, serving signature or ``{}`` without one).
+
+    Raises:
+        tfk8s.steps.model_versions.ExportError: not a loadable SavedModel.
+    """
+    from tfk8s.core.layout import RunLayout
+    from tfk8s.core.volume import volume_writes
+    from tfk8s.steps.model_versions import export_saved_model
+
+    layout = RunLayout(volume_root, "export", model_name)
+    with volume_writes(layout.export_base, "the exported model"):
+        return export_saved_model(saved_model_dir, layout.export_base, reserved_bases=(layout.serving_base,))

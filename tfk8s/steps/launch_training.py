@@ -1,0 +1,330 @@
+"""The launch step: the launch parameters -> a :class:`~tfk8s.core.job.TrainingJob`, run on a backend
+(:mod:`tfk8s.launcher.backends`) with its job record, kept logs and progress display (:mod:`tfk8s.tracking`);
+then what the coordinator left is checked (its SavedModel, its metrics file) and
+``<train dir>/training_summary.json`` written (the job plus the reported metrics), whatever program ran.
+
+The program is the built-in trainer (``python -m trainer.task``) or the user's own ``command``; both get the
+contract of :mod:`tfk8s.core.contract` (``docs/training-program.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tfk8s.core import builtin_trainer, contract
+from tfk8s.core.cluster import ReplicaCounts, coordinator
+from tfk8s.core.errors import LaunchError, ReplicaFailedError
+from tfk8s.core.job import LaunchResult, TrainingJob
+from tfk8s.core.layout import TrainLayout, tensorboard_command
+
+FEW_STEPS = 20  # an epoch with fewer global steps than this gets a warning (see steps_warning)
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    """A finished launch.
+
+    Attributes:
+        launch: the backend's result.
+        saved_model_dir: the coordinator's SavedModel (``<train dir>/saved_model``).
+        summary: what ``training_summary.json`` holds: ``{"job": {...}, "metrics": {...}, "notes": [...]}``.
+        metrics: the finite numeric metrics the coordinator reported (for the training Metrics artifact).
+        notes: sentences about values left out of ``metrics`` (not finite) and similar.
+    """
+
+    launch: LaunchResult
+    saved_model_dir: str
+    summary: dict
+    metrics: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def build_job(*, name: str, counts: ReplicaCounts, args: Sequence[str] = (), backend: str,
+              success_policy: str = "", timeout_s: float | None = None, env: Mapping[str, str] | None = None,
+              train_dir: str | os.PathLike = "", data_dir: str | os.PathLike = "",
+              command: Sequence[str] = (), progress_timeout_s: float = 0,
+              max_restarts: int | None = None) -> TrainingJob:
+    """The training job every backend runs.
+
+    Args:
+        args: the built-in trainer's flags (:func:`tfk8s.core.builtin_trainer.trainer_args`), used when
+            ``command`` is empty.
+        command: the user's program (argv, placeholders allowed); empty: ``python -m trainer.task <args>``.
+            With the local backend a leading ``python``/``python3`` becomes the launcher's own interpreter
+            (:func:`tfk8s.core.contract.local_python`); in a cluster it is the image's.
+        train_dir, data_dir: the contract's directories (every replica gets :func:`tfk8s.core.contract.replica_env`).
+        progress_timeout_s: with ``train_dir``, arms the progress watchdog (:class:`~tfk8s.core.job.TrainingJob`).
+        max_restarts: the restart budget (None: :data:`tfk8s.core.policy.DEFAULT_MAX_RESTARTS`).
+
+    With ps replicas (ParameterServerStrategy) the workers never exit by themselves, so the grace period lagging
+    workers get after the chief's success is 0.
+
+    Raises:
+        ValueError: unknown backend (the message lists the known ones), invalid job fields or placeholders.
+    """
+    from tfk8s.launcher.backends import BACKENDS
+
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    argv = tuple(command) or ("python", "-m", builtin_trainer.TRAINER_MODULE, *args)
+    if backend == "local":
+        argv = contract.local_python(argv)
+    # Under ParameterServerStrategy the workers serve the chief and never exit: stop them at once after it.
+    extra: dict = {"grace_period_s": 0.0} if counts.ps else {}
+    if max_restarts is not None:
+        extra["max_restarts"] = max_restarts
+    return TrainingJob(name=name, counts=counts, command=argv, env={**builtin_trainer.TRAINER_ENV, **(env or {})},
+                       success_policy=success_policy, timeout_s=timeout_s or None, train_dir=str(train_dir or ""),
+                       data_dir=str(data_dir or ""), progress_timeout_s=progress_timeout_s, **extra)
+
+
+def steps_warning(train_examples: int, batch_size: int, epochs: int) -> str | None:
+    """A warning when an epoch has only a handful of global steps (the defaults fit MNIST's 60,000 examples:
+    1,500 examples at global batch 512 give 2 steps an epoch, too few for the optimizer to get anywhere).
+
+    Returns:
+        The warning (naming the numbers and the fix), or None when there are at least :data:`FEW_STEPS`.
+    """
+    if train_examples <= 0 or batch_size <= 0:
+        return None
+    steps = train_examples // batch_size
+    if steps >= FEW_STEPS:
+        return None
+    better = max(1, train_examples // FEW_STEPS)
+    return (f"WARNING: {train_examples} training examples at global batch_size {batch_size} give {steps} steps "
+            f"per epoch ({steps * epochs} in all): too few to train well; lower batch_size (e.g. "
+            f"--param batch_size={better}, or a multiple of the chief/worker replicas near it) or use more data")
+
+
+def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
+            backend_options: Mapping | None = None, log_sink: Callable[[str], None] | None = None) -> TrainingOutcome:
+    """Run ``job`` on ``backend`` with its record, kept logs and progress display (:func:`tfk8s.tracking.tracked.tracked`),
+    check the coordinator's SavedModel, read its metrics file and write ``<train dir>/training_summary.json``.
+    The non-coordinators' scratch model dirs are removed at every end.
+
+    Args:
+        backend: a name of :data:`tfk8s.launcher.backends.BACKENDS`.
+        backend_options: the backend's own settings (Kubernetes: the keywords of ``KubernetesSettings.from_params``;
+            local: unused).
+
+    Raises:
+        ValueError: an unknown backend or bad ``backend_options``.
+        LaunchError (and subclasses): a replica failed (its name, exit code, reason, last lines), the job timed
+            out, or the coordinator exited 0 without a SavedModel in its ``TFK8S_MODEL_DIR``.
+    """
+    from tfk8s.launcher.backends import get_backend
+    from tfk8s.tracking.tracked import tracked
+
+    runner = get_backend(backend)
+    options = dict(backend_options or {})
+    layout = TrainLayout(train_dir)
+    for folder in layout.folders():
+        folder.mkdir(parents=True, exist_ok=True)  # the launcher mounts the volume where replicas do
+    # The job record (<train dir>/job.json), every replica's log kept on the volume, the progress display.
+    with tracked(job, backend, train_dir, log_sink, namespace=runner.namespace(options),
+                 keep_logs=not runner.keeps_replica_logs) as track:
+        try:
+            result = runner.run(job, track.sink, options)
+        except ReplicaFailedError as e:
+            if not builtin_trainer.is_builtin(job.command):  # the user's program: where its log is, what to fix
+                e.args = ((f"{e}\nthe training program failed on replica {e.replica.label}: fix the program or the "
+                           f"command parameter ({' '.join(job.command)[:200]}); its whole log: "
+                           f"{layout.replica_log(e.replica.label)}; the contract: {contract.DOCS}"),)
+            raise
+        finally:
+            contract.remove_scratch(train_dir)  # the non-coordinators' model dirs (tfk8s.core.contract)
+        outcome = collect(job, result, train_dir, log_sink=track.sink)
+        track.recorder.result = result
+    return outcome
+
+
+class NoSavedModelError(LaunchError):
+    """The coordinator exited 0 but left no SavedModel in its ``TFK8S_MODEL_DIR``."""
+
+
+def collect(job: TrainingJob, result: LaunchResult, train_dir: str | os.PathLike, *,
+            log_sink: Callable[[str], None] | None = None) -> TrainingOutcome:
+    """After a successful job: check the coordinator's SavedModel, read its metrics, write the summary.
+
+    Raises:
+        NoSavedModelError: no ``saved_model.pb`` in the coordinator's ``TFK8S_MODEL_DIR``; the message says
+            what the contract asks and where it is documented.
+        ValueError: the coordinator's metrics file is not a JSON object.
+    """
+    sink = log_sink or (lambda line: print(line, flush=True))
+    train = Path(train_dir)
+    coord = coordinator(job.counts)
+    saved_model = contract.model_dir(train, coord, coord)
+    if not (saved_model / "saved_model.pb").is_file():
+        found = sorted(p.name for p in saved_model.iterdir()) if saved_model.is_dir() else []
+        raise NoSavedModelError(
+            f"replica {coord.label} (the coordinator) exited 0 but saved no SavedModel in its TFK8S_MODEL_DIR "
+            f"{saved_model} ({'it holds ' + str(found) if found else 'nothing is there'}): the training program "
+            f"must save the trained model there, e.g. model.save(os.environ['TFK8S_MODEL_DIR']) (tf.keras) or "
+            f"tf.saved_model.save(model, os.environ['TFK8S_MODEL_DIR']), or take the path from the command's "
+            f"{{model_dir}} placeholder; see {contract.DOCS}. In a cluster, also check that the PVC is mounted "
+            f"at the same path in the replicas and the launcher")
+    layout = TrainLayout(train)
+    summary_file = layout.summary
+    reported, numbers, notes = contract.read_metrics(contract.metrics_file(train, coord))
+    if not reported:
+        notes.append(f"the program reported no metrics ({contract.ENV_METRICS_FILE} of {coord.label} was not "
+                     f"written; see {contract.DOCS})")
+    if reported.get("diverged") is True:
+        notes.append("training diverged (loss NaN or infinite): the program stopped it")
+    summary = {
+        "job": {
+            "name": result.job_name,
+            "replicas": {t: job.counts.count(t) for t in ("chief", "worker", "ps", "evaluator")},
+            "coordinator": coord.label,
+            "command": list(job.command),
+            "cluster_spec": result.cluster_spec,
+            "restarts": result.restarts,
+            "wall_time_s": round(result.wall_time_s, 3),
+            "exit_codes": result.exit_codes,
+            "stopped": result.stopped,
+            # every replica's whole log (all attempts, kept after the pods are gone) and the job record
+            "replica_logs": {r.label: str(layout.replica_log(r.label)) for r in job.counts.replicas()},
+            "record": str(layout.record),
+            "tensorboard_command": tensorboard_command(train),
+        },
+        "saved_model": str(saved_model),
+        "metrics": reported,
+        "notes": notes,
+    }
+    _write_json(summary_file, summary)
+    for note in notes:
+        sink(f"note: {note}")
+    return TrainingOutcome(result, str(saved_model), summary, numbers, notes)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, allow_nan=False)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_summary_file(path: str | os.PathLike | None) -> dict:
+    """A ``training_summary.json`` as written by :func:`collect`; ``{}`` when no path is given, the file is
+    missing or is not a JSON object (the evaluation then has no training metrics to fall back on)."""
+    if not path or not Path(path).is_file():
+        return {}
+    try:
+        data = json.loads(Path(path).read_text())
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def launch_training_step(
+    *,
+    data_dir: str,
+    volume_root: str,
+    run_id: str,
+    backend: str,
+    params: dict | None = None,
+    dry_run: bool = False,
+    log_sink=None,
+):
+    """Build the training job from the launch parameters and run it (or, with ``dry_run``, return the
+    Kubernetes objects it would create).
+
+    Args:
+        data_dir: the prepared data folder (the Dataset artifact's ``path``).
+        params: the launch parameters by name (:data:`tfk8s.steps.params.LAUNCH_PARAMETERS`: replica counts,
+            ``command``, the built-in trainer's hyperparameters, ``progress_timeout_s`` (the watchdog),
+            ``max_restarts`` (the restart budget on either backend), ``kubernetes`` dict...); missing ones keep
+            their defaults, other keys are ignored.
+
+    Returns:
+        A :class:`tfk8s.steps.launch_training.TrainingOutcome`, or with ``dry_run`` the list of manifests (dicts).
+
+    Raises:
+        tfk8s.core.errors.LaunchError: the training failed (the message names the replica, reason and fix).
+        ValueError: invalid parameters (replica counts, backend, names, command placeholders, data_dir).
+    """
+    from tfk8s.core.data_format import inspect_data_dir
+    from tfk8s.core.job import job_name
+    from tfk8s.core.layout import RunLayout
+    from tfk8s.core.volume import volume_writes
+    from tfk8s.steps import params as pipeline_params
+    from tfk8s.steps.params import LAUNCH_PARAMETERS, LaunchSpec
+
+    given = {k: v for k, v in (params or {}).items() if k in LAUNCH_PARAMETERS}
+    pipeline_params.check({**{k: p.default for k, p in LAUNCH_PARAMETERS.items()}, **given,
+                           "backend": backend, "volume_root": volume_root})  # before any replica exists
+    spec = LaunchSpec.from_params(given)
+    if not dry_run:
+        info = inspect_data_dir(data_dir)  # a bad or empty data folder fails before any replica starts
+        if spec.is_builtin_trainer and info.get("format") != "tfk8s":
+            raise ValueError(f"data_dir {data_dir} is a {info.get('format')} folder without metadata.json, which "
+                             f"the built-in trainer needs (image shape, classes): pass your own program as "
+                             f"command, or prepare the data with dataset_name (docs/training-program.md)")
+        if spec.is_builtin_trainer:
+            examples = info.get("splits", {}).get("train", 0)
+            examples = examples.get("num_examples", 0) if isinstance(examples, dict) else examples
+            if spec.trainer.max_train_examples:
+                examples = min(examples, spec.trainer.max_train_examples)
+            warning = steps_warning(examples, spec.trainer.batch_size, spec.trainer.epochs)
+            if warning:
+                (log_sink or print)(warning)
+    layout = RunLayout(volume_root, run_id)
+    t = spec.trainer
+    job = build_job(
+        name=job_name(run_id, spec.job_name_prefix),
+        counts=spec.replicas,
+        args=builtin_trainer.trainer_args(data_dir, layout.train_dir, t.epochs, t.batch_size, t.learning_rate,
+                                          t.max_train_examples),
+        command=spec.command,
+        backend=backend,
+        success_policy=spec.success_policy,
+        timeout_s=spec.timeout_s,
+        train_dir=layout.train_dir,
+        data_dir=data_dir,
+        progress_timeout_s=spec.progress_timeout_s,
+        max_restarts=spec.max_restarts,
+    )
+    kube = {**asdict(spec.kubernetes), "volume_mount_path": volume_root}
+    if dry_run:
+        from tfk8s.launcher.kubernetes import render_manifests
+        from tfk8s.launcher.kubernetes.settings import KubernetesSettings
+
+        return render_manifests(job, KubernetesSettings.from_params(**kube))
+    with volume_writes(layout.train_dir, "the training's files"):
+        return run_job(job, backend, layout.train_dir, backend_options=kube, log_sink=log_sink)
+
+
+def launch_training_outputs(outcome, dataset_metadata: dict | None = None) -> tuple[dict, dict[str, float]]:
+    """What the launch component puts in its outputs: the Model artifact's metadata and the training Metrics.
+
+    Returns:
+        ``(metadata, metrics)``: metadata holds ``path``, ``job_name``, ``restarts``, ``cluster_spec``,
+        ``training_summary`` (the file), ``dataset``, ``builtin_trainer``, ``notes`` and every reported metric
+        as ``train_<name>`` (non-finite ones as the strings "NaN"/"Infinity", so KFP's JSON stays valid);
+        metrics holds the finite numbers only.
+    """
+    job = outcome.summary["job"]
+    meta = {
+        "path": outcome.saved_model_dir,
+        "job_name": job["name"],
+        "restarts": job["restarts"],
+        "cluster_spec": job["cluster_spec"],
+        "training_summary": str(TrainLayout(Path(outcome.saved_model_dir).parent).summary),
+        "dataset": (dataset_metadata or {}).get("dataset", ""),
+        "builtin_trainer": builtin_trainer.is_builtin(job["command"]),
+        "notes": list(outcome.notes),
+        **{f"train_{k}": v for k, v in outcome.summary["metrics"].items()
+           if isinstance(v, (int, float, str, bool))},
+    }
+    return meta, dict(outcome.metrics)

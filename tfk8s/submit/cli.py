@@ -1,0 +1,175 @@
+"""``pipelines/train.py``'s flags for a cluster: submit a run, create a nightly schedule, export to Argo.
+
+    python pipelines/train.py --run --host URL [--experiment NAME] [--param key=value ...] [--upload]
+    python pipelines/train.py --schedule "0 0 2 * * *" --host URL [--experiment NAME] [--param key=value ...]
+    python pipelines/train.py --compile --format argo [--output compiled/train.argo.yaml]
+
+``--run`` and ``--schedule`` compile the pipeline afresh (into a temporary file; ``--package PATH`` submits an
+existing one instead) and submit it with :mod:`tfk8s.submit.kfp_client`. Bad values fail before any request with one
+line naming the problem: unknown parameter, malformed cron, no or unreachable host.
+
+:func:`add_arguments` adds the flags to ``train.py``'s parser, :func:`handle` runs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from tfk8s.submit import kfp_client
+from tfk8s.submit.cron import validate_cron
+from tfk8s.submit.errors import KfpClientError
+from tfk8s.submit.params import parse_param_items
+
+COMPILE_FORMATS = ("kfp", "argo")
+
+
+def add_arguments(parser: argparse.ArgumentParser, mode_group) -> None:
+    """Add ``--run`` and ``--schedule`` to the (mutually exclusive) ``mode_group``, and their options plus
+    ``--format`` to ``parser``. ``parser`` must already have ``--output`` and ``--param`` (train.py's)."""
+    mode_group.add_argument(
+        "--run", action="store_true", help="compile, then start one run on a KFP cluster (needs --host)"
+    )
+    mode_group.add_argument(
+        "--schedule",
+        metavar="CRON",
+        help="compile, then create a recurring run on a KFP cluster (needs --host). KFP cron has 6 fields, "
+        "seconds minutes hours day-of-month month day-of-week, in the scheduler's time zone (usually UTC): "
+        "'0 0 2 * * *' is 02:00 daily. One run at a time, no backfill of missed runs, enabled",
+    )
+    parser.add_argument(
+        "--format",
+        choices=COMPILE_FORMATS,
+        default="kfp",
+        help="--compile: kfp = KFP pipeline IR (compiled/train.yaml); argo = a plain Argo Workflow "
+        "(compiled/train.argo.yaml) for clusters with Argo Workflows and no KFP (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--host",
+        default=os.environ.get(kfp_client.HOST_ENV),
+        metavar="URL",
+        help="--run/--schedule: the KFP API, e.g. http://localhost:8080 after `kubectl port-forward -n "
+        "kubeflow svc/ml-pipeline-ui 8080:80` (default: $KF_PIPELINES_ENDPOINT). A bearer token is read "
+        "from $KF_PIPELINES_TOKEN",
+    )
+    parser.add_argument(
+        "--experiment",
+        default=kfp_client.DEFAULT_EXPERIMENT,
+        help="--run/--schedule: KFP experiment, created if missing (default: %(default)s)",
+    )
+    parser.add_argument("--run-name", help="--run: the run's name (default: tfk8s-train <UTC time>)")
+    parser.add_argument(
+        "--schedule-name", help="--schedule: the recurring run's name (default: tfk8s-train [<cron>])"
+    )
+    parser.add_argument(
+        "--upload",
+        action="store_true",
+        help="--run/--schedule: register the package as a pipeline version (Pipelines page; one version per "
+        "package content) and run that, instead of embedding it in the run",
+    )
+    parser.add_argument(
+        "--package",
+        metavar="PATH",
+        help="--run/--schedule: submit this compiled package instead of compiling the pipeline now",
+    )
+    parser.add_argument(
+        "--kfp-namespace", help="--run/--schedule: the KFP profile namespace (multi-user Kubeflow)"
+    )
+    parser.add_argument(
+        "--run-service-account",
+        metavar="NAME",
+        help="--run/--schedule: the ServiceAccount the run's pods use; the launch step needs the Role of "
+        "manifests/rbac.yaml, e.g. tfk8s-launcher (default: the KFP installation's, e.g. pipeline-runner)",
+    )
+
+
+def _is_default_output(output: str | None, compile_fn: Callable) -> bool:
+    """True if ``--output`` was left at the KFP package's default (so ``--format argo`` uses its own)."""
+    if not output:
+        return True
+    try:
+        default = inspect.signature(compile_fn).parameters["output"].default
+    except (KeyError, TypeError, ValueError):
+        return False
+    return default is not inspect.Parameter.empty and Path(output).resolve() == Path(default).resolve()
+
+
+@contextlib.contextmanager
+def _package(args: argparse.Namespace, compile_fn: Callable) -> Iterator[Path]:
+    if args.package:
+        yield Path(args.package)
+        return
+    with tempfile.TemporaryDirectory(prefix="tfk8s-") as tmp:
+        yield Path(compile_fn(Path(tmp) / "train.yaml"))
+
+
+def handle(args: argparse.Namespace, compile_fn: Callable[[Path], Path], components: Any = None) -> bool:
+    """Run ``--run``, ``--schedule`` or ``--compile --format argo``; returns False for anything else (train.py
+    then does ``--compile`` (kfp) and ``--local`` itself).
+
+    Args:
+        args: train.py's parsed arguments (with ``compile``, ``output``, ``param`` and the flags added above).
+        compile_fn: ``compile_pipeline(output) -> Path``, writing the KFP package.
+        components: the ``components`` package (the Argo export maps each component to its CLI, :mod:`tfk8s.submit.argo`).
+
+    Raises:
+        SystemExit: with a one-line ``error: ...`` for every expected failure (bad parameter, cron, host,
+            server answer, untranslatable pipeline), so the user sees the fix, not a traceback.
+    """
+    fmt = getattr(args, "format", "kfp")
+    run, schedule = getattr(args, "run", False), getattr(args, "schedule", None)
+    try:
+        if run or schedule is not None:  # --schedule '' is a malformed cron, never a local run
+            if fmt != "kfp":
+                raise SystemExit(
+                    "error: --format argo applies to --compile only; submit that file with `argo submit`"
+                )
+            if schedule is not None:
+                validate_cron(schedule)
+            params = parse_param_items(getattr(args, "param", None) or [])
+            host = kfp_client.normalize_host(args.host)
+            common = {
+                "params": params,
+                "experiment": args.experiment,
+                "upload": args.upload,
+                "namespace": args.kfp_namespace,
+                "service_account": getattr(args, "run_service_account", None),
+            }
+            with _package(args, compile_fn) as package:
+                if run:
+                    r = kfp_client.submit_run(host, package, run_name=args.run_name, **common)
+                    print(f"tfk8s: started run {r.run_id} in experiment {args.experiment!r}\n  {r.url}")
+                else:
+                    s = kfp_client.create_schedule(host, package, schedule, name=args.schedule_name, **common)
+                    print(
+                        f"tfk8s: created recurring run {s.name!r} ({s.recurring_run_id}) in experiment "
+                        f"{args.experiment!r}: cron {s.cron!r} (scheduler's time zone, usually UTC), one run at "
+                        f"a time, no backfill\n  {s.url}"
+                    )
+            return True
+    except (KfpClientError, FileNotFoundError) as e:
+        raise SystemExit(f"error: {e}") from None
+    if fmt == "argo":
+        if not getattr(args, "compile", False):
+            raise SystemExit("error: --format applies to --compile")
+        from tfk8s.submit.argo import DEFAULT_OUTPUT, ArgoExportError, compile_argo
+
+        output = (
+            DEFAULT_OUTPUT if _is_default_output(getattr(args, "output", None), compile_fn) else args.output
+        )
+        if components is None:
+            raise SystemExit("error: the Argo export needs the components package (pipelines/train.py passes it)")
+        try:
+            with tempfile.TemporaryDirectory(prefix="tfk8s-") as tmp:
+                path = compile_argo(output, source=compile_fn(Path(tmp) / "train.yaml"), components=components)
+        except ArgoExportError as e:
+            raise SystemExit(f"error: {e}") from None
+        print(f"compiled the pipeline to {path} (an Argo Workflow; submit with `argo submit {path}`)")
+        return True
+    return False

@@ -1,0 +1,195 @@
+"""How far a training job is, shown while it runs: one live bar on a terminal, a plain line every few
+seconds elsewhere (a pod log, a pipe, CI).
+
+On a terminal: ``tfk8s-123 [########----------------]  33%  epoch 1/2  step 26/78  5,120 ex/s  ETA 40s
+2/2 up``, redrawn in place (other output is printed above it). Off a terminal: no bar and no control
+characters, ``tfk8s: progress tfk8s-123 Running  33%  epoch 1/2  step 26/78  5,120 ex/s  ETA 40s  replicas 2/2 up``
+every :data:`PLAIN_INTERVAL_S` seconds while it changes, every :data:`SAME_LINE_EVERY_S` seconds when it does
+not (``$TFK8S_PROGRESS_INTERVAL_S`` overrides both update intervals). The
+numbers come from :func:`tfk8s.tracking.records.job_status` (the job record plus the replicas' progress files); a
+program that reports no progress still shows its replicas' states.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Self
+
+from tfk8s.tracking.records import TERMINAL_STATES, JobStatus
+
+PLAIN_INTERVAL_S = 5.0
+TTY_INTERVAL_S = 0.5
+SAME_LINE_EVERY_S = 60.0  # an unchanged plain line is repeated only this often
+INTERVAL_ENV = "TFK8S_PROGRESS_INTERVAL_S"
+PLAIN_PREFIX = "tfk8s: "  # the lines a short `make run` shows from a step
+PROGRESS_PREFIX = PLAIN_PREFIX + "progress "  # a plain progress line
+BAR_WIDTH = 24
+_CLEAR = "\r\x1b[K"
+
+
+def format_duration(seconds: float | None) -> str:
+    """``42s``, ``3m05s``, ``1h02m`` (``?`` for None)."""
+    if seconds is None:
+        return "?"
+    s = round(max(0.0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def progress_fields(status: JobStatus, *, replicas_word: bool = True) -> list[str]:
+    """The parts of a progress line that are known: percent, epoch, step, examples/sec, ETA, replicas up."""
+    parts: list[str] = []
+    if status.fraction is not None:
+        parts.append(f"{status.fraction * 100:3.0f}%")
+    if status.epoch is not None:
+        parts.append(f"epoch {status.epoch}/{status.epochs}" if status.epochs else f"epoch {status.epoch}")
+    if status.step is not None:
+        parts.append(f"step {status.step}/{status.steps}" if status.steps else f"step {status.step}")
+    if status.examples_per_sec:
+        parts.append(f"{status.examples_per_sec:,.0f} ex/s")
+    if status.eta_s is not None and status.state == "Running" and (status.fraction or 0) < 1:
+        parts.append(f"ETA {format_duration(status.eta_s)}")
+    up, total = status.replicas_up
+    # once the job has ended only succeeded replicas count (a ps stopped after the chief's success is not "up")
+    word = "succeeded" if status.state in TERMINAL_STATES else "up"
+    parts.append(f"replicas {up}/{total} {word}" if replicas_word else f"{up}/{total} {word}")
+    if status.restarts:
+        parts.append(f"restarts {status.restarts}")
+    return parts
+
+
+def bar(fraction: float | None, width: int = BAR_WIDTH) -> str:
+    """``[#####-----]``; all ``-`` when the fraction is unknown."""
+    done = round((fraction or 0.0) * width)
+    return "[" + "#" * done + "-" * (width - done) + "]"
+
+
+def tty_line(status: JobStatus, columns: int = 120) -> str:
+    """The live bar's text, cut to ``columns`` characters."""
+    state = "" if status.state == "Running" else f"{status.state}  "
+    text = f"{status.name} {bar(status.fraction)} {state}" + "  ".join(progress_fields(status, replicas_word=False))
+    return text[: max(10, columns - 1)]
+
+
+def plain_line(status: JobStatus) -> str:
+    """One progress line without bar or control characters (for logs and pipes)."""
+    return f"{PROGRESS_PREFIX}{status.name} {status.state}  " + "  ".join(progress_fields(status))
+
+
+def _interval(tty: bool) -> float:
+    try:
+        return float(os.environ[INTERVAL_ENV])
+    except (KeyError, ValueError):
+        return TTY_INTERVAL_S if tty else PLAIN_INTERVAL_S
+
+
+class ProgressMonitor:
+    """Show a job's progress from a thread while it runs (see the module docstring); a context manager.
+
+    Args:
+        status: returns the job's current :class:`~tfk8s.tracking.records.JobStatus` (None: nothing to show yet).
+        stream: where to write (default ``sys.stdout``).
+        tty: draw a live bar (default: whether ``stream`` is a terminal).
+        interval_s: seconds between updates (default: 0.5 on a terminal, 5 elsewhere, or
+            ``$TFK8S_PROGRESS_INTERVAL_S``).
+    """
+
+    def __init__(self, status: Callable[[], JobStatus | None], stream: IO[str] | None = None,
+                 tty: bool | None = None, interval_s: float | None = None):
+        self._status = status
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.interval_s = _interval(self.tty) if interval_s is None else interval_s
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tfk8s-progress", daemon=True)
+        self._shown = ""  # the bar currently on screen (tty)
+        self._last_plain: tuple[str, float] = ("", 0.0)
+        self._first: tuple[float, int] | None = None  # (monotonic s, step) when first seen running
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _current(self) -> JobStatus | None:
+        try:
+            status = self._status()
+        except Exception:  # noqa: BLE001 - a display must never fail the job
+            return None
+        return self._with_rate_eta(status) if status is not None else None
+
+    def _with_rate_eta(self, status: JobStatus) -> JobStatus:
+        """The ETA from the steps done since this monitor first saw the job running (start-up excluded),
+        rather than :func:`~tfk8s.tracking.records.job_status`'s estimate from the job's whole age."""
+        if status.state != "Running" or status.step is None or not status.steps:
+            return status
+        now = time.monotonic()
+        if status.step < 1:  # the first step includes tracing and the peers' handshake: not a rate
+            return dataclasses.replace(status, eta_s=None)
+        if self._first is None or status.step < self._first[1]:
+            self._first = (now, status.step)
+            return dataclasses.replace(status, eta_s=None)
+        t0, s0 = self._first
+        if status.step >= s0 + 2 and now > t0:
+            rate = (status.step - s0) / (now - t0)
+            return dataclasses.replace(status, eta_s=max(0.0, status.steps - status.step) / rate)
+        return dataclasses.replace(status, eta_s=None)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Draw (tty) or print (plain) the current status once."""
+        status = self._current()
+        if status is None:
+            return
+        with self._lock:
+            if self.tty:
+                columns = shutil.get_terminal_size((120, 24)).columns
+                self._shown = tty_line(status, columns)
+                self.stream.write(_CLEAR + self._shown)
+            else:
+                line, now = plain_line(status), time.monotonic()
+                if line == self._last_plain[0] and now - self._last_plain[1] < SAME_LINE_EVERY_S:
+                    return  # nothing changed: say so only now and then
+                self._last_plain = (line, now)
+                self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def print_line(self, line: str) -> None:
+        """Print ``line`` above the live bar (plainly when not on a terminal)."""
+        with self._lock:
+            if self.tty and self._shown:
+                self.stream.write(_CLEAR + line + "\n" + self._shown)
+            else:
+                self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def stop(self) -> None:
+        """Stop updating; on a terminal the bar's last state stays on its own line."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2 * self.interval_s + 1)
+        with self._lock:
+            if self.tty and self._shown:
+                status = self._current()
+                if status is not None:
+                    self._shown = tty_line(status, shutil.get_terminal_size((120, 24)).columns)
+                self.stream.write(_CLEAR + self._shown + "\n")
+                self.stream.flush()
+                self._shown = ""
