@@ -80,8 +80,8 @@ if [ ${#need_tools[@]} -gt 0 ]; then
         || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
              --no-install-recommends "${need_tools[@]}" >&2; }
 fi
-have=$(buildah --version | awk '{print $3}')
-version_at_least "$have" "$BUILDAH_VERSION" || { echo "build.sh: buildah $have < $BUILDAH_VERSION" >&2; exit 1; }
+BUILDAH_HAVE=$(buildah --version | awk '{print $3}')
+version_at_least "$BUILDAH_HAVE" "$BUILDAH_VERSION" || { echo "build.sh: buildah $BUILDAH_HAVE < $BUILDAH_VERSION" >&2; exit 1; }
 
 # --- state: the cache (kept) and this run's scratch (removed) --------------------------------------------
 mkdir -p "$CACHE/base" "$CACHE/storage"
@@ -119,6 +119,7 @@ build_base() {
     t0=$(date +%s)
     if [ "$REBUILD_BASE" = 1 ] || [ ! -s "$tar" ]; then
         command -v mmdebstrap >/dev/null || { echo "build.sh: needs mmdebstrap" >&2; exit 1; }
+        local have
         have=$(mmdebstrap --version | awk '{print $2}')
         version_at_least "$have" "$MMDEBSTRAP_VERSION" \
             || { echo "build.sh: mmdebstrap $have < $MMDEBSTRAP_VERSION" >&2; exit 1; }
@@ -172,7 +173,7 @@ if [ -n "$CA" ]; then
     args+=(--secret "id=pip_cert,src=$CA")
 fi
 t0=$(date +%s)
-log "building $IMAGE on $BASE (buildah $have, $STORAGE_DRIVER, cache $CACHE/storage)"
+log "building $IMAGE on $BASE (buildah $BUILDAH_HAVE, $STORAGE_DRIVER, cache $CACHE/storage)"
 "${BUILDAH[@]}" build "${args[@]}" "$REPO" >&2
 log "built $IMAGE in $(elapsed "$t0")"
 
