@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the tfk8s image (the repo's Dockerfile) with no Docker engine and no registry: buildah, daemonless
-# (--isolation chroot, storage driver vfs: no overlay mounts), on a base made here from Debian's packages by
-# mmdebstrap (localhost/tfk8s-base:bookworm) instead of tensorflow/tensorflow:2.21.0, which cannot be pulled
-# here. Nothing prebuilt is downloaded: Debian packages (mmdebstrap) and Python wheels (pip, in the build) only.
+# (--isolation chroot; its store overlay, or vfs where the kernel lacks overlay: lib.sh), on a base made here
+# from Debian's packages by mmdebstrap (localhost/tfk8s-base:bookworm) instead of tensorflow/tensorflow:2.21.0,
+# which cannot be pulled here. Nothing prebuilt is downloaded: Debian packages (mmdebstrap) and Python wheels (pip, in the build) only.
 #
 #   hack/image/build.sh [--image NAME] [--base local|REF] [--archive PATH] [--archive-format docker|oci]
 #                       [--rebuild-base] [--no-cache] [--verify]
 #
-# Everything persistent is under ${XDG_CACHE_HOME:-~/.cache}/tfk8s/image/ (override: TFK8S_IMAGE_CACHE):
+# Everything persistent is under ${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s/image/ (override: TFK8S_IMAGE_CACHE):
 #   base/<key>.tar   the base's root file system, as mmdebstrap made it (key: the recipe below)
 #   storage/         buildah's image store: the base, the layer cache (--layers) and the built image
 #   tfk8s_<tag>.tar  the archive `make image-archive` writes by default (docker-archive: `ctr images import`)
@@ -34,13 +34,9 @@ BASE_VARIANT=apt                                        # Essential: yes package
 BASE_RECIPE_VERSION=1                                   # bump to rebuild the base when the recipe changes
 BUILDAH_VERSION=1.28                                    # Debian bookworm's buildah (1.28.2): the minimum
 MMDEBSTRAP_VERSION=1.3                                  # Debian bookworm's mmdebstrap (1.3.5): the minimum
-STORAGE_DRIVER=${TFK8S_IMAGE_STORAGE_DRIVER:-vfs}
-
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-CACHE=${TFK8S_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s/image}
 BASE_IMAGE=localhost/tfk8s-base:$DEBIAN_SUITE
-IMAGE=$(sed -n 's/^DEFAULT_IMAGE = "\(.*\)"$/\1/p' "$REPO/tfk8s/__init__.py" 2>/dev/null || true)
-IMAGE=${IMAGE:-ghcr.io/tfk8s/tfk8s:0.1.0}
+
+IMAGE=
 BASE=local
 ARCHIVE=
 ARCHIVE_FORMAT=docker
@@ -65,8 +61,10 @@ done
 case $ARCHIVE_FORMAT in docker|oci) ;; *) echo "build.sh: --archive-format docker or oci" >&2; exit 2 ;; esac
 [ "$BASE" = local ] && BASE=$BASE_IMAGE
 
-log() { printf '[image %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
+# --- state: the cache (kept) and this run's scratch (removed): lib.sh ------------------------------------
+# shellcheck source=hack/image/lib.sh
+. "$(dirname "$0")/lib.sh"
+IMAGE=${IMAGE:-$DEFAULT_IMAGE}
 
 # --- tools: Debian's packages ----------------------------------------------------------------------------
 version_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
@@ -83,23 +81,11 @@ fi
 BUILDAH_HAVE=$(buildah --version | awk '{print $3}')
 version_at_least "$BUILDAH_HAVE" "$BUILDAH_VERSION" || { echo "build.sh: buildah $BUILDAH_HAVE < $BUILDAH_VERSION" >&2; exit 1; }
 
-# --- state: the cache (kept) and this run's scratch (removed) --------------------------------------------
-mkdir -p "$CACHE/base" "$CACHE/storage"
+# --- the cache: one build at a time ------------------------------------------------------------------------
+mkdir -p "$CACHE/base" "$STORE"
 exec 9>"$CACHE/lock"
 flock -n 9 || { log "another build holds $CACHE/lock; waiting"; flock 9; }
-SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/tfk8s-image.XXXXXX")
-mkdir -p "$SCRATCH/run" "$SCRATCH/tmp"
 export TMPDIR=$SCRATCH/tmp        # buildah's and mmdebstrap's temporary files (an archive's blobs on push)
-BUILDAH=(buildah --root "$CACHE/storage" --runroot "$SCRATCH/run" --storage-driver "$STORAGE_DRIVER")
-WORKING=()
-cleanup() {
-    local c
-    for c in "${WORKING[@]}"; do "${BUILDAH[@]}" rm "$c" >/dev/null 2>&1 || true; done
-    "${BUILDAH[@]}" unmount --all >/dev/null 2>&1 || true
-    rm -rf "$SCRATCH"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # --- the base: mmdebstrap -> a tar in the cache -> an image in buildah's store ---------------------------
 base_key() {
@@ -173,7 +159,7 @@ if [ -n "$CA" ]; then
     args+=(--secret "id=pip_cert,src=$CA")
 fi
 t0=$(date +%s)
-log "building $IMAGE on $BASE (buildah $BUILDAH_HAVE, $STORAGE_DRIVER, cache $CACHE/storage)"
+log "building $IMAGE on $BASE (buildah $BUILDAH_HAVE, store $STORE, $STORAGE_DRIVER)"
 "${BUILDAH[@]}" build "${args[@]}" "$REPO" >&2
 log "built $IMAGE in $(elapsed "$t0")"
 
@@ -202,7 +188,7 @@ if [ -n "$ARCHIVE" ]; then
 fi
 
 if [ "$VERIFY" = 1 ]; then
-    STORAGE_DRIVER=$STORAGE_DRIVER TFK8S_IMAGE_CACHE=$CACHE bash "$REPO/hack/image/smoke.sh" "$IMAGE" >&2
+    TFK8S_IMAGE_STORAGE_DRIVER=$STORAGE_DRIVER TFK8S_IMAGE_CACHE=$CACHE bash "$REPO/hack/image/smoke.sh" "$IMAGE" >&2
 fi
 log "done in $(elapsed "$T_ALL")"
 [ -z "$ARCHIVE" ] || echo "$ARCHIVE"

@@ -8,26 +8,20 @@
 #                                          --backend local) on DIR, a prepared data folder (prepare_dataset)
 set -euo pipefail
 
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-CACHE=${TFK8S_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s/image}
-STORAGE_DRIVER=${TFK8S_IMAGE_STORAGE_DRIVER:-vfs}
-IMAGE=${1:-$(sed -n 's/^DEFAULT_IMAGE = "\(.*\)"$/\1/p' "$REPO/tfk8s/__init__.py")}
-IMAGE=${IMAGE:-ghcr.io/tfk8s/tfk8s:0.1.0}
-
-SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/tfk8s-image-smoke.XXXXXX")
-BUILDAH=(buildah --root "$CACHE/storage" --runroot "$SCRATCH/run" --storage-driver "$STORAGE_DRIVER")
+# shellcheck source=hack/image/lib.sh
+. "$(dirname "$0")/lib.sh"
+IMAGE=${1:-$DEFAULT_IMAGE}
 CTR=
-cleanup() {
+smoke_cleanup() {
     [ -z "$CTR" ] || "${BUILDAH[@]}" rm "$CTR" >/dev/null 2>&1 || true
-    rm -rf "$SCRATCH"
+    cleanup
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap smoke_cleanup EXIT
 
-log() { printf '[smoke %(%H:%M:%S)T] %s\n' -1 "$*"; }
+say() { printf '[smoke %(%H:%M:%S)T] %s\n' -1 "$*"; }
 fail() { echo "smoke: FAILED: $*" >&2; exit 1; }
 
-"${BUILDAH[@]}" inspect --type image "$IMAGE" >/dev/null 2>&1 || fail "no image $IMAGE in $CACHE/storage"
+"${BUILDAH[@]}" inspect --type image "$IMAGE" >/dev/null 2>&1 || fail "no image $IMAGE in $STORE"
 
 # The image's configuration: user, environment (no proxy, no CA setting, no TF_USE_LEGACY_KERAS: the
 # trainer sets that itself before importing TensorFlow), command.
@@ -37,15 +31,15 @@ envs=$("${BUILDAH[@]}" inspect --type image --format '{{range .OCIv1.Config.Env}
 if grep -iE '^(https?_proxy|no_proxy|all_proxy|ftp_proxy|pip_cert|pip_index_url|pip_trusted_host|requests_ca_bundle|ssl_cert_file|ssl_cert_dir|curl_ca_bundle|tf_use_legacy_keras)=' <<<"$envs"; then
     fail "the image's environment sets a proxy, a CA or TF_USE_LEGACY_KERAS (above)"
 fi
-log "config: USER $user; env $(tr '\n' ' ' <<<"$envs")"
+say "config: USER $user; env $(tr '\n' ' ' <<<"$envs")"
 
 t0=$(date +%s)
 CTR=$("${BUILDAH[@]}" from --pull=never --quiet "$IMAGE")
-log "working container $CTR ($(( $(date +%s) - t0 ))s)"
+say "working container $CTR ($(( $(date +%s) - t0 ))s)"
 run() { "${BUILDAH[@]}" run --isolation chroot "$CTR" -- "$@"; }
 
 [ "$(run id -u):$(run id -g)" = 10001:10001 ] || fail "runs as $(run id), not 10001:10001"
-log "runs as $(run id)"
+say "runs as $(run id)"
 run sh -c 'for p in python python3; do printf "%s -> %s: " $p "$(command -v $p)"; $p --version; done'
 run python -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version'
 run python -c 'import tensorflow as tf, tf_keras, kfp, tfk8s, trainer.task; print("tensorflow", tf.__version__, "tf_keras", tf_keras.__version__, "kfp", kfp.__version__, "tfk8s", tfk8s.__version__)'
@@ -60,13 +54,13 @@ import tf_keras
 assert os.environ["TF_USE_LEGACY_KERAS"] == "1"
 assert tf.keras.__version__ == tf_keras.__version__ and tf.keras.__version__.startswith("2."), tf.keras.__version__
 print("TF_USE_LEGACY_KERAS=1 set by trainer.task: tf.keras is tf_keras", tf.keras.__version__)'
-run python -m components.launch_training --help >/dev/null && log "python -m components.launch_training --help: ok"
-run python -m trainer.task --help >/dev/null && log "python -m trainer.task --help: ok"
-run python -m pipelines.train --help >/dev/null && log "python -m pipelines.train --help (the CMD): ok"
+run python -m components.launch_training --help >/dev/null && say "python -m components.launch_training --help: ok"
+run python -m trainer.task --help >/dev/null && say "python -m trainer.task --help: ok"
+run python -m pipelines.train --help >/dev/null && say "python -m pipelines.train --help (the CMD): ok"
 run sh -c 'for d in /mnt/tfk8s /gcs /minio /s3 /oci; do
     [ "$(stat -c %u:%g "$d")" = 10001:10001 ] || { echo "$d: $(stat -c %U:%G "$d")"; exit 1; }
     touch "$d/.w" && rm "$d/.w"; done' || fail "the artifact folders are not owned by and writable for 10001"
-log "/mnt/tfk8s /gcs /minio /s3 /oci: 10001:10001, writable"
+say "/mnt/tfk8s /gcs /minio /s3 /oci: 10001:10001, writable"
 # No CA of the build host's (the proxy's, handed to pip as a build secret) is anywhere in the image: the
 # certificates of the host's bundle that Debian's own bundle in the image lacks are searched for in its files.
 HOST_CA=${PIP_CERT:-${REQUESTS_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}}
@@ -81,7 +75,7 @@ if [ -s "$HOST_CA" ]; then
         [ -z "$found" ] || fail "a CA of the build host's ($HOST_CA) is in the image: $found"
     fi
     "${BUILDAH[@]}" umount "$CTR" >/dev/null
-    log "no CA of the build host's in the image's files ($n host-only certificates of $HOST_CA searched)"
+    say "no CA of the build host's in the image's files ($n host-only certificates of $HOST_CA searched)"
 fi
 
 if [ -n "${TFK8S_IMAGE_SMOKE_DATA:-}" ]; then
@@ -92,6 +86,6 @@ if [ -n "${TFK8S_IMAGE_SMOKE_DATA:-}" ]; then
     t0=$(date +%s)
     run python -m components.launch_training --backend local --data-dir /mnt/tfk8s/data --volume-root /mnt/tfk8s \
         --run-id smoke ${TFK8S_IMAGE_SMOKE_ARGS:-} || fail "the local training"
-    log "2-replica local training: ok ($(( $(date +%s) - t0 ))s)"
+    say "2-replica local training: ok ($(( $(date +%s) - t0 ))s)"
 fi
-log "ok: $IMAGE"
+say "ok: $IMAGE"
