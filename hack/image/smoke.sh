@@ -34,9 +34,9 @@ fi
 say "config: USER $user; env $(tr '\n' ' ' <<<"$envs")"
 
 t0=$(date +%s)
-CTR=$("${BUILDAH[@]}" from --pull=never --quiet "$IMAGE")
+CTR=$("${BUILDAH[@]}" from --pull=never --quiet --name "tfk8s-smoke-$$" "$IMAGE")
 say "working container $CTR ($(( $(date +%s) - t0 ))s)"
-run() { "${BUILDAH[@]}" run --isolation chroot "$CTR" -- "$@"; }
+run() { "${BUILDAH[@]}" run --isolation chroot --env TF_CPP_MIN_LOG_LEVEL=2 "$CTR" -- "$@"; }
 
 [ "$(run id -u):$(run id -g)" = 10001:10001 ] || fail "runs as $(run id), not 10001:10001"
 say "runs as $(run id)"
@@ -52,8 +52,9 @@ import trainer.task
 import tensorflow as tf
 import tf_keras
 assert os.environ["TF_USE_LEGACY_KERAS"] == "1"
-assert tf.keras.__version__ == tf_keras.__version__ and tf.keras.__version__.startswith("2."), tf.keras.__version__
-print("TF_USE_LEGACY_KERAS=1 set by trainer.task: tf.keras is tf_keras", tf.keras.__version__)'
+dense = tf.keras.layers.Dense.__module__
+assert dense.startswith("tf_keras.") and tf_keras.__version__.startswith("2."), (dense, tf_keras.__version__)
+print("TF_USE_LEGACY_KERAS=1, set by trainer.task: tf.keras is tf_keras", tf_keras.__version__, f"({dense})")'
 run python -m components.launch_training --help >/dev/null && say "python -m components.launch_training --help: ok"
 run python -m trainer.task --help >/dev/null && say "python -m trainer.task --help: ok"
 run python -m pipelines.train --help >/dev/null && say "python -m pipelines.train --help (the CMD): ok"
