@@ -89,7 +89,12 @@ def test_build_sh_builds_on_the_local_base_with_no_daemon_and_no_pull():
     assert "BASE_IMAGE=localhost/tfk8s-base:$DEBIAN_SUITE" in script
     assert re.search(r"^BASE_PACKAGES=.*\bpython3\b.*", script, re.MULTILINE)
     assert "mmdebstrap " in script and "--isolation chroot" in script and "--layers" in script
-    assert "${TFK8S_IMAGE_STORAGE_DRIVER:-vfs}" in script  # no overlay mounts left behind
+    lib = (REPO / "hack" / "image" / "lib.sh").read_text()
+    assert '. "$(dirname "$0")/lib.sh"' in script
+    # the store: overlay (layers as diffs) with no bind mount of its home left behind, else vfs; what an
+    # interrupted step left mounted under it is unmounted at exit
+    assert "--storage-opt overlay.skip_mount_home=true" in lib and "echo vfs" in lib
+    assert "trap cleanup EXIT" in lib and "umount" in lib
     assert "PULL=never" in script  # the local base: nothing is pulled from a registry
     assert "--build-arg \"BASE=$BASE\"" in script
     assert "${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s/image" in script
