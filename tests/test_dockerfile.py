@@ -1,7 +1,7 @@
 """The Dockerfile, parsed (no Docker engine runs here): the official TensorFlow base of the pinned version by
 default (build argument BASE; hack/image/build.sh gives a local Debian one), the project installed at build
-time into a venv, a non-root user, nothing installed at start, no CA or proxy of the build host's in the image,
-and `make image` builds the tag the pipeline runs. The test marked e2e inspects a built image, if
+time into a venv, a non-root user, nothing installed at start, no CA or proxy of the build host's in the
+image, and `make image` builds the tag the pipeline runs. The test marked e2e inspects a built image, if
 hack/image/build.sh left one in its cache."""
 
 import hashlib
@@ -65,7 +65,7 @@ def _global_args() -> dict[str, str]:
 
 
 def test_base_is_the_official_tensorflow_image_of_the_pinned_version():
-    """By default: `docker build .` elsewhere gets tensorflow/tensorflow:<the pinned version>, as before BASE."""
+    """By default `docker build .` gets tensorflow/tensorflow:<the pinned version>, as it did before BASE."""
     base = _global_args().get("BASE")
     assert base, "Dockerfile: no `ARG BASE=<default>` before FROM"
     image, _, tag = base.partition(":")
@@ -96,8 +96,10 @@ def test_build_sh_builds_on_the_local_base_with_no_daemon_and_no_pull():
     assert "--storage-opt overlay.skip_mount_home=true" in lib and "echo vfs" in lib
     assert "trap cleanup EXIT" in lib and "umount" in lib
     assert "PULL=never" in script  # the local base: nothing is pulled from a registry
-    assert "--build-arg \"BASE=$BASE\"" in script
+    assert '--build-arg "BASE=$BASE"' in script
     assert "${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s/image" in script
+
+
 def test_the_build_checks_the_base_python_against_requires_python():
     runs = " ".join(a for k, a in _instructions(REPO / "Dockerfile") if k == "RUN")
     assert _pyproject()["project"]["requires-python"] == ">=3.11,<3.12"
@@ -128,7 +130,13 @@ def test_it_runs_as_a_non_root_user_by_number():
     assert uid.isdigit() and int(uid) != 0, users[-1]  # numeric, so runAsNonRoot can verify it
     runs = " ".join(a for k, a in steps if k == "RUN")
     assert f"useradd --uid {uid} " in runs
-    for folder in ("/mnt/tfk8s", "/gcs", "/minio", "/s3", "/oci"):  # the volume and KFP's local pipeline roots
+    for folder in (
+        "/mnt/tfk8s",
+        "/gcs",
+        "/minio",
+        "/s3",
+        "/oci",
+    ):  # the volume and KFP's local pipeline roots
         assert re.search(rf"chown tfk8s:tfk8s[^&]*\s{folder}(\s|$)", runs), folder
 
 
@@ -152,8 +160,9 @@ CA_OR_PROXY = re.compile(
 
 
 def test_no_ca_or_proxy_of_the_build_host_is_baked_in():
-    """The proxy's CA reaches pip only as the build secret pip_cert, mounted for the RUNs that install: no ENV,
-    ARG, LABEL or file (COPY/ADD) carries a CA or a proxy, so neither is in the image's config nor its layers."""
+    """The proxy's CA reaches pip only as the build secret pip_cert, mounted for the RUNs that install: no
+    ENV, ARG, LABEL or file (COPY/ADD) carries a CA or a proxy, so neither is in the image's config nor its
+    layers."""
     steps = _instructions(REPO / "Dockerfile")
     for keyword, args in steps:
         if keyword in ("ENV", "ARG", "LABEL"):
@@ -161,7 +170,9 @@ def test_no_ca_or_proxy_of_the_build_host_is_baked_in():
         if keyword in ("COPY", "ADD"):
             assert not re.search(r"\.(crt|pem|cer)\b|ca-certificates|secrets", args), (keyword, args)
     stage = steps[[k for k, _ in steps].index("FROM") + 1 :]
-    assert list(_global_args()) == ["BASE"] and not [a for k, a in stage if k == "ARG"]  # ARGs land in history
+    assert list(_global_args()) == ["BASE"] and not [
+        a for k, a in stage if k == "ARG"
+    ]  # ARGs land in history
     installs = [a for k, a in steps if k == "RUN" and "pip install" in a]
     assert installs
     for run in installs:  # a build behind the proxy needs the CA in every RUN that fetches (the project's
@@ -190,9 +201,12 @@ def test_host_only_ca_finds_the_certificates_the_public_bundles_lack(tmp_path):
     (tmp_path / "host.crt").write_text(public + private)
     (tmp_path / "image.crt").write_text(public)
     (tmp_path / "mozilla").mkdir()
-    lines = _host_only_ca().host_only_lines(tmp_path / "host.crt", tmp_path / "image.crt", tmp_path / "mozilla")
+    lines = _host_only_ca().host_only_lines(
+        tmp_path / "host.crt", tmp_path / "image.crt", tmp_path / "mozilla"
+    )
     assert lines == [b"WVlZ"]  # the private CA's middle line, not the public one's
     assert _host_only_ca().host_only_lines(tmp_path / "host.crt", tmp_path / "host.crt") == []
+
 
 def test_nothing_is_installed_when_a_container_starts():
     steps = _instructions(REPO / "Dockerfile")
@@ -218,12 +232,16 @@ def test_make_image_builds_the_tag_the_pipeline_runs():
     assert default.group(1) == DEFAULT_IMAGE
     image = _recipe(makefile, "image")
     # with a Docker engine: docker build, on the Dockerfile's default base unless BASE is given
-    assert re.search(r"docker build \$\(if \$\(BASE\),--build-arg BASE=\$\(BASE\)\).*-t \$\(IMAGE\) \.", image), image
+    assert re.search(
+        r"docker build \$\(if \$\(BASE\),--build-arg BASE=\$\(BASE\)\).*-t \$\(IMAGE\) \.", image
+    ), image
     assert "docker info" in image  # ... which is the case only where one answers
     # without: hack/image/build.sh (buildah), the same tag
     assert re.search(r"bash hack/image/build.sh --image \$\(IMAGE\)", image), image
     archive = _recipe(makefile, "image-archive")
-    assert re.search(r"hack/image/build.sh --image \$\(IMAGE\).*--archive \$\(IMAGE_ARCHIVE\)", archive), archive
+    assert re.search(r"hack/image/build.sh --image \$\(IMAGE\).*--archive \$\(IMAGE_ARCHIVE\)", archive), (
+        archive
+    )
     spec = next(yaml.safe_load_all((REPO / "compiled" / "train.yaml").read_text()))
     assert spec["root"]["inputDefinitions"]["parameters"]["image"]["defaultValue"] == DEFAULT_IMAGE
     assert {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()} == {DEFAULT_IMAGE}
@@ -298,8 +316,18 @@ def test_the_built_image_holds_no_ca_or_proxy_of_the_build_host(request, tmp_pat
     if not shutil.which("buildah") or not (IMAGE_CACHE / "storage").is_dir():
         pytest.skip(f"no image cache at {IMAGE_CACHE} (make image)")
     store = IMAGE_CACHE / "storage"
-    driver = os.environ.get("TFK8S_IMAGE_STORAGE_DRIVER") or ("overlay" if (store / "overlay").is_dir() else "vfs")
-    buildah = ["buildah", "--root", str(store), "--runroot", str(tmp_path / "run"), "--storage-driver", driver]
+    driver = os.environ.get("TFK8S_IMAGE_STORAGE_DRIVER") or (
+        "overlay" if (store / "overlay").is_dir() else "vfs"
+    )
+    buildah = [
+        "buildah",
+        "--root",
+        str(store),
+        "--runroot",
+        str(tmp_path / "run"),
+        "--storage-driver",
+        driver,
+    ]
     if driver == "overlay":  # as hack/image/lib.sh: no bind mount of the store left behind
         buildah += ["--storage-opt", "overlay.skip_mount_home=true"]
     inspect = subprocess.run(
@@ -321,10 +349,15 @@ def test_the_built_image_holds_no_ca_or_proxy_of_the_build_host(request, tmp_pat
 
     archive = IMAGE_CACHE / f"{DEFAULT_IMAGE.rsplit('/', 1)[-1].replace(':', '_')}.tar"
     ident = Path(f"{archive}.id")
-    if not (archive.is_file() and ident.is_file() and ident.read_text().split() == [info["FromImageID"], "docker"]):
+    if not (
+        archive.is_file() and ident.is_file() and ident.read_text().split() == [info["FromImageID"], "docker"]
+    ):
         archive = tmp_path / "image.tar"
-        subprocess.run([*buildah, "push", "--quiet", DEFAULT_IMAGE, f"docker-archive:{archive}:{DEFAULT_IMAGE}"],
-                       check=True, env={**os.environ, "TMPDIR": str(tmp_path)})
+        subprocess.run(
+            [*buildah, "push", "--quiet", DEFAULT_IMAGE, f"docker-archive:{archive}:{DEFAULT_IMAGE}"],
+            check=True,
+            env={**os.environ, "TMPDIR": str(tmp_path)},
+        )
 
     host_bundle = Path(os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt")
     public = [Path("/usr/share/ca-certificates/mozilla")]
