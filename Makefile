@@ -64,7 +64,8 @@ IMAGE_ARCHIVE ?= $(IMAGE_CACHE)/$(subst :,_,$(notdir $(IMAGE))).tar
 comma := ,
 image:
 	@if [ "$(BUILDER)" = docker ] || { [ -z "$(BUILDER)" ] && docker info >/dev/null 2>&1; }; then \
-	    set -x; docker build $(if $(BASE),--build-arg BASE=$(BASE)) $(if $(PIP_CERT),--secret id=pip_cert$(comma)src=$(PIP_CERT)) -t $(IMAGE) . ; \
+	    set -x; docker build $(if $(BASE),--build-arg BASE=$(BASE)) \
+	        $(if $(PIP_CERT),--secret id=pip_cert$(comma)src=$(PIP_CERT)) -t $(IMAGE) . ; \
 	else \
 	    set -x; bash hack/image/build.sh --image $(IMAGE) $(if $(BASE),--base $(BASE)); \
 	fi

@@ -222,7 +222,7 @@ def test_nothing_is_installed_when_a_container_starts():
 def _recipe(makefile: str, target: str) -> str:
     recipe = re.search(rf"^{target}:.*\n((?:\t.*\n?)+)", makefile, re.MULTILINE)
     assert recipe, f"Makefile: no `{target}:` target"
-    return recipe.group(1)
+    return re.sub(r"\\\n\t\s*", " ", recipe.group(1))  # continued lines joined
 
 
 def test_make_image_builds_the_tag_the_pipeline_runs():
