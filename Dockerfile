@@ -49,7 +49,8 @@ WORKDIR /opt/tfk8s
 # satisfied). A TLS-intercepting proxy's CA, where the build needs one, comes in only as the build secret
 # `pip_cert` (a PEM bundle; hack/image/build.sh passes the host's): mounted for this RUN alone, it is in no
 # layer, no ENV and no history (the next RUN needs it too: pip fetches setuptools to build the project).
-# Without the secret pip uses the base's own CA bundle.
+# Without the secret pip uses the base's own CA bundle. (RUN --mount: BuildKit, Docker's default builder since
+# 23.0, and buildah.)
 COPY pyproject.toml README.md ./
 RUN --mount=type=secret,id=pip_cert \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
