@@ -1,45 +1,71 @@
 # The tfk8s image: every pipeline step (under KFP, or Argo via compiled/train.argo.yaml) and every training
-# replica runs in it. Build: `make image` (docker build -t ghcr.io/tfk8s/tfk8s:0.1.0 .). Nothing is
-# pip-installed when a pod starts: the components are compiled with install_kfp_package=False and the
-# project, kfp included, is installed here.
+# replica runs in it. Build: `make image` (docker build -t ghcr.io/tfk8s/tfk8s:0.1.0 . where a Docker engine
+# runs; elsewhere hack/image/build.sh, buildah on a Debian base made locally). Nothing is pip-installed when a
+# pod starts: the components are compiled with install_kfp_package=False and the project, kfp included, is
+# installed here.
 #
-# Base: the official TensorFlow image of the version pyproject.toml pins (tensorflow==2.21.*; a test keeps the
-# two in step), so TensorFlow itself is not downloaded again. Assumed, not verified here (Docker cannot run in
-# this repo's CI): like the 2.14-2.18 images, tensorflow/tensorflow:2.21.0 is Ubuntu 22.04 with Python 3.11
-# as `python`/`python3`. tfk8s requires Python 3.11 (requires-python >=3.11,<3.12), so the first RUN checks
-# the interpreter and stops the build with a clear message otherwise, rather than forcing an install into an
-# unsupported Python; then move the TF pin and requires-python together. GPU: the same with
-# tensorflow/tensorflow:2.21.0-gpu.
-FROM tensorflow/tensorflow:2.21.0
+# Base (build argument BASE): by default the official TensorFlow image of the version pyproject.toml pins
+# (tensorflow==2.21.*; a test keeps the two in step), so TensorFlow itself is not downloaded again. Assumed,
+# not verified here (no registry is reachable from this repo's machines): like the 2.14-2.18 images,
+# tensorflow/tensorflow:2.21.0 is Ubuntu 22.04 with Python 3.11 as `python3` and pip. GPU: the same with
+# tensorflow/tensorflow:2.21.0-gpu. Any other base needs only Python 3.11 with pip (no ensurepip); on one
+# without TensorFlow (hack/image/build.sh's Debian bookworm base, localhost/tfk8s-base:bookworm) the
+# dependency layer installs the tensorflow wheel from PyPI like every other dependency.
+# tfk8s requires Python 3.11 (requires-python >=3.11,<3.12), so the first RUN checks the interpreter and
+# stops the build with a clear message otherwise, rather than forcing an install into an unsupported Python;
+# then move the TF pin and requires-python together.
+ARG BASE=tensorflow/tensorflow:2.21.0
+FROM ${BASE}
 
+# Everything is installed into a virtual environment at a fixed path, first on PATH (so `python`, `python3`
+# and `pip` are the venv's, on any base). Why a venv and not PIP_BREAK_SYSTEM_PACKAGES: Debian's Python is
+# "externally managed" (PEP 668) and a pip install over it could replace files of Debian's own packages; the
+# venv keeps the two apart on every base, and one path for both bases. --system-site-packages so that the
+# TensorFlow of the official base (installed in its system Python) is seen and satisfies the pin;
+# --without-pip so that no ensurepip (Debian's python3-venv) is needed: the base's own pip installs into the
+# venv when run by the venv's python.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:${PATH}
 
+# Non-root, by number so Kubernetes can verify runAsNonRoot (USER at the end). KFP's executor writes
+# artifacts under /gcs, /minio, /s3 and /oci (local mounts of the pipeline root), which a non-root user cannot
+# create at start; /mnt/tfk8s is the volume's mount point. Before the dependencies: it never changes.
 RUN python3 -c "import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else \
-    'tfk8s needs Python 3.11 (pyproject requires-python); this base image has ' + sys.version)"
+    'tfk8s needs Python 3.11 (pyproject requires-python); this base image has ' + sys.version)" \
+    && python3 -m venv --system-site-packages --without-pip /opt/venv \
+    && python -m pip --version \
+    && useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin tfk8s \
+    && mkdir -p /gcs /minio /s3 /oci /mnt/tfk8s \
+    && chown tfk8s:tfk8s /gcs /minio /s3 /oci /mnt/tfk8s
 
 WORKDIR /opt/tfk8s
 
 # Dependencies first, in their own layer: it is rebuilt only when pyproject.toml changes. With no package
-# folders copied yet, this installs the dependencies (tensorflow==2.21.* is already satisfied by the base).
+# folders copied yet, this installs the dependencies (on the official base tensorflow==2.21.* is already
+# satisfied). A TLS-intercepting proxy's CA, where the build needs one, comes in only as the build secret
+# `pip_cert` (a PEM bundle; hack/image/build.sh passes the host's): mounted for this RUN alone, it is in no
+# layer, no ENV and no history (the next RUN needs it too: pip fetches setuptools to build the project).
+# Without the secret pip uses the base's own CA bundle. (RUN --mount: BuildKit, Docker's default builder since
+# 23.0, and buildah.)
 COPY pyproject.toml README.md ./
-RUN python3 -m pip install .
+RUN --mount=type=secret,id=pip_cert \
+    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+    && python -m pip install .
 
 # Then the project itself (not editable: the pods import it from site-packages, not from /opt/tfk8s).
 COPY tfk8s ./tfk8s
 COPY trainer ./trainer
 COPY components ./components
 COPY pipelines ./pipelines
-RUN python3 -m pip install --no-deps --force-reinstall . \
+RUN --mount=type=secret,id=pip_cert \
+    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+    && python -m pip install --no-deps --force-reinstall . \
     && python -c "import components.launch_training, components.push_model, pipelines.train, tfk8s.steps, trainer.task"
 
-# Non-root, by number so Kubernetes can verify runAsNonRoot. KFP's executor writes artifacts under /gcs,
-# /minio, /s3 and /oci (local mounts of the pipeline root), which a non-root user cannot create at start.
-RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin tfk8s \
-    && mkdir -p /gcs /minio /s3 /oci /mnt/tfk8s \
-    && chown tfk8s:tfk8s /gcs /minio /s3 /oci /mnt/tfk8s
 USER 10001:10001
 WORKDIR /home/tfk8s
 

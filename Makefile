@@ -7,7 +7,7 @@ IMAGE  ?= ghcr.io/tfk8s/tfk8s:0.1.0
 # Extra pipeline parameters for `make run`, e.g. ARGS="--param epochs=1 --param workers=3"
 ARGS   ?=
 
-.PHONY: run test test-fast test-cluster lint compile bench bench-smoke image clean
+.PHONY: run test test-fast test-cluster lint compile bench bench-smoke image image-archive image-smoke clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,8 +52,30 @@ bench: $(STAMP)
 bench-smoke: $(STAMP)
 	@for b in $(BENCHES); do echo "== bench/$$b.py --smoke"; $(PY) bench/$$b.py --smoke || exit 1; done
 
+# The project image, tagged $(IMAGE). With a Docker engine: docker build (base: the Dockerfile's default, the
+# official TensorFlow image; BASE=<ref> for another). Without one (BUILDER=buildah to choose it anyway):
+# hack/image/build.sh, buildah with no daemon on a Debian bookworm base made here by mmdebstrap (BASE=local,
+# its default, or BASE=<ref> of an image in its store), cached under ~/.cache/tfk8s/image/ (hack/image/README.md).
+# image-archive writes the image as a docker-archive tar for `ctr -n k8s.io images import` and prints its path.
+BASE          ?=
+BUILDER       ?=
+IMAGE_CACHE   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s/image
+IMAGE_ARCHIVE ?= $(IMAGE_CACHE)/$(subst :,_,$(notdir $(IMAGE))).tar
+comma := ,
 image:
-	docker build -t $(IMAGE) .
+	@if [ "$(BUILDER)" = docker ] || { [ -z "$(BUILDER)" ] && docker info >/dev/null 2>&1; }; then \
+	    set -x; docker build $(if $(BASE),--build-arg BASE=$(BASE)) \
+	        $(if $(PIP_CERT),--secret id=pip_cert$(comma)src=$(PIP_CERT)) -t $(IMAGE) . ; \
+	else \
+	    set -x; bash hack/image/build.sh --image $(IMAGE) $(if $(BASE),--base $(BASE)); \
+	fi
+
+image-archive:
+	bash hack/image/build.sh --image $(IMAGE) $(if $(BASE),--base $(BASE)) --archive $(IMAGE_ARCHIVE)
+
+# Runs the built image (buildah, as UID 10001): imports, the steps' --help, users, folders, no proxy CA.
+image-smoke:
+	bash hack/image/smoke.sh $(IMAGE)
 
 # Removes caches only: ./volume holds your runs, exported and served models (rm -rf volume yourself).
 clean:
