@@ -64,7 +64,7 @@ COPY pipelines ./pipelines
 RUN --mount=type=secret,id=pip_cert \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
     && python -m pip install --no-deps --force-reinstall . \
-    && python -c "import components.launch_training, components.push_model, pipelines.train, tfk8s.steps, trainer.task"
+    && python -c "import components.launch_training, components.push_model, pipelines.train, tfk8s.cmd, trainer.task"
 
 USER 10001:10001
 WORKDIR /home/tfk8s
