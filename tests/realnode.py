@@ -99,6 +99,8 @@ OUTSIDE_PATHS = ("/var/log/containers", "/var/log/pods", "/var/lib/kubelet", "/v
                  "/usr/libexec/kubernetes", "/etc/cdi", "/run/cdi", "/run/nri", "/run/xtables.lock",
                  "/etc/kubernetes")
 IPTABLES_TABLES = ("filter", "nat", "mangle", "raw")
+CNI_NETWORK = "tfk8s-e2e"
+CNI_CACHE = "/var/lib/cni"  # libcni's default cache, which containerd's CRI has no setting for
 OUR_CHAIN_PREFIXES = ("KUBE-", "CNI-")
 IPTABLES_NFT_TABLES = ("filter", "nat", "mangle", "raw", "security", "kube-proxy")
 MNT_DETACH = 2
@@ -228,12 +230,14 @@ def _unescape(s: str) -> str:
     return s.encode().decode("unicode_escape") if "\\" in s else s
 
 
-def mounts() -> list[tuple[str, str]]:
-    """(mount point, file system type) of this mount namespace, in mount order."""
+def mounts(with_options: bool = False) -> list[tuple[str, ...]]:
+    """(mount point, file system type[, super block options]) of this mount namespace, in mount order."""
     out = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         left, _, right = line.partition(" - ")
-        out.append((_unescape(left.split()[4]), right.split()[0]))
+        fs = right.split()
+        entry = (_unescape(left.split()[4]), fs[0])
+        out.append((*entry, _unescape(fs[2]) if len(fs) > 2 else "") if with_options else entry)
     return out
 
 
@@ -405,7 +409,6 @@ def begin(root: Path = ROOT) -> Journal:
         "nft_tables": nft_tables(),
         "links": sorted(link["ifname"] for link in links()),
         "absent_paths": [p for p in OUTSIDE_PATHS if not os.path.lexists(p)],
-        "overlay_mounts": sorted(m for m, t in mounts() if t == "overlay"),
         "processes": [], "cgroups": [],
     })
     journal.save()
@@ -463,10 +466,14 @@ def sweep(journal: Journal, log: Callable[[str], None] = lambda m: None) -> list
             if p.read_text().strip() != value:
                 log(f"restoring {name.replace('/', '.')} = {value} (was {p.read_text().strip()})")
                 p.write_text(value)
-    # 6. paths outside the root that were absent before (only if no mount is left under them)
+    # 6. libcni's cache (containerd's CRI cannot move it: /var/lib/cni/results/<network>-<id>-<if>), and the
+    # paths outside the root that were absent before (only if no mount is left under them)
+    for f in Path(CNI_CACHE).glob(f"results/{CNI_NETWORK}-*"):
+        f.unlink(missing_ok=True)
     for path in data.get("absent_paths", []):
         if os.path.lexists(path) and not mounts_under(Path(path)):
-            log(f"removing {path} (created during the run)")
+            inside = sorted(str(p.relative_to(path)) for p in Path(path).rglob("*"))[:8] if os.path.isdir(path) else []
+            log(f"removing {path} (created during the run){': ' + ', '.join(inside) if inside else ''}")
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path, ignore_errors=True)
             else:
@@ -501,8 +508,9 @@ def leftovers(journal: Journal) -> list[str]:
     if _cgroup_pids() - {os.getpid()}:
         found.append(f"processes in the node's cgroups: {sorted(_cgroup_pids())}")
     found += [f"mount {m}" for m in mounts_under(root)]
-    overlays = sorted(m for m, t in mounts() if t == "overlay")
-    found += [f"overlay mount {m}" for m in overlays if m not in data.get("overlay_mounts", [])]
+    # overlay mounts of ours elsewhere (their layers in the root); others' (a colleague's buildah) are not ours
+    found += [f"overlay mount {m} ({o[:120]})" for m, t, o in mounts(with_options=True)
+              if t == "overlay" and str(root) + "/" in o and not m.startswith(str(root) + "/")]
     names = {link["ifname"]: link for link in links()}
     if data.get("bridge") and data["bridge"] in names:
         found.append(f"bridge {data['bridge']}")
@@ -522,6 +530,7 @@ def leftovers(journal: Journal) -> list[str]:
     found += [f"sysctl {n.replace('/', '.')} = {now.get(n)} (was {v})" for n, v in data.get("sysctls", {}).items()
               if now.get(n) != v]
     found += [f"{p} (created during the run)" for p in data.get("absent_paths", []) if os.path.lexists(p)]
+    found += [f"{f} (libcni's cache of a pod's network)" for f in Path(CNI_CACHE).glob(f"results/{CNI_NETWORK}-*")]
     return found
 
 
@@ -676,7 +685,7 @@ class RealNode:
 
     def _start_containerd(self) -> None:
         r, b = self.root, self.bin_dir
-        cni = {"cniVersion": "1.0.0", "name": "tfk8s-e2e", "plugins": [
+        cni = {"cniVersion": "1.0.0", "name": CNI_NETWORK, "plugins": [
             {"type": "bridge", "bridge": BRIDGE, "isGateway": False, "ipMasq": False,
              "ipam": {"type": "host-local", "dataDir": str(r / "cni" / "ipam"),
                       "ranges": [[{"subnet": str(SUBNET), "rangeStart": POD_RANGE[0], "rangeEnd": POD_RANGE[1],
@@ -843,6 +852,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
             "unshare", "--mount", "--propagation", "unchanged", "--", "/bin/sh", "-c", script,
             str(self.bin_dir / "kubelet"), f"--config={config}",
             f"--kubeconfig={self.work / 'node-kubelet.kubeconfig'}", f"--root-dir={kdir}",
+            f"--cert-dir={kdir / 'pki'}",
             f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}", "--v=2"])
 
     def _start_coredns(self) -> None:

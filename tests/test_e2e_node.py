@@ -79,7 +79,10 @@ def test_a_pod_reaches_the_api_server_through_the_kubernetes_service_with_its_to
     pod = e2e.wait_phase("api", "Succeeded", "Failed")
     log = e2e.log("api")
     assert pod["status"]["phase"] == "Succeeded", log
-    assert log.splitlines() == ["apiserver https://10.96.0.1:443", "version v1.37.2",
+    from kubernetes import client
+
+    version = client.VersionApi(e2e.api).get_code().git_version
+    assert log.splitlines() == ["apiserver https://10.96.0.1:443", f"version {version}",
                                 f"user system:serviceaccount:{e2e.namespace}:default"]
 
 

@@ -81,7 +81,15 @@ k8s=()
 for b in kubelet kube-proxy; do need "$b" && k8s+=("k8s.io/kubernetes/cmd/$b"); done
 if [[ ${#k8s[@]} -gt 0 ]]; then
   step "kubernetes ${k8s[*]}"
-  (cd "$here/../controlplane/kubernetes" && go build -ldflags="$ldflags" -o "$tmp/" "${k8s[@]}")
+  # The version the kubelet reports in the node's status (nodeInfo.kubeletVersion) and its user agent: what
+  # Kubernetes' own build stamps (hack/lib/version.sh); -X changes only the link, not the cached packages.
+  kv=""
+  minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    kv+=" -X $pkg.gitVersion=${KUBERNETES_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor}"
+    kv+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  (cd "$here/../controlplane/kubernetes" && go build -ldflags="$ldflags$kv" -o "$tmp/" "${k8s[@]}")
 fi
 ctd=()
 for b in containerd containerd-shim-runc-v2 ctr; do need "$b" && ctd+=("github.com/containerd/containerd/v2/cmd/$b@${CONTAINERD_VERSION}"); done
