@@ -92,15 +92,18 @@ WATCHED_SYSCTLS = (*KUBELET_TUNABLES, "net/ipv4/ip_forward", "net/ipv6/conf/all/
                    "net/netfilter/nf_conntrack_tcp_timeout_close_wait", "net/netfilter/nf_conntrack_tcp_be_liberal",
                    "net/netfilter/nf_conntrack_udp_timeout", "net/netfilter/nf_conntrack_udp_timeout_stream",
                    "net/bridge/bridge-nf-call-iptables", "net/bridge/bridge-nf-call-ip6tables")
-# Paths outside ROOT that the node's programs create by default; removed afterwards if they were absent before
-# (the configs below point everything into ROOT; these are the check that nothing escaped).
-OUTSIDE_PATHS = ("/var/log/containers", "/var/log/pods", "/var/lib/kubelet", "/var/lib/cni", "/run/containerd",
+# Paths outside ROOT that the node's programs would create by default (the configs below point everything else
+# into ROOT). Of those absent before the run, sweep() removes /var/lib/kubelet whole (only a kubelet makes it:
+# its device plugin socket, whatever --root-dir says) and the others only when nothing is left in them but ours
+# (libcni's cache files of our pods' network namespaces): another program of this machine (a colleague's
+# containerd) may have made one meanwhile.
+OUTSIDE_PATHS = ("/var/lib/kubelet", "/var/lib/cni", "/var/log/containers", "/var/log/pods", "/run/containerd",
                  "/var/lib/containerd", "/opt/containerd", "/run/runc", "/run/netns", "/etc/cni/net.d",
-                 "/usr/libexec/kubernetes", "/etc/cdi", "/run/cdi", "/run/nri", "/run/xtables.lock",
-                 "/etc/kubernetes")
+                 "/usr/libexec/kubernetes", "/etc/cdi", "/run/cdi", "/run/nri", "/etc/kubernetes")
+KUBELET_ONLY_PATH = "/var/lib/kubelet"
 IPTABLES_TABLES = ("filter", "nat", "mangle", "raw")
 CNI_NETWORK = "tfk8s-e2e"
-CNI_CACHE = "/var/lib/cni"  # libcni's default cache, which containerd's CRI has no setting for
+CNI_CACHE = Path("/var/lib/cni")  # libcni's default cache, which containerd's CRI has no setting for
 OUR_CHAIN_PREFIXES = ("KUBE-", "CNI-")
 IPTABLES_NFT_TABLES = ("filter", "nat", "mangle", "raw", "security", "kube-proxy")
 MNT_DETACH = 2
@@ -329,6 +332,16 @@ def _nft_rule_count(table: str) -> int:
     return sum(1 for i in json.loads(res.stdout).get("nftables", []) if "rule" in i)
 
 
+def our_cni_cache_files(root: Path) -> list[Path]:
+    """libcni's cache files (``/var/lib/cni/results/*``) of network namespaces under ``root`` (our pods')."""
+    out = []
+    for f in CNI_CACHE.glob("results/*"):
+        with contextlib.suppress(OSError):
+            if str(root) + "/" in f.read_text(errors="replace"):
+                out.append(f)
+    return out
+
+
 # -- sysctls ----------------------------------------------------------------------------------------------------------
 def read_sysctls(names: tuple[str, ...] = WATCHED_SYSCTLS) -> dict[str, str]:
     """The current value of each kernel setting (``/proc/sys/<name>``) that exists."""
@@ -466,19 +479,23 @@ def sweep(journal: Journal, log: Callable[[str], None] = lambda m: None) -> list
             if p.read_text().strip() != value:
                 log(f"restoring {name.replace('/', '.')} = {value} (was {p.read_text().strip()})")
                 p.write_text(value)
-    # 6. libcni's cache (containerd's CRI cannot move it: /var/lib/cni/results/<network>-<id>-<if>), and the
-    # paths outside the root that were absent before (only if no mount is left under them)
-    for f in Path(CNI_CACHE).glob(f"results/{CNI_NETWORK}-*"):
+    # 6. libcni's cache files of our pods (containerd's CRI cannot move the cache), and the paths outside the
+    # root that were absent before (see OUTSIDE_PATHS)
+    for f in our_cni_cache_files(root):
         f.unlink(missing_ok=True)
     for path in data.get("absent_paths", []):
-        if os.path.lexists(path) and not mounts_under(Path(path)):
-            inside = sorted(str(p.relative_to(path)) for p in Path(path).rglob("*"))[:8] if os.path.isdir(path) else []
-            log(f"removing {path} (created during the run){': ' + ', '.join(inside) if inside else ''}")
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
+        if not os.path.lexists(path) or mounts_under(Path(path)):
+            continue
+        inside = sorted(str(p.relative_to(path)) for p in Path(path).rglob("*"))[:8] if os.path.isdir(path) else []
+        if path == KUBELET_ONLY_PATH:
+            log(f"removing {path} (made by the kubelet during the run): {', '.join(inside)}")
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.isdir(path) and not os.path.islink(path):
+            for d, _dirs, _files in os.walk(path, topdown=False):  # the empty folders only
                 with contextlib.suppress(OSError):
-                    os.unlink(path)
+                    os.rmdir(d)
+            if not os.path.exists(path):
+                log(f"removed {path} (made during the run, nothing left in it)")
     problems = leftovers(journal)
     # 7. the root, the state file last (unless something is left: the journal stays for hack/node/cleanup.sh)
     if root.exists() and not mounts_under(root) and not problems:
@@ -529,8 +546,9 @@ def leftovers(journal: Journal) -> list[str]:
     now = read_sysctls(tuple(data.get("sysctls", {})))
     found += [f"sysctl {n.replace('/', '.')} = {now.get(n)} (was {v})" for n, v in data.get("sysctls", {}).items()
               if now.get(n) != v]
-    found += [f"{p} (created during the run)" for p in data.get("absent_paths", []) if os.path.lexists(p)]
-    found += [f"{f} (libcni's cache of a pod's network)" for f in Path(CNI_CACHE).glob(f"results/{CNI_NETWORK}-*")]
+    found += [f"{p} (made during the run)" for p in data.get("absent_paths", []) if os.path.lexists(p) and (
+        p == KUBELET_ONLY_PATH or (os.path.isdir(p) and not any(f.is_file() for f in Path(p).rglob("*"))))]
+    found += [f"{f} (libcni's cache of a pod's network)" for f in our_cni_cache_files(root)]
     return found
 
 
@@ -695,22 +713,25 @@ class RealNode:
         (r / "cni" / "net.d" / "10-tfk8s-e2e.conflist").write_text(json.dumps(cni, indent=1))
         config = self.work / "containerd.toml"
         config.write_text(f"""# The e2e node's containerd: every path under {r}, CRI only, nothing pulled.
-version = 3
+version = 4
 root = "{r}/containerd/root"
 state = "{r}/containerd/state"
 temp = "{r}/tmp"
+imports = []  # not the default /etc/containerd/conf.d/*.toml
 disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
                     "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing",
-                    "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs"]
+                    "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs",
+                    "io.containerd.image-verifier.v1.bindir"]
 
-[grpc]
-  address = "{self.sock}"
-[ttrpc]
-  address = "{self.sock}.ttrpc"
 [debug]
-  address = ""
   level = "info"
-[metrics]
+[plugins."io.containerd.server.v1.grpc"]
+  address = "{self.sock}"
+[plugins."io.containerd.server.v1.ttrpc"]
+  address = "{self.sock}.ttrpc"
+[plugins."io.containerd.server.v1.debug"]
+  address = ""
+[plugins."io.containerd.server.v1.metrics"]
   address = ""
 
 [plugins."io.containerd.shim.v1.manager"]
@@ -726,6 +747,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      disable_pause_image_pull = true
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         BinaryName = "{b}/runc"
         Root = "{r}/runc"

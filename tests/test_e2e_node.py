@@ -68,7 +68,7 @@ def test_a_headless_service_resolves_through_coredns_to_the_pods_address(e2e: E2
     assert log == f"resolved {name} {target['status']['podIP']}\n"
     # the pod's resolver is CoreDNS behind the kube-dns Service, and nothing outside the cluster domain resolves
     # (no forward plugin: the query never leaves the machine)
-    e2e.run("outside", ["resolve", "example.com"])
+    e2e.run("outside", ["resolve", "example.com", "1"])
     pod = e2e.wait_phase("outside", "Succeeded", "Failed")
     assert pod["status"]["phase"] == "Failed"
     assert e2e.log("outside").startswith("probe: resolve example.com: ")

@@ -117,5 +117,6 @@ done
 for b in "${missing[@]}"; do
   case "$b" in pause|probe) mv -f "$tmp/$b" "$images/$b" ;; *) mv -f "$tmp/$b" "$dir/$b" ;; esac
 done
+for old in "$dir"/images-*; do [[ "$old" == "$images" ]] || rm -rf "$old"; done  # earlier sources' programs
 echo "built ${missing[*]} in $(( $(date +%s) - start ))s; $(du -sh "$dir" | cut -f1) in $dir" >&2
 echo "$dir"

@@ -2,8 +2,9 @@
 // per test; everything it finds is printed to stdout, read back through the API server (pods/log).
 //
 //	probe echo WORDS...        print each word on a line of its own, exit 0
-//	probe resolve NAME         resolve NAME with the pod's /etc/resolv.conf (Go's own resolver), print
-//	                           "resolved NAME <ip> [<ip>...]" (exit 1 when it does not resolve)
+//	probe resolve NAME [S]     resolve NAME with the pod's /etc/resolv.conf (Go's own resolver), trying
+//	                           for S seconds (default 10), print "resolved NAME <ip> [<ip>...]" (exit 1
+//	                           when it does not resolve)
 //	probe apiserver            GET /version and POST a SelfSubjectReview through the kubernetes Service
 //	                           ($KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT) with the pod's
 //	                           ServiceAccount token and CA; print "version <gitVersion>" and "user <name>"
@@ -60,17 +61,25 @@ func main() {
 }
 
 func resolve(args []string) {
-	if len(args) != 1 {
-		fail("usage: probe resolve NAME")
+	if len(args) < 1 || len(args) > 2 {
+		fail("usage: probe resolve NAME [SECONDS]")
+	}
+	seconds := 10
+	if len(args) == 2 {
+		var err error
+		if seconds, err = strconv.Atoi(args[1]); err != nil {
+			fail("resolve: %v", err)
+		}
 	}
 	r := &net.Resolver{PreferGo: true}
 	var addrs []string
 	var err error
-	for i := 0; i < 20; i++ { // the Service's EndpointSlice may reach CoreDNS a moment after the pod starts
+	// the Service's EndpointSlice may reach CoreDNS a moment after the pod starts: try again until the deadline
+	for deadline := time.Now().Add(time.Duration(seconds) * time.Second); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		addrs, err = r.LookupHost(ctx, args[0])
 		cancel()
-		if err == nil && len(addrs) > 0 {
+		if (err == nil && len(addrs) > 0) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
