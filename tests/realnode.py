@@ -104,7 +104,7 @@ KUBELET_ONLY_PATH = "/var/lib/kubelet"
 IPTABLES_TABLES = ("filter", "nat", "mangle", "raw")
 CNI_NETWORK = "tfk8s-e2e"
 CNI_CACHE = Path("/var/lib/cni")  # libcni's default cache, which containerd's CRI has no setting for
-OUR_CHAIN_PREFIXES = ("KUBE-", "CNI-")
+OUR_CHAIN_PREFIX = "KUBE-"  # kube-proxy's and the kubelet's chains (no other kubelet runs on this machine)
 IPTABLES_NFT_TABLES = ("filter", "nat", "mangle", "raw", "security", "kube-proxy")
 MNT_DETACH = 2
 
@@ -280,31 +280,45 @@ def iptables_rules(cmd: str, table: str) -> list[str]:
     return res.stdout.splitlines() if res.returncode == 0 else []
 
 
+def _our_chains(lines: list[str]) -> list[str]:
+    """Of ``iptables -S`` lines, the chains that are ours: ``KUBE-*``, and the CNI plugins' ``CNI-*`` chains of
+    our network (their rules' comments name it; the node's pods use no hostPort and no masquerade, so there are
+    none today), not another CNI user's."""
+    ours = [ln.split()[1] for ln in lines if ln.startswith("-N ") and ln.split()[1].startswith(OUR_CHAIN_PREFIX)]
+    marker = f'\\"{CNI_NETWORK}\\"'
+    for ln in lines:
+        parts = ln.split()
+        if marker in ln and parts[0] == "-A":
+            target = parts[parts.index("-j") + 1] if "-j" in parts[:-1] else ""
+            ours += [c for c in (parts[1], target) if c.startswith("CNI-") and c not in ours]
+    return ours
+
+
 def our_iptables(cmd: str) -> dict[str, list[str]]:
-    """Per table, the chains of kube-proxy / the kubelet / CNI (``KUBE-*``, ``CNI-*``) and the rules that jump
-    to them or carry their comments."""
+    """Per table, our chains (see :func:`_our_chains`) and the rules in them or jumping to them."""
     found: dict[str, list[str]] = {}
     for table in IPTABLES_TABLES:
-        lines = [ln for ln in iptables_rules(cmd, table) if any(p in ln for p in OUR_CHAIN_PREFIXES)
-                 or "kubernetes" in ln or "CNI" in ln]
-        if lines:
-            found[table] = lines
+        lines = iptables_rules(cmd, table)
+        ours = set(_our_chains(lines))
+        mine = [ln for ln in lines if len(ln.split()) > 1 and (ln.split()[1] in ours or any(
+            f"-j {c}" in ln for c in ours))]
+        if mine:
+            found[table] = mine
     return found
 
 
 def remove_our_iptables(log: Callable[[str], None]) -> None:
-    """Delete the ``KUBE-*`` / ``CNI-*`` chains and every rule that refers to them, in IPv4 and IPv6."""
+    """Delete our chains (``KUBE-*``, our network's ``CNI-*``) and every rule that jumps to them, in IPv4 and
+    IPv6."""
     for cmd in ("iptables", "ip6tables"):
         if shutil.which(cmd) is None:
             continue
         for table in IPTABLES_TABLES:
             lines = iptables_rules(cmd, table)
-            ours = [ln.split()[1] for ln in lines if ln.startswith("-N ") and ln.split()[1].startswith(
-                OUR_CHAIN_PREFIXES)]
-            for ln in lines:  # rules in the built-in chains that jump to ours
+            ours = _our_chains(lines)
+            for ln in lines:  # rules in the other chains that jump to ours
                 parts = shlex.split(ln)
-                if parts[0] == "-A" and not parts[1].startswith(OUR_CHAIN_PREFIXES) and any(
-                        c in parts for c in ours):
+                if parts[0] == "-A" and parts[1] not in ours and any(c in parts for c in ours):
                     _run(cmd, "-w", "5", "-t", table, "-D", *parts[1:], check=False)
             for chain in ours:
                 _run(cmd, "-w", "5", "-t", table, "-F", chain, check=False)
