@@ -119,6 +119,28 @@ def test_deleting_a_pod_sends_its_process_a_real_sigterm(e2e: E2E):
     assert elapsed < 20, f"the pod took {elapsed:.1f}s to go"
 
 
+def test_a_pid_1_that_ignores_sigterm_runs_out_its_grace_period_and_is_sigkilled(e2e: E2E):
+    """What a ``python`` PID 1 without a SIGTERM handler does: the kernel does not deliver SIGTERM to a PID 1
+    that has no handler, so deleting the pod waits the whole grace period, then the runtime's SIGKILL gives
+    exit code 137 (the fake kubelet plays exit 143 at once)."""
+    from kubernetes import watch
+
+    e2e.run("stubborn", ["ignore-term"], terminationGracePeriodSeconds=3)
+    e2e.wait_log("stubborn", "ignoring SIGTERM")
+    last: dict = {}
+    t0 = time.monotonic()
+    e2e.core.delete_namespaced_pod("stubborn", e2e.namespace)
+    for event in watch.Watch().stream(e2e.core.list_namespaced_pod, e2e.namespace, timeout_seconds=60,
+                                      field_selector="metadata.name=stubborn"):
+        last = event["raw_object"]
+        if event["type"] == "DELETED":
+            break
+    elapsed = time.monotonic() - t0
+    term = E2E.terminated(last)
+    assert (last["status"]["phase"], term.get("exitCode"), term.get("reason")) == ("Failed", 137, "Error")
+    assert 3 <= elapsed < 20, f"deleted after {elapsed:.1f}s"
+
+
 def test_after_the_pods_are_gone_no_container_mount_netns_or_veth_is_left(e2e: E2E):
     """The kubelet's own cleanup (sandboxes go with its container GC, once a minute): the session's other pods
     are deleted with their namespaces; wait until containerd has no container left."""

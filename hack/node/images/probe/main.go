@@ -11,6 +11,8 @@
 //	probe alloc MIB            allocate and touch MIB MiB, 4 MiB at a time, printing the total every 16 MiB
 //	probe wait-term FILE       print "waiting", then on SIGTERM write "SIGTERM pid=<pid>" to FILE, print
 //	                           "got SIGTERM" and exit 0
+//	probe ignore-term          print "ignoring SIGTERM" and sleep, SIGTERM ignored (as it is for a PID 1
+//	                           without a handler: python's, sh's): only the kubelet's SIGKILL ends it
 package main
 
 import (
@@ -55,6 +57,12 @@ func main() {
 		alloc(args)
 	case "wait-term":
 		waitTerm(args)
+	case "ignore-term":
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ignoring SIGTERM")
+		for {
+			time.Sleep(time.Hour)
+		}
 	default:
 		fail("unknown command %q", os.Args[1])
 	}
