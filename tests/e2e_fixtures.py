@@ -138,6 +138,7 @@ class E2E:
         return statuses[0].get("state", {}).get("terminated") or {}
 
     def close(self) -> None:
+        """Delete the namespace (its pods go with it, gracefully) and close the client."""
         with contextlib.suppress(Exception):
             self.core.delete_namespace(self.namespace)
         self.api.close()
