@@ -9,8 +9,9 @@
 #                                   (static, standard library only; tests/realnode.py packs them into images)
 # into ${XDG_CACHE_HOME:-~/.cache}/tfk8s/node/<versions>/ and prints that directory (last line); pause and
 # probe go into its images-<hash of their source>/ (`--images-dir` prints it). runc, the CNI plugins (bridge,
-# host-local, loopback, portmap) and iptables are Debian's packages, installed here when missing and linked
-# into the directory (runc, cni/). A second run finds everything there and returns at once. Needs Go >= 1.26.
+# host-local, loopback, portmap), iptables and nftables (the teardown's nft) are Debian's packages, installed
+# here when missing and linked into the directory (runc, cni/). A second run finds everything there and returns
+# at once. Needs Go >= 1.26.
 # Nothing is downloaded but Go modules (the module proxy) and Debian packages.
 #
 #   hack/node/build.sh               # build/install what is missing, print the directory
@@ -23,7 +24,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 KUBERNETES_VERSION=v1.37.2
 CONTAINERD_VERSION=v2.4.2
 COREDNS_VERSION=v1.15.0
-DEBIAN_PACKAGES=(runc containernetworking-plugins iptables)
+DEBIAN_PACKAGES=(runc containernetworking-plugins iptables nftables)  # nft: the sweep removes the nftables tables iptables-nft made
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s/node/kubernetes-${KUBERNETES_VERSION}_containerd-${CONTAINERD_VERSION}_coredns-${COREDNS_VERSION}"
 images_hash="$(cd "$here/images" && cat go.mod pause/main.go probe/main.go | sha256sum | cut -c1-12)"
 images="$dir/images-$images_hash"
