@@ -92,14 +92,16 @@ WATCHED_SYSCTLS = (*KUBELET_TUNABLES, "net/ipv4/ip_forward", "net/ipv6/conf/all/
                    "net/netfilter/nf_conntrack_tcp_timeout_close_wait", "net/netfilter/nf_conntrack_tcp_be_liberal",
                    "net/netfilter/nf_conntrack_udp_timeout", "net/netfilter/nf_conntrack_udp_timeout_stream",
                    "net/bridge/bridge-nf-call-iptables", "net/bridge/bridge-nf-call-ip6tables")
-# Paths outside ROOT that the node's programs would create by default (the configs below point everything else
-# into ROOT). Of those absent before the run, sweep() removes /var/lib/kubelet whole (only a kubelet makes it:
-# its device plugin socket, whatever --root-dir says) and the others only when nothing is left in them but ours
-# (libcni's cache files of our pods' network namespaces): another program of this machine (a colleague's
-# containerd) may have made one meanwhile.
-OUTSIDE_PATHS = ("/var/lib/kubelet", "/var/lib/cni", "/var/log/containers", "/var/log/pods", "/run/containerd",
-                 "/var/lib/containerd", "/opt/containerd", "/run/runc", "/run/netns", "/etc/cni/net.d",
-                 "/usr/libexec/kubernetes", "/etc/cdi", "/run/cdi", "/run/nri", "/etc/kubernetes")
+# Paths outside ROOT that the node's programs would create by default. The configs below point all but two into
+# ROOT; those two the node does create, and sweep() removes them when they were absent before the run:
+# /var/lib/kubelet whole (only a kubelet makes it: its device plugin socket, whatever --root-dir says) and
+# /var/lib/cni's empty folders once our files in it are gone (libcni's cache, which containerd cannot move).
+# The others, if they appear during a run, are another program's (a colleague's containerd makes /run/containerd)
+# and are left alone; the journal records them for the record.
+OUR_OUTSIDE_PATHS = ("/var/lib/kubelet", "/var/lib/cni")
+OUTSIDE_PATHS = (*OUR_OUTSIDE_PATHS, "/var/log/containers", "/var/log/pods", "/run/containerd", "/var/lib/containerd",
+                 "/opt/containerd", "/run/runc", "/run/netns", "/etc/cni/net.d", "/usr/libexec/kubernetes", "/etc/cdi",
+                 "/run/cdi", "/run/nri", "/etc/kubernetes")
 KUBELET_ONLY_PATH = "/var/lib/kubelet"
 IPTABLES_TABLES = ("filter", "nat", "mangle", "raw")
 CNI_NETWORK = "tfk8s-e2e"
@@ -500,6 +502,9 @@ def sweep(journal: Journal, log: Callable[[str], None] = lambda m: None) -> list
     for path in data.get("absent_paths", []):
         if not os.path.lexists(path) or mounts_under(Path(path)):
             continue
+        if path not in OUR_OUTSIDE_PATHS:
+            log(f"{path} appeared during the run: not the node's (its configs point elsewhere), left alone")
+            continue
         inside = sorted(str(p.relative_to(path)) for p in Path(path).rglob("*"))[:8] if os.path.isdir(path) else []
         if path == KUBELET_ONLY_PATH:
             log(f"removing {path} (made by the kubelet during the run): {', '.join(inside)}")
@@ -561,7 +566,8 @@ def leftovers(journal: Journal) -> list[str]:
     found += [f"sysctl {n.replace('/', '.')} = {now.get(n)} (was {v})" for n, v in data.get("sysctls", {}).items()
               if now.get(n) != v]
     found += [f"{p} (made during the run)" for p in data.get("absent_paths", []) if os.path.lexists(p) and (
-        p == KUBELET_ONLY_PATH or (os.path.isdir(p) and not any(f.is_file() for f in Path(p).rglob("*"))))]
+        p == KUBELET_ONLY_PATH or (p in OUR_OUTSIDE_PATHS and os.path.isdir(p) and not any(
+            f.is_file() for f in Path(p).rglob("*"))))]
     found += [f"{f} (libcni's cache of a pod's network)" for f in our_cni_cache_files(root)]
     return found
 
