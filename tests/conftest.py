@@ -7,27 +7,32 @@ from pathlib import Path
 import pytest
 
 CLUSTER_ENV = "TFK8S_TEST_CLUSTER"  # set by `make test-cluster`: run the tests marked cluster
+E2E_ENV = "TFK8S_TEST_E2E"  # set by `make test-e2e`: run the tests marked e2e (a real node on this machine)
 
 
 def pytest_collection_modifyitems(config, items):
-    """The ``cluster`` tests (a real control plane) run only under ``make test-cluster``; elsewhere they are
-    deselected, and the summary says so in one line."""
+    """The ``cluster`` tests (a real control plane) run only under ``make test-cluster``, the ``e2e`` tests (a
+    real node) only under ``make test-e2e``; elsewhere they are deselected, and the summary says so in a line."""
     import os
 
-    if os.environ.get(CLUSTER_ENV) == "1":
-        return
-    cluster = [item for item in items if item.get_closest_marker("cluster")]
-    if cluster:
-        items[:] = [item for item in items if not item.get_closest_marker("cluster")]
-        config.hook.pytest_deselected(items=cluster)
-        config._tfk8s_cluster_deselected = len(cluster)
+    for marker, env in (("cluster", CLUSTER_ENV), ("e2e", E2E_ENV)):
+        if os.environ.get(env) == "1":
+            continue
+        chosen = [item for item in items if item.get_closest_marker(marker)]
+        if chosen:
+            items[:] = [item for item in items if not item.get_closest_marker(marker)]
+            config.hook.pytest_deselected(items=chosen)
+            setattr(config, f"_tfk8s_{marker}_deselected", len(chosen))
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    """One line about the deselected real-cluster tests."""
+    """One line about each kind of deselected real-cluster tests."""
     n = getattr(config, "_tfk8s_cluster_deselected", 0)
     if n:
         terminalreporter.write_line(f"{n} real-cluster tests not run: real-cluster tests need `make test-cluster`")
+    n = getattr(config, "_tfk8s_e2e_deselected", 0)
+    if n:
+        terminalreporter.write_line(f"{n} real-node tests not run: they need `make test-e2e`")
 
 # A real MNIST subset, prepared once per session: the first SUBSET_EXAMPLES examples of each split, in TFDS
 # order, written round-robin into SUBSET_SHARDS files (a count that does not divide the examples, so shards

@@ -10,7 +10,8 @@ Started once per test session from the binaries ``hack/controlplane/build.sh`` b
 - **kube-controller-manager** with the Job, TTL-after-finished, garbage-collector, ResourceQuota, namespace,
   service-account (+ token), PersistentVolume binder and PodGroup protection controllers;
 - **kube-scheduler** (the default profile, so the gang scheduling plugin is on with the gate);
-- **KWOK** managing the fake nodes the fixture creates (their Ready status and heartbeats), at address
+- **KWOK** managing the fake nodes the fixture creates (their Ready status and heartbeats; only nodes annotated
+  ``kwok.x-k8s.io/node=fake``, never the e2e tests' real node of :mod:`tests.realnode`), at address
   127.0.0.1 with the fake kubelet's port as their kubelet port;
 - the **fake kubelet** (:mod:`tests.fake_kubelet`) for the pods: KWOK's Stages can set an exit code from an
   annotation, but a test needs to decide each replica's fate per attempt, while it runs, and to serve its log
@@ -47,7 +48,8 @@ CONTROLLERS = ("job-controller", "ttl-after-finished-controller", "garbage-colle
                "podgroup-protection-controller", "root-ca-certificate-publisher-controller")
 FEATURE_GATES = "GenericWorkload=true"
 RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
-SERVICE_CIDR = "10.96.0.0/24"  # never routed: no kube-proxy, nothing connects to a Service address
+SERVICE_CIDR = "10.96.0.0/24"  # make test-cluster: never routed (no kube-proxy); make test-e2e: kube-proxy's
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node=fake"  # the nodes KWOK manages (tests.cluster_fixtures.add_node)
 
 
 def binaries_dir() -> Path | None:
@@ -75,9 +77,12 @@ def free_port() -> int:
 @dataclass
 class Pki:
     """A CA, the API server's and the fake kubelet's serving certificates, the admin's client certificate and
-    the service-account signing key pair, as PEM files in ``root``."""
+    the service-account signing key pair, as PEM files in ``root``. The CA's key stays here (``issue``), so
+    that the e2e node (:mod:`tests.realnode`) can have its own certificates signed; ``extra_sans`` are more
+    names of the API server's certificate (the e2e node's bridge address)."""
 
     root: Path
+    extra_sans: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from cryptography import x509
@@ -86,63 +91,61 @@ class Pki:
         from cryptography.x509.oid import NameOID
 
         self.root.mkdir(parents=True, exist_ok=True)
-        now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
-        later = now + datetime.timedelta(days=2)
-
-        def key() -> Any:
-            return ec.generate_private_key(ec.SECP256R1())
-
-        def write_key(name: str, k: Any) -> Path:
-            p = self.root / name
-            p.write_bytes(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption()))
-            return p
-
-        def write_cert(name: str, c: Any) -> Path:
-            p = self.root / name
-            p.write_bytes(c.public_bytes(serialization.Encoding.PEM))
-            return p
-
-        ca_key = key()
-        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tfk8s-test-ca")])
-        ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-              .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(later)
+        self._now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
+        self._later = self._now + datetime.timedelta(days=2)
+        self._ca_key = ec.generate_private_key(ec.SECP256R1())
+        self._ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tfk8s-test-ca")])
+        ca = (x509.CertificateBuilder().subject_name(self._ca_name).issuer_name(self._ca_name)
+              .public_key(self._ca_key.public_key()).serial_number(x509.random_serial_number())
+              .not_valid_before(self._now).not_valid_after(self._later)
               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-              .sign(ca_key, hashes.SHA256()))
-        self.ca = write_cert("ca.crt", ca)
+              .sign(self._ca_key, hashes.SHA256()))
+        self.ca = self.root / "ca.crt"
+        self.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
 
-        def issue(name: str, cn: str, org: str = "", sans: tuple[str, ...] = (), server: bool = False) -> None:
-            k = key()
-            attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
-            if org:
-                attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
-            b = (x509.CertificateBuilder().subject_name(x509.Name(attrs)).issuer_name(ca_name)
-                 .public_key(k.public_key()).serial_number(x509.random_serial_number())
-                 .not_valid_before(now).not_valid_after(later)
-                 .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                 .add_extension(x509.ExtendedKeyUsage(
-                     [x509.oid.ExtendedKeyUsageOID.SERVER_AUTH if server
-                      else x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
-            if sans:
-                names: list[Any] = []
-                for s in sans:
-                    try:
-                        names.append(x509.IPAddress(ipaddress.ip_address(s)))
-                    except ValueError:
-                        names.append(x509.DNSName(s))
-                b = b.add_extension(x509.SubjectAlternativeName(names), critical=False)
-            write_cert(f"{name}.crt", b.sign(ca_key, hashes.SHA256()))
-            write_key(f"{name}.key", k)
-
-        issue("apiserver", "kube-apiserver", sans=("127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
-                                                   "kubernetes.default.svc", "10.96.0.1"), server=True)
-        issue("kubelet", "fake-kubelet", sans=("127.0.0.1", "localhost"), server=True)
-        issue("admin", "tfk8s-test-admin", org="system:masters")
-        issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", org="system:masters")
+        self.issue("apiserver", "kube-apiserver", sans=("127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
+                                                        "kubernetes.default.svc", "10.96.0.1", *self.extra_sans),
+                   server=True)
+        self.issue("kubelet", "fake-kubelet", sans=("127.0.0.1", "localhost"), server=True)
+        self.issue("admin", "tfk8s-test-admin", org="system:masters")
+        self.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", org="system:masters")
         sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        write_key("sa.key", sa)
+        (self.root / "sa.key").write_bytes(sa.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
         (self.root / "sa.pub").write_bytes(sa.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+    def issue(self, name: str, cn: str, org: str = "", sans: tuple[str, ...] = (), server: bool = False) -> None:
+        """Sign ``<name>.crt`` (+ a new ``<name>.key``) with the CA: CN ``cn``, O ``org``, the IP addresses and
+        DNS names ``sans``; a serving certificate if ``server``, else a client one."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        k = ec.generate_private_key(ec.SECP256R1())
+        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+        if org:
+            attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+        b = (x509.CertificateBuilder().subject_name(x509.Name(attrs)).issuer_name(self._ca_name)
+             .public_key(k.public_key()).serial_number(x509.random_serial_number())
+             .not_valid_before(self._now).not_valid_after(self._later)
+             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+             .add_extension(x509.ExtendedKeyUsage(
+                 [x509.oid.ExtendedKeyUsageOID.SERVER_AUTH if server
+                  else x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
+        if sans:
+            names: list[Any] = []
+            for s in sans:
+                try:
+                    names.append(x509.IPAddress(ipaddress.ip_address(s)))
+                except ValueError:
+                    names.append(x509.DNSName(s))
+            b = b.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        (self.root / f"{name}.crt").write_bytes(b.sign(self._ca_key, hashes.SHA256()).public_bytes(
+            serialization.Encoding.PEM))
+        (self.root / f"{name}.key").write_bytes(k.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
 
     def path(self, name: str) -> str:
         """The absolute path of file ``name`` (``ca.crt``, ``admin.key``...)."""
@@ -176,6 +179,12 @@ class ControlPlane:
 
     bin_dir: Path
     work: Path
+    # The e2e node's variant (tests.realnode): the API server on a bridge address that pods reach through the
+    # kubernetes Service (so the lease endpoint reconciler, which refuses a loopback address), more
+    # controllers, the Node authorizer and NodeRestriction for a real kubelet.
+    address: str = "127.0.0.1"
+    extra_controllers: tuple[str, ...] = ()
+    node_authorizer: bool = False
     pki: Pki = field(init=False)
     url: str = ""
     kubelet_port: int = 0
@@ -257,7 +266,7 @@ current-context: test
     def start(self, kubelet_port: int) -> None:
         """Start every component, each once the one it needs is ready."""
         shutil.rmtree(self.work / "etcd", ignore_errors=True)  # a work dir reused: a fresh cluster all the same
-        self.pki = Pki(self.work / "pki")
+        self.pki = Pki(self.work / "pki", extra_sans=(self.address,) if self.address != "127.0.0.1" else ())
         self.kubelet_port = kubelet_port
         client_port, peer_port = free_port(), free_port()
         etcd = self._start(
@@ -271,15 +280,19 @@ current-context: test
         self._wait("etcd", etcd, lambda: urllib.request.urlopen(
             f"http://127.0.0.1:{client_port}/health", timeout=2).status == 200)
         port = free_port()
-        self.url = f"https://127.0.0.1:{port}"
+        self.url = f"https://{self.address}:{port}"
         pki = self.pki
+        loopback = ipaddress.ip_address(self.address).is_loopback
         apiserver = self._start(
             "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{client_port}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
-            "--endpoint-reconciler-type=none",  # it refuses a loopback address for the kubernetes Service
+            f"--bind-address={self.address}", f"--advertise-address={self.address}", f"--secure-port={port}",
+            # it refuses a loopback address for the kubernetes Service: no endpoints then
+            *(["--endpoint-reconciler-type=none"] if loopback else []),
+            *(["--enable-admission-plugins=NodeRestriction"] if self.node_authorizer else []),
             f"--cert-dir={self.work / 'apiserver-certs'}",
             f"--tls-cert-file={pki.path('apiserver.crt')}", f"--tls-private-key-file={pki.path('apiserver.key')}",
-            f"--client-ca-file={pki.path('ca.crt')}", "--authorization-mode=RBAC",
+            f"--client-ca-file={pki.path('ca.crt')}",
+            f"--authorization-mode={'Node,RBAC' if self.node_authorizer else 'RBAC'}",
             "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-account-key-file={pki.path('sa.pub')}",
             f"--service-account-signing-key-file={pki.path('sa.key')}",
@@ -299,7 +312,8 @@ current-context: test
             "kube-controller-manager", f"--kubeconfig={kubeconfig}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
             "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false",
-            f"--controllers={','.join(CONTROLLERS)}", f"--service-account-private-key-file={pki.path('sa.key')}",
+            f"--controllers={','.join(CONTROLLERS + self.extra_controllers)}",
+            f"--service-account-private-key-file={pki.path('sa.key')}",
             f"--root-ca-file={pki.path('ca.crt')}", f"--feature-gates={FEATURE_GATES}",
             f"--cert-dir={self.work / 'cm-certs'}", "--concurrent-job-syncs=10", "--v=1")
         scheduler = self._start(
@@ -309,7 +323,9 @@ current-context: test
             f"--cert-dir={self.work / 'scheduler-certs'}", "--v=1")
         stages = REPO / "tests" / "kwok" / "node-stages.yaml"
         kwok = self._start(
-            "kwok", f"--kubeconfig={kubeconfig}", f"--config={stages}", "--manage-all-nodes=true",
+            # only the fake nodes (tests.cluster_fixtures.add_node annotates them), never a real kubelet's node
+            "kwok", f"--kubeconfig={kubeconfig}", f"--config={stages}",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}",
             "--node-ip=127.0.0.1", f"--node-port={kubelet_port}", f"--server-address=127.0.0.1:{free_port()}",
             "--cidr=10.244.0.0/16")
         self._wait("default ServiceAccount", cm, lambda: self._has_default_service_account())
@@ -342,12 +358,14 @@ current-context: test
 
 
 @contextlib.contextmanager
-def running_control_plane(work: Path, kubelet_port: int, bin_dir: Path | None = None) -> Iterator[ControlPlane]:
-    """Start the control plane in ``work`` (logs: ``work/<component>.log``); stop it afterwards."""
+def running_control_plane(work: Path, kubelet_port: int, bin_dir: Path | None = None,
+                          **options: Any) -> Iterator[ControlPlane]:
+    """Start the control plane in ``work`` (logs: ``work/<component>.log``); stop it afterwards. ``options``:
+    the e2e variant's :class:`ControlPlane` fields (``address``, ``extra_controllers``, ``node_authorizer``)."""
     bin_dir = bin_dir or binaries_dir()
     if bin_dir is None:
         raise RuntimeError(SKIP_REASON)
-    cp = ControlPlane(bin_dir, work)
+    cp = ControlPlane(bin_dir, work, **options)
     try:
         cp.start(kubelet_port)
         yield cp
