@@ -273,6 +273,9 @@ def main(argv: list[str] | None = None) -> None:
         a = p.parse_args(argv)
         server = (early or runner.start_step_server()) if a.local and not a.verbose else None
         _main(a, server)
+    except KeyboardInterrupt:  # Ctrl-C before or after the steps (during them: tfk8s.localrun.signals)
+        print("tfk8s: interrupted (SIGINT) before any step ran; nothing was started", file=sys.stderr, flush=True)
+        raise SystemExit(128 + 2) from None
     finally:
         for started in (early, server):
             if started is not None:

@@ -368,13 +368,25 @@ class JobRecorder:
                 failed = getattr(getattr(error, "replica", None), "label", None)
                 if failed:
                     self._set_replica(failed, "Failed")
-                first = str(error).splitlines()[0] if error is not None else "the launch step ended"
-                rec.update(state="Failed", message=first or type(error).__name__)
+                rec.update(state="Failed", message=failure_message(error))
             for label, s in states.items():
                 if s in ("Pending", "Running"):
                     states[label] = "Stopped"
             rec["finished"] = now
             self.save()
+
+
+def failure_message(error: BaseException | None) -> str:
+    """The first line of ``error``'s message, for the record (an exception without a message, such as a
+    KeyboardInterrupt, by its kind: ``interrupted (KeyboardInterrupt)``)."""
+    if error is None:
+        return "the launch step ended"
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    if lines:
+        return lines[0]
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted (KeyboardInterrupt)"
+    return type(error).__name__
 
 
 @contextmanager

@@ -22,17 +22,15 @@ a failed replica's error (:mod:`~tfk8s.launcher.kubernetes.failures`) and the cl
   a failed replica's last lines and the events of its pod and Job are printed before any pod is deleted.
 - **Hangs** (:mod:`tfk8s.launcher.watchdog`): a started replica that reported progress in its current attempt
   and then nothing new for ``job.progress_timeout_s`` is a retryable failure (``NoProgress``), as locally.
-- **Cleanup** at every end (success, failure, timeout, SIGTERM): every object deleted and checked gone.
+- **Cleanup** at every end (success, failure, timeout, SIGTERM or SIGINT): every object deleted and checked gone.
 """
 
 from __future__ import annotations
 
 import queue
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,12 +49,13 @@ from tfk8s.launcher.kubernetes.classify import (
 )
 from tfk8s.launcher.kubernetes.cleanup import Cleanup, wait_until
 from tfk8s.launcher.kubernetes.creation import Creation
-from tfk8s.launcher.kubernetes.errors import KubernetesApiError, LauncherTerminatedError, QuotaExceededError
+from tfk8s.launcher.kubernetes.errors import KubernetesApiError, QuotaExceededError
 from tfk8s.launcher.kubernetes.failures import FailureReports
 from tfk8s.launcher.kubernetes.logs import LogSink, LogStream
 from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 from tfk8s.launcher.kubernetes.state import ReplicaState, parse_time
 from tfk8s.launcher.kubernetes.watch import Changed, Synced, Watcher, WatchFailed, WatchItem
+from tfk8s.launcher.stopping import stop_signals
 from tfk8s.launcher.watchdog import ProgressWatch
 
 MAX_WAIT_S = 5.0  # the main loop re-evaluates at least this often, events or not
@@ -91,8 +90,6 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
         self._start = clock()
         self._deadline: float | None = None
         self._success_at: float | None = None
-        self._terminating = False
-        self._in_cleanup = False
 
     # -- output ---------------------------------------------------------------------------------------------------
     def emit(self, line: str) -> None:
@@ -115,12 +112,15 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
             PermanentFailureError, ImagePullError, ContainerConfigError, RestartBudgetExhaustedError,
             ScheduleTimeoutError: a replica failed (see :mod:`tfk8s.launcher.kubernetes.errors`).
             JobTimeoutError: ``job.timeout_s`` passed.
-            LauncherTerminatedError: the launcher got SIGTERM.
+            LauncherTerminatedError: the launcher got SIGTERM or SIGINT (:mod:`tfk8s.launcher.stopping`).
             KubernetesApiError: an API call failed (e.g. forbidden: apply ``manifests/rbac.yaml``).
             CleanupError: the job succeeded but some of its objects could not be deleted.
         """
         error: BaseException | None = None
-        with self._sigterm_raises():
+        with stop_signals(self.job.name, self.log, "is being deleted; rerun the step to train again") as stop:
+            if not stop.caught:
+                self.log("not running in the main thread: SIGTERM and SIGINT cannot be caught here, so the replicas "
+                         "are cleaned up on errors but not on those signals (their ownerReferences still apply)")
             try:
                 self._launch()
                 return self._wait()
@@ -128,38 +128,8 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
                 error = e
                 raise
             finally:
+                stop.cleaning = True  # a second signal is noted, not obeyed: every object is deleted first
                 self._cleanup(error)
-
-    @contextmanager
-    def _sigterm_raises(self) -> Iterator[None]:
-        """Turn SIGTERM into :class:`LauncherTerminatedError` while the launcher runs (main thread only), so
-        that the cleanup runs; a second SIGTERM during the cleanup is ignored. The previous handler is
-        restored afterwards."""
-        if threading.current_thread() is not threading.main_thread():
-            self.log("not running in the main thread: SIGTERM cannot be caught here, so the replicas are "
-                     "cleaned up on errors but not on SIGTERM (their ownerReferences still apply)")
-            yield
-            return
-
-        def handler(signum: int, frame: Any) -> None:
-            if self._terminating or self._in_cleanup:
-                self.log("SIGTERM again: the cleanup is already running")
-                return
-            self._terminating = True
-            raise LauncherTerminatedError(
-                f"the launcher got SIGTERM (the pipeline run was cancelled or its pod evicted): every replica "
-                f"of {self.job.name} is being deleted; rerun the step to train again")
-
-        previous = signal.signal(signal.SIGTERM, handler)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-
-
-
-
-
 
     # -- wait -----------------------------------------------------------------------------------------------------
     def _wait(self) -> LaunchResult:
@@ -466,11 +436,3 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
 
     def _pod_names(self) -> set[str]:
         return {p["metadata"]["name"] for p in self.api.list_pods(self.selector).get("items") or []}
-
-
-
-
-
-
-
-

@@ -73,7 +73,6 @@ class Cleanup:
         On success a leftover raises :class:`CleanupError`; after a failure it is logged and added as a note
         to the failure (which stays the error the step reports).
         """
-        self._in_cleanup = True
         problem = ""
         try:
             for stream in self._logs.values():  # finished containers: every line is in before deleting
@@ -117,7 +116,6 @@ class Cleanup:
             for stream in self._logs.values():
                 stream.drain(0.5)
                 stream.stop()
-            self._in_cleanup = False
         if problem:
             self.log(problem)
             if error is None:
