@@ -73,6 +73,14 @@ def test_get_describe_logs_wait_while_a_local_job_runs_and_after_it_ended(tmp_pa
         code, out, _ = ctl(tmp_path, "wait", "tfk8s-r1", "--timeout", "0.3")
         assert code == EXIT_TIMEOUT
 
+        # one job by name or run id, as `kubectl get pods NAME`; an unknown one is an error (exit 4)
+        for name in ("tfk8s-r1", "r1"):
+            code, out, _ = ctl(tmp_path, "get", name)
+            assert code == EXIT_OK and out.splitlines()[1].split()[:2] == ["tfk8s-r1", "local"]
+        code, out, err = ctl(tmp_path, "get", "tfk8s-r1", "nope")
+        assert code == EXIT_NOT_FOUND and len(out.splitlines()) == 2 and "error: no job 'nope'" in err
+        assert ctl(tmp_path, "get", "nope")[:2] == (EXIT_NOT_FOUND, "")
+
         code, out, _ = ctl(tmp_path, "get", "-o", "json")
         (item,) = json.loads(out)
         assert item["state"] == "Running" and item["total"] == {"worker": 2} and item["ready"] == {"worker": 2}

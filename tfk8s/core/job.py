@@ -156,6 +156,8 @@ class LaunchResult:
             MultiWorkerMirroredStrategy, the chief and every ps for a ps under ParameterServerStrategy) were
             used from the restart budget (``max_restarts``), on either backend.
         cluster_spec: the cluster spec the replicas ran with (``{"worker": ["host:port", ...], ...}``).
+        preemptions: recreations after a preemption (eviction, the scheduler's preemption, node loss, a Kueue
+            suspension), not counted against ``max_restarts``.
     """
 
     job_name: str
@@ -164,6 +166,7 @@ class LaunchResult:
     wall_time_s: float
     restarts: int = 0
     cluster_spec: dict[str, list[str]] = field(default_factory=dict)
+    preemptions: int = 0
 
 
 def job_name(run_id: str, prefix: str = "tfk8s") -> str:

@@ -16,8 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
 
+from tfk8s.core.cluster import coordinator
 from tfk8s.core.layout import TrainLayout
-from tfk8s.tracking.progress_view import ProgressMonitor, plain_line
+from tfk8s.tracking.progress_view import ConsoleStory, ProgressMonitor, plain_line
 from tfk8s.tracking.records import JobRecorder, job_status, recording
 from tfk8s.tracking.replica_logs import ReplicaLogWriter
 
@@ -61,6 +62,7 @@ def tracked(job: Any, backend: str, train_dir: str | os.PathLike, log_sink: Call
     recorder = JobRecorder.for_job(job, backend, train_dir, namespace=namespace, cluster_spec=cluster_spec)
     monitor = ProgressMonitor(lambda: job_status(recorder.record), stream or sys.stdout)
     out = log_sink or (monitor.print_line if monitor.tty else _print)
+    out = ConsoleStory(coordinator(job.counts).label).wrap(out)  # restarts and resumes, as tfk8s: lines
     writer = None
     if keep_logs:
         writer = ReplicaLogWriter(TrainLayout(train_dir).replica_logs, [r.label for r in job.counts.replicas()])
