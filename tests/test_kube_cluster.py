@@ -123,10 +123,11 @@ def test_mwms_oomkilled_worker_recreates_the_set_then_the_budget_runs_out(kube):
     assert any("recreating worker-0, worker-1, worker-2 (restart 1 of max_restarts=1)" in line for line in kube.output)
 
 
-def test_an_evicted_worker_recreates_the_set_with_the_eviction_apis_reason(kube):
+def test_an_evicted_worker_is_recreated_without_using_the_restart_budget(kube):
     """The Eviction API (a node drain): the API server marks the pod DisruptionTarget (EvictionByEvictionAPI)
-    and deletes it; the kubelet stops it (exit 143). Retryable: the MWMS set is recreated."""
-    job = make_job(chief=0, worker=2, ps=0)
+    and deletes it; the kubelet stops it (exit 143). A preemption, not the program's failure: with max_restarts=0
+    the MWMS set is recreated all the same, counted as a preemption."""
+    job = make_job(chief=0, worker=2, ps=0, max_restarts=0)
 
     def script(c: RealCluster) -> None:
         c.wait_pods("worker-0", "worker-1")
@@ -136,9 +137,10 @@ def test_an_evicted_worker_recreates_the_set_with_the_eviction_apis_reason(kube)
         c.succeed("worker-0")
 
     result = kube.launch(job, make_settings(kube), script)
-    assert result.restarts == 1
-    restart = next(line for line in kube.output if "retryable: recreating" in line)
+    assert (result.restarts, result.preemptions) == (0, 1)
+    restart = next(line for line in kube.output if "preempted: recreating" in line)
     assert restart.startswith("[launcher] worker-1 failed") and "EvictionByEvictionAPI" in restart, restart
+    assert restart.endswith("(preemption 1, not counted against max_restarts=0)")
 
 
 def test_pss_ps_killed_recreates_the_chief_and_ps_not_the_workers(kube):
