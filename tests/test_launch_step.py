@@ -243,9 +243,11 @@ def test_prepare_step_checks_a_users_data_dir_relative_to_the_volume_instead_of_
 def test_the_local_cli_checks_a_users_data_dir_on_the_volume_before_anything_runs(tmp_path):
     from pipelines.train import _check_params
 
+    (tmp_path / "t.py").write_text("")  # the program is checked too with --local: it must be there
+    program = f"command=python {tmp_path / 't.py'}"
     with pytest.raises(SystemExit, match=r"data_dir .*/vol/mine does not exist"):
-        _check_params(["data_dir=mine", "command=python t.py"], local=True, volume=tmp_path / "vol")
+        _check_params(["data_dir=mine", program], local=True, volume=tmp_path / "vol")
     (tmp_path / "vol" / "mine").mkdir(parents=True)
     (tmp_path / "vol" / "mine" / "x.tfrecord").write_bytes(b"x")
-    _check_params(["data_dir=mine", "command=python t.py", "dataset_name=not-a-tfds-name"], local=True,
+    _check_params(["data_dir=mine", program, "dataset_name=not-a-tfds-name"], local=True,
                   volume=tmp_path / "vol")  # dataset_name is not used with data_dir
