@@ -29,7 +29,7 @@ from tfk8s.core.builtin_trainer import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAU
 from tfk8s.core.cluster import ClusterConfigError, ReplicaCounts
 from tfk8s.core.contract import check_command, parse_command
 from tfk8s.core.job import SUCCESS_POLICIES
-from tfk8s.core.layout import DEFAULT_ROOT, RunLayout
+from tfk8s.core.layout import DEFAULT_ROOT, check_model_name
 from tfk8s.core.policy import DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_TIMEOUT_S
 from tfk8s.launcher.backends import BACKENDS
 from tfk8s.launcher.kubernetes.settings import KubernetesParams, KubernetesSettings
@@ -272,7 +272,7 @@ def problems(params: Mapping[str, Any]) -> list[str]:
         out.append(f"backend must be one of {BACKENDS}, got {get('backend')!r}")
     if params.get("model_name"):  # empty: derived from the data set
         try:
-            RunLayout(DEFAULT_ROOT, "check", get("model_name"))
+            check_model_name(get("model_name"))
         except ValueError as e:
             out.append(str(e))
     out += _command_problems(params)
