@@ -33,6 +33,7 @@ from tfk8s.core.layout import DEFAULT_ROOT, check_model_name
 from tfk8s.core.policy import DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_TIMEOUT_S
 from tfk8s.launcher.backends import BACKENDS
 from tfk8s.launcher.kubernetes.settings import KubernetesParams, KubernetesSettings
+from tfk8s.launcher.kubernetes.values import parse_json
 
 # A job-level deadline by default, so that a program that hangs without ever reporting progress (which the
 # progress watchdog cannot judge) fails within a day instead of at the Kubernetes backstop (7 days); MNIST trains
@@ -147,19 +148,9 @@ def kube_dict(value: Any) -> dict:
     Raises:
         ValueError: not a JSON object.
     """
-    if value is None:
+    if isinstance(value, str) and not value.strip():
         return {}
-    if isinstance(value, str):
-        if not value.strip():
-            return {}
-        try:
-            value = json.loads(value)
-        except ValueError as e:
-            raise ValueError(f'kubernetes is not valid JSON ({e}): pass an object, e.g. {{"cpu": "2"}}') from None
-    if not isinstance(value, Mapping):
-        # ValueError, not TypeError: every caller reports ValueErrors as a bad parameter with its fix
-        raise ValueError(f'kubernetes must be an object of settings, e.g. {{"cpu": "2"}}, got {value!r}')  # noqa: TRY004
-    return dict(value)
+    return dict(parse_json(value, "kubernetes", dict, '{"cpu": "2", "memory": "4Gi"}'))
 
 
 @dataclass(frozen=True)
