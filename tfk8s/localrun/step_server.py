@@ -55,7 +55,7 @@ DEFAULT_PRELOAD = (
     "tensorflow",
     "tensorflow_datasets",
     "tfk8s.steps.prepare_dataset", "tfk8s.steps.export_model", "tfk8s.steps.model_versions", "tfk8s.steps.evaluation",
-    "tfk8s.steps.evaluate_model", "tfk8s.steps.launch_training", "tfk8s.launcher.local",
+    "tfk8s.steps.evaluate_model", "tfk8s.steps.launch_training",
 )
 # imported while the first step runs (the server is idle then), so the first step waits for less
 DEFAULT_PRELOAD_LATER = ("matplotlib.pyplot", "tfk8s.steps.summary", "tfk8s.steps.report")
