@@ -51,7 +51,6 @@ from tfk8s.launcher.watchdog import ProgressWatch
 LogSink = Callable[[str], None]
 _POLL_S = 0.2
 _TRAINERS = (ReplicaType.CHIEF, ReplicaType.WORKER)
-RESTART_REQUESTED = policy.RESTART_REQUESTED
 LOCAL_GROUP_SETTLE_S = 2.0  # see run_local(group_settle_s)
 
 
@@ -124,7 +123,7 @@ def _stop(procs: list[_Proc], grace_s: float) -> None:
 
 def _exit_reason(code: int, restart_exit_code: int = policy.DEFAULT_RESTART_EXIT_CODE) -> str:
     if policy.restart_requested(code, restart_exit_code):
-        return RESTART_REQUESTED
+        return policy.RESTART_REQUESTED
     if code < 0:
         try:
             return f"killed by signal {signal.Signals(-code).name}"
