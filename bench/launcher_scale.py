@@ -81,10 +81,10 @@ def measure(n: int, wait_s: float = 2.0) -> dict:
     from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 
     job = TrainingJob(f"bench-{n}", ReplicaCounts(worker=n), ("python", "-m", "trainer.task"),
-                      success_policy="AllWorkers", grace_period_s=0.0)
+                      success_policy="AllWorkers", grace_period_s=0.0, stop_grace_s=0)
     settings = dataclasses.replace(
         KubernetesSettings.from_params(namespace="tfk8s-test", image="img:1"),
-        log_wait_s=0.5, cleanup_timeout_s=60, create_retry_s=2, stop_grace_period_s=0)
+        log_wait_s=0.5, cleanup_timeout_s=60, create_retry_s=2)
     out: dict = {}
     with running_cluster() as c:
         verdict_at: list[float] = []
@@ -254,10 +254,10 @@ def measure_control_plane(n: int, wait_s: float, nodes: int) -> dict:
                 c = RealCluster(cp, kubelet, f"bench-{uuid.uuid4().hex[:6]}")
                 c.create_namespace()
                 job = TrainingJob(f"bench-{n}", ReplicaCounts(worker=n), ("python", "-m", "trainer.task"),
-                                  success_policy="AllWorkers", grace_period_s=0.0)
+                                  success_policy="AllWorkers", grace_period_s=0.0, stop_grace_s=0)
                 settings = dataclasses.replace(
                     KubernetesSettings.from_params(namespace=c.namespace, image="img:1", cpu="10m", memory="16Mi"),
-                    log_wait_s=0.5, cleanup_timeout_s=300, stop_grace_period_s=0)
+                    log_wait_s=0.5, cleanup_timeout_s=300)
                 api = c.launcher_client()
                 counter = _Counter(api)
                 verdict_at: list[float] = []

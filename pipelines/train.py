@@ -92,6 +92,10 @@ def train_pipeline(
     timeout_s: int = LAUNCH["timeout_s"].default,
     progress_timeout_s: int = LAUNCH["progress_timeout_s"].default,
     max_restarts: int = LAUNCH["max_restarts"].default,
+    stop_grace_s: int = LAUNCH["stop_grace_s"].default,
+    restart_exit_code: int = LAUNCH["restart_exit_code"].default,
+    startup_timeout_s: int = LAUNCH["startup_timeout_s"].default,
+    evaluator_grace_s: int = LAUNCH["evaluator_grace_s"].default,
     job_name_prefix: str = LAUNCH["job_name_prefix"].default,
     model_name: str = "",
     gate_metric: str = "accuracy",
@@ -136,8 +140,17 @@ def train_pipeline(
         timeout_s: job-level deadline of the training in seconds (default a day; 0: none).
         progress_timeout_s: seconds a replica that has reported progress may go without a new report before it
             counts as hung and is restarted (as a retryable failure); 0: no watchdog.
-        max_restarts: recreations allowed for retryable failures (exit >= 128, killed by a signal, OOMKilled,
-            eviction, no progress...), on either backend.
+        max_restarts: recreations allowed for retryable failures (exit >= 128 or restart_exit_code, killed by a
+            signal, OOMKilled, no progress...), on either backend; preemptions (eviction, the scheduler's
+            preemption, node loss, a Kueue suspension) do not use it.
+        stop_grace_s: seconds a replica gets between SIGTERM and SIGKILL when it is stopped (its pod's
+            terminationGracePeriodSeconds): time to checkpoint on a preemption notice.
+        restart_exit_code: the exit code of a program asking to be restarted after saving on SIGTERM
+            (TensorFlow's TerminationConfig: 42): retryable; 0: none.
+        startup_timeout_s: seconds a chief/worker that reported it is starting may take to its first step before
+            it counts as hung; programs that never report progress are not watched; 0: off.
+        evaluator_grace_s: seconds the evaluator may still run after the job succeeded, to evaluate the final
+            checkpoint, before it is stopped.
         job_name_prefix: prefix of the training job's name (<prefix>-<run id>, cut to a DNS-1035 label).
         model_name: names the export base <volume>/models/<model_name> and serving/<model_name> (empty:
             <data set>-cnn for the built-in trainer, <data set>-model for your program).
@@ -178,8 +191,10 @@ def train_pipeline(
         dataset=prepare.outputs["dataset"], volume_root=volume_root, run_id=run_id, backend=backend, chief=chief,
         workers=workers, ps=ps, evaluator=evaluator, command=command, epochs=epochs, batch_size=batch_size,
         learning_rate=learning_rate, success_policy=success_policy, timeout_s=timeout_s,
-        progress_timeout_s=progress_timeout_s, job_name_prefix=job_name_prefix, max_restarts=max_restarts, namespace=namespace, image=image,
-        pvc_name=pvc_name, kubernetes=kubernetes,
+        progress_timeout_s=progress_timeout_s, job_name_prefix=job_name_prefix, max_restarts=max_restarts,
+        stop_grace_s=stop_grace_s, restart_exit_code=restart_exit_code, startup_timeout_s=startup_timeout_s,
+        evaluator_grace_s=evaluator_grace_s, namespace=namespace, image=image, pvc_name=pvc_name,
+        kubernetes=kubernetes,
     ).set_display_name("launch training")
     # The launcher's own pod, for the replicas' ownerReferences (deleting the run deletes every replica).
     kfp_kubernetes.use_field_path_as_env(launch, env_name="TFK8S_LAUNCHER_POD_NAME", field_path="metadata.name")
@@ -273,6 +288,9 @@ def main(argv: list[str] | None = None) -> None:
         a = p.parse_args(argv)
         server = (early or runner.start_step_server()) if a.local and not a.verbose else None
         _main(a, server)
+    except KeyboardInterrupt:  # Ctrl-C before or after the steps (during them: tfk8s.localrun.signals)
+        print("tfk8s: interrupted (SIGINT) before any step ran; nothing was started", file=sys.stderr, flush=True)
+        raise SystemExit(128 + 2) from None
     finally:
         for started in (early, server):
             if started is not None:

@@ -21,7 +21,7 @@ job = TrainingJob(name="tfk8s-" + train_dir.parent.name, counts=ReplicaCounts(wo
                   max_restarts=int(sys.argv[4]) if len(sys.argv) > 4 else 0)
 try:
     with tracked(job, "local", train_dir) as t:
-        t.recorder.result = run_local(job, log_sink=t.sink, log_dir=train_dir / "replica-logs", stop_grace_s=2)
+        t.recorder.result = run_local(job, log_sink=t.sink, stop_grace_s=2)  # tracked keeps the replica logs
 except Exception as e:  # noqa: BLE001
     print(f"launch failed: {e}", flush=True)
     sys.exit(1)

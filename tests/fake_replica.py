@@ -4,12 +4,15 @@ Behaviour per replica label (e.g. ``worker-1``) comes from the env var FAKE_BEHA
 ``{"<label>": BEHAVIOUR or [BEHAVIOUR of attempt 0, of attempt 1, ...]}`` (the last one repeats), where a
 BEHAVIOUR is ``"exit:<code>"``, ``"sleep"``, ``"sleep:<seconds>"``, ``"ignore-term"`` (sleep, ignoring SIGTERM),
 ``"kill"`` / ``"kill:<seconds>"`` (SIGKILL itself, at once or after that long, as the OOM killer would),
-``"stall"`` (report progress once, then hang), ``"await:<label>,<label>"`` (exit 0 once those replicas
+``"stall"`` (report progress once, then hang), ``"starting"`` (report ``starting`` every 0.2 s and never a
+step, as a replica whose cluster never forms), ``"term:<code>"`` (sleep; on SIGTERM exit with that code, as a
+program saving on a preemption notice), ``"await:<label>,<label>"`` (exit 0 once those replicas
 wrote their pid files, 30 s at most) or
 ``"report:<seconds>"`` (report progress every 0.1 s for that long, then exit 0) or ``"train:<seconds>"`` (2 epochs
 of 10 steps over that long, a progress report with epoch, steps and examples/sec and a line per step, exit 0). Unlisted replicas exit 0 at
 once, except ps and evaluator, which sleep forever (as real parameter servers do).
-It prints its TF_CONFIG, its contract variables (``TFK8S_ENV=<json>``) and its argv (``ARGV=<json>``) and,
+It prints its TF_CONFIG, its contract variables (``TFK8S_ENV=<json>``), its proxy exemptions
+(``PROXY_ENV=<json>``) and its argv (``ARGV=<json>``) and,
 if FAKE_PIDFILE_DIR is set, writes its pid to ``<dir>/<label>.pid``. Progress goes to ``$TFK8S_PROGRESS_FILE``
 (tfk8s.core.progress). The attempt number is counted in ``$FAKE_STATE_DIR/<label>.starts`` (always 0 without it).
 """
@@ -26,6 +29,7 @@ cfg = json.loads(os.environ["TF_CONFIG"])
 label = f"{cfg['task']['type']}-{cfg['task']['index']}"
 print(f"TF_CONFIG={os.environ['TF_CONFIG']}", flush=True)
 print("TFK8S_ENV=" + json.dumps({k: v for k, v in os.environ.items() if k.startswith("TFK8S_")}), flush=True)
+print("PROXY_ENV=" + json.dumps({k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy", "no_grpc_proxy")}), flush=True)
 print("ARGV=" + json.dumps(sys.argv[1:]), flush=True)
 if os.environ.get("FAKE_PIDFILE_DIR"):
     with open(os.path.join(os.environ["FAKE_PIDFILE_DIR"], f"{label}.pid"), "w") as f:
@@ -85,6 +89,19 @@ if behaviour.startswith("await:"):
             time.sleep(0.02)
     print(f"{label} saw {behaviour.split(':', 1)[1]} start", flush=True)
     sys.exit(0)
+if behaviour == "starting":
+    while True:
+        reporter.update(state="starting")
+        time.sleep(0.2)
+if behaviour.startswith("term:"):
+    code = int(behaviour.split(":")[1])
+
+    def saved(signum, frame):
+        print(f"{label} got SIGTERM: saving, then exit {code}", flush=True)
+        sys.exit(code)
+
+    signal.signal(signal.SIGTERM, saved)
+    behaviour = "sleep"
 if behaviour == "ignore-term":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     behaviour = "sleep"

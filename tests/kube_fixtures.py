@@ -133,6 +133,8 @@ class FakeApiServer(kmock.KubernetesEmulator):
     # one (gracePeriodSeconds=0) removes them, unless they are also in finalized_pods (a finalizer keeps them)
     stuck_pods: set[str] = attrs.field(factory=set)
     finalized_pods: set[str] = attrs.field(factory=set)
+    # Kueue: a Job created with a queue label is suspended (no pod) until the test admits it (FakeCluster.admit)
+    kueue_hold: bool = False
     closing: bool = False
     on_change: Callable[[], None] = lambda: None
     changed: asyncio.Condition = attrs.field(factory=asyncio.Condition)
@@ -361,10 +363,13 @@ class FakeApiServer(kmock.KubernetesEmulator):
             await self._buses[resource].put({"type": "DELETED", "object": raw})
         await self.notify()
 
-    async def _job_controller(self, job: dict[str, Any]) -> None:
+    async def _job_controller(self, job: dict[str, Any], admitted: bool = False) -> None:
         """What the Job controller does on creation: one pod from the template (or a FailedCreate event)."""
         meta = job["metadata"]
         name, ns = meta["name"], meta.get("namespace")
+        if self.kueue_hold and not admitted and "kueue.x-k8s.io/queue-name" in (meta.get("labels") or {}):
+            await self.patch(JOBS, ns, name, {"spec": {"suspend": True}})  # Kueue's webhook: wait for admission
+            return
         if name in self.deny_pods:
             await self.event("Job", name, ns, "FailedCreate", self.deny_pods[name])
             return
@@ -627,6 +632,25 @@ class FakeCluster:
         self._terminate(label, 143, "Error", pod_status={"conditions": [
             {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
              "message": "Preempted in order to admit critical pod"}]})
+
+    def suspend(self, label: str) -> None:
+        """Kueue takes the admission of the replica's Job back (a higher-priority workload): the Job is suspended
+        and the Job controller deletes its running pod."""
+        pod = self.replica_pod(label)
+        assert pod is not None, f"no pod for {label}"
+        job = pod["metadata"]["labels"]["job-name"]
+        self._run(self.server.patch(JOBS, self.namespace, job, {"spec": {"suspend": True}, "status": {
+            "active": 0, "conditions": [{"type": "Suspended", "status": "True", "reason": "JobSuspended"}]}}))
+        self._run(self.server.remove(PODS, self.namespace, pod["metadata"]["name"]))
+
+    def held_jobs(self) -> list[str]:
+        """The names of the Jobs Kueue holds (suspended, no pod)."""
+        return sorted(j["metadata"]["name"] for j in self.objects("jobs") if (j.get("spec") or {}).get("suspend"))
+
+    def admit(self, job_name: str) -> None:
+        """Kueue admits a held Job: it is unsuspended and the Job controller creates its pod."""
+        raw = self._run(self.server.patch(JOBS, self.namespace, job_name, {"spec": {"suspend": False}}))
+        self._run(self.server._job_controller(raw, admitted=True))
 
     def waiting(self, label: str, reason: str, message: str) -> None:
         """The kubelet cannot start the container (image pull, container config)."""

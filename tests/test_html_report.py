@@ -129,6 +129,23 @@ def test_a_model_that_was_not_evaluated_says_why_instead_of_an_accuracy(tmp_path
     assert "<img" not in page and "not evaluated</p>" in page
 
 
+def test_the_sidecar_evaluators_final_checkpoint_and_the_preemptions_are_in_the_report(tmp_path):
+    run = tmp_path / "runs" / "9"
+    (run / "train").mkdir(parents=True)
+    (run / "train" / "training_summary.json").write_text(json.dumps({"job": {"name": "tfk8s-9"}, "metrics": {},
+        "evaluator": {"checkpoint": 3, "epochs": 3, "final": True, "loss": 0.0812, "accuracy": 0.9734,
+                      "evaluations": 3}}))
+    jobs.write_record(run / "train" / "job.json", {"name": "tfk8s-9", "state": "Succeeded", "restarts": 1,
+                                                   "preemptions": 2, "restart_reasons": []})
+    page = write_run_report(run).read_text()
+    section = page.split("<h2 id='evaluator'>Sidecar evaluator</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "the final checkpoint (3 of 3 epochs)" in section and "0.9734" in section and "0.0812" in section
+    assert "1 restart and 2 preemptions (not counted against max_restarts)" in page
+    (run / "train" / "training_summary.json").write_text(json.dumps({"job": {}, "metrics": {}, "evaluator": {
+        "checkpoint": 2, "epochs": 3, "final": False, "accuracy": 0.95, "loss": 0.1}}))
+    assert "not the final checkpoint (2 of 3 epochs)" in write_run_report(run).read_text()
+
+
 def test_the_exported_version_is_shown_as_an_integer_although_kfp_metadata_holds_it_as_a_float(tmp_path):
     run = tmp_path / "runs" / "8"
     (run / "train").mkdir(parents=True)
@@ -136,3 +153,22 @@ def test_the_exported_version_is_shown_as_an_integer_although_kfp_metadata_holds
                            "export": {"path": "/v/models/m/3", "version": 3.0}})
     page = write_run_report(run).read_text()
     assert "/v/models/m/3 (version 3)" in page and "version 3.0" not in page
+
+
+def test_tfk8s_report_and_the_pipelines_help_print_no_tensorflow_start_up_lines(run_dir):
+    """The event files are read without TensorFlow (tfk8s.steps.event_files): `tfk8s report` prints its path and
+    nothing else (it printed oneDNN, CUDA and CPU-feature lines, which TF_CPP_MIN_LOG_LEVEL does not silence)."""
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-m", "tfk8s", "report", str(run_dir), "--output",
+                           str(run_dir / "again.html")], capture_output=True, text=True, timeout=120, cwd=repo,
+                          env=env, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{run_dir / 'again.html'}\n", "")
+    assert "<img id='curves'" in (run_dir / "again.html").read_text()
+    for argv in (["--help"], ["--local", "--help"]):
+        done = subprocess.run([sys.executable, "pipelines/train.py", *argv], capture_output=True, text=True,
+                              timeout=120, cwd=repo, env=env, check=False)
+        assert done.returncode == 0 and done.stdout.startswith("usage: python pipelines/train.py")
+        assert done.stderr == "", done.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -71,6 +72,14 @@ def test_get_describe_logs_wait_while_a_local_job_runs_and_after_it_ended(tmp_pa
 
         code, out, _ = ctl(tmp_path, "wait", "tfk8s-r1", "--timeout", "0.3")
         assert code == EXIT_TIMEOUT
+
+        # one job by name or run id, as `kubectl get pods NAME`; an unknown one is an error (exit 4)
+        for name in ("tfk8s-r1", "r1"):
+            code, out, _ = ctl(tmp_path, "get", name)
+            assert code == EXIT_OK and out.splitlines()[1].split()[:2] == ["tfk8s-r1", "local"]
+        code, out, err = ctl(tmp_path, "get", "tfk8s-r1", "nope")
+        assert code == EXIT_NOT_FOUND and len(out.splitlines()) == 2 and "error: no job 'nope'" in err
+        assert ctl(tmp_path, "get", "nope")[:2] == (EXIT_NOT_FOUND, "")
 
         code, out, _ = ctl(tmp_path, "get", "-o", "json")
         (item,) = json.loads(out)
@@ -159,6 +168,74 @@ def test_delete_stops_a_running_local_job_and_its_replicas(tmp_path):
         assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     assert ctl(tmp_path, "wait", "r3")[0] == EXIT_FAILED
     assert "already ended (Failed)" in ctl(tmp_path, "delete", "r3")[1]
+
+
+def _launch_with_pids(volume: Path, run_id: str, behaviour: dict) -> tuple[subprocess.Popen, Path]:
+    pid_dir = volume / f"pids-{run_id}"
+    pid_dir.mkdir()
+    os.environ["FAKE_PIDFILE_DIR"] = str(pid_dir)
+    try:
+        return start_launch(volume, run_id, behaviour), pid_dir
+    finally:
+        del os.environ["FAKE_PIDFILE_DIR"]
+
+
+def _dead(pid_dir: Path) -> bool:
+    return all(not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+               for pid in (int(p.read_text()) for p in pid_dir.glob("*.pid")))
+
+
+def test_a_running_local_jobs_replica_logs_are_on_the_volume_as_their_lines_arrive(tmp_path):
+    launch, pid_dir = _launch_with_pids(tmp_path, "r6", {"worker-0": "sleep:60", "worker-1": "sleep:60"})
+    try:
+        logs = tmp_path / "runs" / "r6" / "train" / "replica-logs"
+        wait_for(lambda: all((logs / f"{r}.log").is_file() and f"{r} attempt 0" in (logs / f"{r}.log").read_text()
+                             for r in ("worker-0", "worker-1")), "both replicas' lines on the volume")
+        assert launch.poll() is None  # while the job runs, not once it has ended
+        code, out, _ = ctl(tmp_path, "logs", "r6", "worker-1")
+        assert code == EXIT_OK and out.splitlines()[0].startswith("TF_CONFIG=") and "worker-1 attempt 0" in out
+        assert ctl(tmp_path, "delete", "r6")[0] == EXIT_OK
+    finally:
+        if launch.poll() is None:
+            launch.terminate()  # a failed assertion above leaves nothing running either
+        launch.communicate(timeout=30)
+    assert _dead(pid_dir)
+
+
+def test_ctrl_c_of_a_local_launch_stops_every_replica_and_records_why(tmp_path):
+    """SIGINT takes SIGTERM's path: the replicas stopped, the job recorded Failed with the reason (it stayed
+    Running, replicas Running, when the KeyboardInterrupt went through)."""
+    launch, pid_dir = _launch_with_pids(tmp_path, "r7", {"worker-0": "sleep:60", "worker-1": "sleep:60"})
+    try:
+        wait_for(lambda: len(list(pid_dir.glob("*.pid"))) == 2, "both replicas started")
+        launch.send_signal(signal.SIGINT)
+        out, _ = launch.communicate(timeout=30)
+    finally:
+        if launch.poll() is None:
+            launch.kill()
+            launch.communicate()
+    assert _dead(pid_dir)
+    record = jobs.find_record(tmp_path, "r7")
+    assert record["state"] == "Failed", out
+    assert record["message"] == ("the launcher was interrupted by the user (SIGINT: Ctrl-C or kill -INT); every "
+                                 "replica of tfk8s-r7 was stopped")
+    assert record["replica_states"] == {"worker-0": "Stopped", "worker-1": "Stopped"}
+    assert "Traceback" not in out
+    assert ctl(tmp_path, "wait", "r7")[:2] == (EXIT_FAILED, f"tfk8s-r7 Failed: {record['message']}\n")
+
+
+def test_an_exception_without_a_message_is_still_recorded_as_the_jobs_outcome(tmp_path):
+    from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.core.job import TrainingJob
+    from tfk8s.tracking.tracked import tracked
+
+    job = TrainingJob(name="tfk8s-r8", counts=ReplicaCounts(worker=1), command=("true",))
+    train = tmp_path / "runs" / "r8" / "train"
+    with pytest.raises(KeyboardInterrupt), tracked(job, "local", train, lambda _: None):
+        raise KeyboardInterrupt
+    record = jobs.find_record(tmp_path, "r8")
+    assert (record["state"], record["message"]) == ("Failed", "interrupted (KeyboardInterrupt)")
+    assert record["replica_states"] == {"worker-0": "Stopped"}
 
 
 def test_a_job_whose_launcher_died_reads_as_lost_and_unknown_jobs_exit_4(tmp_path):

@@ -45,10 +45,10 @@ def ctl(kube: RealCluster, volume: Path, *args: str) -> tuple[int, str]:
 
 def test_a_tracked_job_on_a_real_control_plane(kube, tmp_path):
     train = tmp_path / "runs" / "track-1" / "train"
-    job = TrainingJob(JOB, ReplicaCounts(worker=2), ("python", "-m", "trainer.task"), grace_period_s=0.5)
+    job = TrainingJob(JOB, ReplicaCounts(worker=2), ("python", "-m", "trainer.task"), grace_period_s=0.5,
+                      stop_grace_s=1)
     base = KubernetesSettings.from_params(namespace=kube.namespace, image="tfk8s:test", cpu="100m", memory="128Mi")
-    settings = dataclasses.replace(base, log_wait_s=2.0, cleanup_timeout_s=60, create_retry_s=30,
-                                   stop_grace_period_s=1, group_settle_s=2.0)
+    settings = dataclasses.replace(base, log_wait_s=2.0, cleanup_timeout_s=60, create_retry_s=30, group_settle_s=2.0)
     kube.jobs.add(JOB)
     kube.job_name = JOB
     seen: dict = {}

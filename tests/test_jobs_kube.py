@@ -43,8 +43,7 @@ def _outside_a_pod(monkeypatch, tmp_path):
 
 def settings(**kw) -> KubernetesSettings:
     base = KubernetesSettings.from_params(namespace=NAMESPACE, image="img:1", **kw)
-    return dataclasses.replace(base, log_wait_s=2.0, cleanup_timeout_s=5, create_retry_s=2, stop_grace_period_s=0,
-                               group_settle_s=1.0)
+    return dataclasses.replace(base, log_wait_s=2.0, cleanup_timeout_s=5, create_retry_s=2, group_settle_s=1.0)
 
 
 def launch(cluster: FakeCluster, job: TrainingJob, s: KubernetesSettings, train: Path, script) -> object:
@@ -83,7 +82,8 @@ def ctl(cluster: FakeCluster, volume: Path, *args: str) -> tuple[int, str]:
 
 def test_get_logs_describe_wait_while_running_and_logs_after_the_pods_are_deleted(cluster, tmp_path):
     train = tmp_path / "runs" / "run-9" / "train"
-    job = TrainingJob(JOB, ReplicaCounts(worker=2), ("python", "-m", "trainer.task"), grace_period_s=0.2)
+    job = TrainingJob(JOB, ReplicaCounts(worker=2), ("python", "-m", "trainer.task"), grace_period_s=0.2,
+                      stop_grace_s=0)
     seen: dict[str, object] = {}
 
     def script(c: FakeCluster) -> None:
@@ -129,7 +129,8 @@ def test_get_logs_describe_wait_while_running_and_logs_after_the_pods_are_delete
 
 def test_a_restart_is_recorded_with_its_reason_and_the_log_keeps_both_attempts(cluster, tmp_path):
     train = tmp_path / "runs" / "run-9" / "train"
-    job = TrainingJob(JOB, ReplicaCounts(worker=2), ("python", "-m", "trainer.task"), grace_period_s=0.2)
+    job = TrainingJob(JOB, ReplicaCounts(worker=2), ("python", "-m", "trainer.task"), grace_period_s=0.2,
+                      stop_grace_s=0)
 
     def script(c: FakeCluster) -> None:
         c.wait_pods("worker-0", "worker-1")
@@ -160,7 +161,7 @@ def test_a_job_only_the_cluster_knows_is_found_by_label(cluster, tmp_path):
     """No record on this volume (the caller has not mounted the PVC): get -n and describe -n ask the cluster."""
     from tfk8s.launcher.kubernetes.objects import render_manifests
 
-    job = TrainingJob("tfk8s-elsewhere", ReplicaCounts(chief=1, worker=1), ("python", "x"))
+    job = TrainingJob("tfk8s-elsewhere", ReplicaCounts(chief=1, worker=1), ("python", "x"), stop_grace_s=0)
     for manifest in render_manifests(job, settings()):
         cluster.create(manifest)
     cluster.wait_pods("chief-0", "worker-0")

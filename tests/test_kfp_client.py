@@ -291,6 +291,24 @@ def test_cron_validation_names_the_field(cron, message):
             validate_cron(cron)
 
 
+def test_caching_forced_on_at_submit_is_refused_in_one_line_before_any_request():
+    """KFP's enable_caching=True overrides every step's caching-off (kubeflow/pipelines#10676): a cached launch
+    would train nothing, so it is refused; None (as compiled) and False go through."""
+    with FakeKfp() as kfp:
+        for submit in (lambda: submit_run(kfp.host, PACKAGE, enable_caching=True),
+                       lambda: create_schedule(kfp.host, PACKAGE, "0 0 2 * * *", enable_caching=True)):
+            with pytest.raises(KfpClientError) as err:
+                submit()
+            message = str(err.value)
+            assert "\n" not in message and message.startswith("enable_caching=True would serve every step from KFP's "
+                                                              "cache")
+            assert ("but ensure-volume, evaluate-model, export-model, launch-training, prepare-dataset, push-model, "
+                    "reject-model must run each time") in message and "leave enable_caching unset" in message
+        assert kfp.requests == []
+        submit_run(kfp.host, PACKAGE, enable_caching=False)
+    assert kfp.requests
+
+
 def test_unknown_parameter_lists_the_known_ones_before_any_request():
     with FakeKfp() as kfp, pytest.raises(ParameterError) as err:
         submit_run(kfp.host, PACKAGE, {"epoch": "2"})

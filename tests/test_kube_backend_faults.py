@@ -151,7 +151,7 @@ def test_pss_chief_exit_1_right_after_a_retryable_ps_failure_recreates_the_chief
     result = cluster.launch(make_job(), make_settings(), script)
     assert result.restarts == 1
     assert any("ps-0 failed with exit code 137: OOMKilled" in line and "(then chief-0 failed too)" in line
-               and "recreating chief-0, ps-0 (restart 1 of 3)" in line for line in cluster.output)
+               and "recreating chief-0, ps-0 (restart 1 of max_restarts=3)" in line for line in cluster.output)
 
 
 def test_mwms_peers_all_failing_permanently_blames_the_earliest(cluster):
@@ -358,7 +358,7 @@ def test_mwms_oomkilled_reported_after_its_peers_exit_1_still_recreates_the_set(
     assert result.exit_codes == {"worker-0": 0}
     out = cluster.output
     assert any("worker-2 failed with exit code 137: OOMKilled" in line and "(then worker-0, worker-1 failed too)"
-               in line and "recreating worker-0, worker-1, worker-2 (restart 1 of 3)" in line for line in out), out
+               in line and "recreating worker-0, worker-1, worker-2 (restart 1 of max_restarts=3)" in line for line in out), out
     shown = out.index("[launcher] last lines of worker-0 (failed after worker-2):")
     assert out[shown + 2] == "[launcher]   UnavailableError: Collective ops is aborted by: failed to connect to worker-2"
     assert "[launcher] last lines of worker-1 (failed after worker-2):" in out
@@ -408,7 +408,7 @@ def test_pss_ps_oomkilled_reported_after_the_chief_exit_1_recreates_the_chief_an
     assert result.restarts == 1
     assert seen["workers"] == {"worker-0": True, "worker-1": True}
     assert any("ps-0 failed with exit code 137: OOMKilled" in line and "(then chief-0 failed too)" in line
-               and "recreating chief-0, ps-0 (restart 1 of 3)" in line for line in cluster.output)
+               and "recreating chief-0, ps-0 (restart 1 of max_restarts=3)" in line for line in cluster.output)
 
 
 # -- the progress watchdog (tfk8s.launcher.watchdog; the same as the local backend's) -------------------------------
@@ -433,7 +433,7 @@ def test_a_replica_that_reported_then_stalled_is_recreated_with_its_set_as_hung(
     assert result.restarts == 1
     restart = next(line for line in cluster.output if "retryable: recreating" in line)
     assert "worker-1 failed: NoProgress (no progress for 1 s (last report: epoch 1/2, step 3 at" in restart
-    assert "recreating worker-0, worker-1 (restart 1 of 3)" in restart
+    assert "recreating worker-0, worker-1 (restart 1 of max_restarts=3)" in restart
 
 
 def test_a_hung_replica_fails_with_no_progress_and_its_last_lines_once_the_budget_is_used(cluster, tmp_path):
@@ -481,7 +481,7 @@ def test_a_pod_whose_node_is_gone_is_force_deleted_at_cleanup_and_the_step_succe
         stuck.append(c.node_lost("ps-0"))
         c.succeed("chief-0")
 
-    result = cluster.launch(make_job(worker=1), make_settings(stop_grace_period_s=1, force_delete_after_s=0.5), script)
+    result = cluster.launch(make_job(worker=1, stop_grace_s=1), make_settings(force_delete_after_s=0.5), script)
     assert result.exit_codes == {"chief-0": 0}
     assert _forced_deletes(cluster, stuck[0]) == 1
     assert any(f"force-deleting {stuck[0]} (grace period 0)" in line for line in cluster.output)
@@ -497,7 +497,7 @@ def test_a_leftover_pod_whose_deletion_was_accepted_is_a_warning_with_a_kubectl_
         stuck.append(c.node_lost("ps-0", finalizer=True))
         c.succeed("chief-0")
 
-    result = cluster.launch(make_job(worker=1), make_settings(stop_grace_period_s=1, force_delete_after_s=0.2, cleanup_timeout_s=2.5),
+    result = cluster.launch(make_job(worker=1, stop_grace_s=1), make_settings(force_delete_after_s=0.2, cleanup_timeout_s=2.5),
                             script)
     assert result.exit_codes == {"chief-0": 0}  # no CleanupError: the chief succeeded and saved the model
     warning = next(line for line in cluster.output if "WARNING" in line)
@@ -520,6 +520,6 @@ def test_a_restart_does_not_wait_forever_on_a_pod_whose_node_is_gone(cluster):
         c.succeed("worker-0")
 
     t0 = time.monotonic()
-    result = cluster.launch(make_job(chief=0, worker=2, ps=0), make_settings(stop_grace_period_s=1, force_delete_after_s=0.5), script)
-    assert result.restarts == 1 and time.monotonic() - t0 < 30
+    result = cluster.launch(make_job(chief=0, worker=2, ps=0, stop_grace_s=1), make_settings(force_delete_after_s=0.5), script)
+    assert (result.restarts, result.preemptions) == (0, 1) and time.monotonic() - t0 < 30  # node loss: preempted
     assert _forced_deletes(cluster, stuck[0]) == 1

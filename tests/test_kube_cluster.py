@@ -42,6 +42,7 @@ COMMAND = ("python", "-m", "trainer.task")
 
 def make_job(chief: int = 1, worker: int = 2, ps: int = 1, evaluator: int = 0, **kw) -> TrainingJob:
     kw.setdefault("grace_period_s", 0.5)
+    kw.setdefault("stop_grace_s", 1)
     return TrainingJob(JOB, ReplicaCounts(chief=chief, worker=worker, ps=ps, evaluator=evaluator), COMMAND, **kw)
 
 
@@ -55,8 +56,7 @@ def make_settings(kube: RealCluster, **fields) -> KubernetesSettings:
     base = KubernetesSettings.from_params(namespace=kube.namespace, image=params.pop("image", "tfk8s:test"),
                                           **params)
     fields.setdefault("group_settle_s", 2.0)
-    return dataclasses.replace(base, log_wait_s=2.0, cleanup_timeout_s=60, create_retry_s=30,
-                               stop_grace_period_s=1, **fields)
+    return dataclasses.replace(base, log_wait_s=2.0, cleanup_timeout_s=60, create_retry_s=30, **fields)
 
 
 def labels_of(pod: dict) -> str:
@@ -120,13 +120,14 @@ def test_mwms_oomkilled_worker_recreates_the_set_then_the_budget_runs_out(kube):
         kube.launch(job, make_settings(kube), script)
     assert e.value.reason == "OOMKilled" and e.value.replica.label == "worker-2"
     assert "memory limit 128Mi after 1 restarts" in str(e.value)
-    assert any("recreating worker-0, worker-1, worker-2 (restart 1 of 1)" in line for line in kube.output)
+    assert any("recreating worker-0, worker-1, worker-2 (restart 1 of max_restarts=1)" in line for line in kube.output)
 
 
-def test_an_evicted_worker_recreates_the_set_with_the_eviction_apis_reason(kube):
+def test_an_evicted_worker_is_recreated_without_using_the_restart_budget(kube):
     """The Eviction API (a node drain): the API server marks the pod DisruptionTarget (EvictionByEvictionAPI)
-    and deletes it; the kubelet stops it (exit 143). Retryable: the MWMS set is recreated."""
-    job = make_job(chief=0, worker=2, ps=0)
+    and deletes it; the kubelet stops it (exit 143). A preemption, not the program's failure: with max_restarts=0
+    the MWMS set is recreated all the same, counted as a preemption."""
+    job = make_job(chief=0, worker=2, ps=0, max_restarts=0)
 
     def script(c: RealCluster) -> None:
         c.wait_pods("worker-0", "worker-1")
@@ -136,9 +137,10 @@ def test_an_evicted_worker_recreates_the_set_with_the_eviction_apis_reason(kube)
         c.succeed("worker-0")
 
     result = kube.launch(job, make_settings(kube), script)
-    assert result.restarts == 1
-    restart = next(line for line in kube.output if "retryable: recreating" in line)
+    assert (result.restarts, result.preemptions) == (0, 1)
+    restart = next(line for line in kube.output if "preempted: recreating" in line)
     assert restart.startswith("[launcher] worker-1 failed") and "EvictionByEvictionAPI" in restart, restart
+    assert restart.endswith("(preemption 1, not counted against max_restarts=0)")
 
 
 def test_pss_ps_killed_recreates_the_chief_and_ps_not_the_workers(kube):

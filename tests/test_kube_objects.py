@@ -203,6 +203,30 @@ def test_each_replica_type_gets_its_own_image_resources_gpus_placement_and_env()
     assert chief["spec"]["template"]["spec"]["serviceAccountName"] == "chief-sa"
 
 
+def test_every_replica_bypasses_proxies_for_its_peers_keeping_the_users_entries():
+    """NO_PROXY, no_proxy and no_grpc_proxy (gRPC's own) name every replica's Service, the namespace's svc domain
+    and the cluster domain, after what the job's env and the type's env said (tensorflow#24887)."""
+    job = TrainingJob("tfk8s-run-42", ReplicaCounts(chief=1, worker=1), COMMAND,
+                      env={"https_proxy": "http://proxy:3128", "NO_PROXY": "corp.example.com,.internal"})
+    settings = make_settings(cluster_domain="cluster.local",
+                             replica_overrides=json.dumps({"worker": {"env": {"no_proxy": "metrics.example.com"}}}))
+    jobs = by_name(render_manifests(job, settings))
+    peers = ("tfk8s-run-42-chief-0.ml.svc.cluster.local,tfk8s-run-42-worker-0.ml.svc.cluster.local,.ml.svc,"
+             ".cluster.local")
+    worker, chief = env_of(jobs["Job", "tfk8s-run-42-worker-0"]), env_of(jobs["Job", "tfk8s-run-42-chief-0"])
+    for var in ("NO_PROXY", "no_proxy", "no_grpc_proxy"):
+        assert worker[var] == f"corp.example.com,.internal,metrics.example.com,{peers}"
+        assert chief[var] == f"corp.example.com,.internal,{peers}"
+    assert worker["https_proxy"] == "http://proxy:3128"  # the proxy stays for everything else
+
+
+def test_the_pods_grace_period_is_the_jobs_stop_grace():
+    jobs = [m for m in render_manifests(make_job(stop_grace_s=120), make_settings()) if m["kind"] == "Job"]
+    assert {j["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] for j in jobs} == {120}
+    default = next(m for m in render_manifests(make_job(), make_settings()) if m["kind"] == "Job")
+    assert default["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 10
+
+
 def test_kueue_queue_label_and_scheduler_name_pass_through():
     settings = make_settings(kueue_queue="team-a", scheduler_name="volcano")
     job = by_name(render_manifests(make_job(), settings))["Job", "tfk8s-run-42-worker-0"]
@@ -257,7 +281,12 @@ def test_dry_run_of_the_launch_step_prints_yaml_that_validates(version, capsys, 
     from components import launch_training
     launch_training.main(["--dry-run", "--data-dir", str(tmp_path), "--run-id", "run-42", "--chief", "1",
                           "--workers", "2", "--ps", "1", "--namespace", "ml", "--pvc-name", "tfk8s-data"])
-    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    printed = capsys.readouterr()
+    docs = list(yaml.safe_load_all(printed.out))
+    # outside a launcher pod: why the objects have no ownerReferences, on stderr (stdout stays YAML)
+    assert printed.err.startswith("# TFK8S_LAUNCHER_POD_NAME/TFK8S_LAUNCHER_POD_UID are not set (outside a launcher "
+                                  "pod): the replica objects get no ownerReferences")
+    assert all("ownerReferences" not in d["metadata"] for d in docs)
     assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [("NetworkPolicy", "tfk8s-run-42")] + [
         (kind, f"tfk8s-run-42-{r}") for kind in ("Service", "Job") for r in ("chief-0", "worker-0", "worker-1",
                                                                             "ps-0")]
@@ -352,12 +381,19 @@ def terminated(code: int, reason: str = "Error", **kw) -> dict:
      "StartError", 128),
     (pod("Failed", terminated(137, "OOMKilled")), FailureKind.RETRYABLE, "OOMKilled", 137),
     (pod("Failed", terminated(143)), FailureKind.RETRYABLE, "Signal", 143),
-    (pod("Failed", terminated(137), reason="Evicted", message="low on memory"), FailureKind.RETRYABLE,
+    # preemptions: not the program's fault, not counted against max_restarts
+    (pod("Failed", terminated(137), reason="Evicted", message="low on memory"), FailureKind.PREEMPTED,
      "Evicted", 137),
-    (pod("Failed", None, reason="NodeLost"), FailureKind.RETRYABLE, "NodeLost", None),
+    (pod("Failed", None, reason="NodeLost"), FailureKind.PREEMPTED, "NodeLost", None),
     (pod("Failed", terminated(143), conditions=[{"type": "DisruptionTarget", "status": "True",
                                                  "reason": "PreemptionByScheduler"}]),
-     FailureKind.RETRYABLE, "PreemptionByScheduler", 143),
+     FailureKind.PREEMPTED, "PreemptionByScheduler", 143),
+    (pod("Failed", terminated(42), reason="Terminated", message="Pod was terminated in response to imminent node "
+         "shutdown."), FailureKind.PREEMPTED, "Terminated", 42),
+    (pod("Failed", None, reason="UnexpectedAdmissionError"), FailureKind.RETRYABLE, "UnexpectedAdmissionError",
+     None),
+    # TensorFlow's TerminationConfig restart code: saved on SIGTERM, asks to be restarted
+    (pod("Failed", terminated(42)), FailureKind.RETRYABLE, "RestartRequested", 42),
     (pod("Pending", {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}),
      FailureKind.IMAGE_PULL, "ImagePullBackOff", None),
     # a sidecar keeps the pod Running after the tensorflow container exited

@@ -75,9 +75,15 @@ def test_model_name_from_the_data_set_and_a_warning_for_a_handful_of_steps():
     assert default_model_name("mnist") == "mnist-cnn"
     assert default_model_name("fashion_mnist", builtin_trainer=False) == "fashion_mnist-model"
     assert default_model_name("my data/v2", builtin_trainer=False) == "my-data-v2-model"
-    warning = steps_warning(1500, 512, 2)
-    assert warning.startswith("WARNING: 1500 training examples at global batch_size 512 give 2 steps per epoch "
-                              "(4 in all)") and "--param batch_size=75" in warning
+    # on the console (a tfk8s: line), counting the trainer's steps (ceil: 3, not 2), suggesting a batch size the
+    # parameter check accepts for the replicas it is split over
+    warning = steps_warning(1500, 512, 2, replicas=2)
+    assert warning.startswith("tfk8s: WARNING: 1500 training examples at global batch_size 512 give 3 steps per "
+                              "epoch (6 in all)") and "--param batch_size=74, 21 steps per epoch" in warning
+    from tfk8s.steps.params import problems
+
+    assert problems({"chief": 0, "workers": 2, "ps": 0, "evaluator": 0, "batch_size": 74}) == []
+    assert "--param batch_size=75, 20 steps per epoch)" in steps_warning(1500, 512, 2)
     assert steps_warning(60000, 512, 2) is None
 
 
@@ -112,8 +118,14 @@ def test_no_saved_model_names_the_coordinator_and_what_it_left(tmp_path):
     (tmp_path / "saved_model").mkdir()
     (tmp_path / "saved_model" / "model.keras").write_bytes(b"x")
     with pytest.raises(NoSavedModelError, match=r"replica worker-0 \(the coordinator\) exited 0 but saved no "
-                                                r"SavedModel .*it holds \['model.keras'\]"):
+                                                r"SavedModel .*it holds \['model.keras'\]") as e:
         collect(_job(tmp_path), _result(), tmp_path)
+    # Keras 3 refuses model.save(dir): its SavedModel is model.export(dir), which the fix names
+    assert "with Keras 3 export the model with model.export(os.environ['TFK8S_MODEL_DIR'])" in str(e.value)
+    (tmp_path / "saved_model" / "model.keras").unlink()
+    with pytest.raises(NoSavedModelError, match="nothing is there") as e:
+        collect(_job(tmp_path), _result(), tmp_path)
+    assert "model.save(os.environ['TFK8S_MODEL_DIR']) (tf-keras)" in str(e.value)
 
 
 def test_the_gate_decides_on_any_reported_metric_and_never_crashes():
@@ -231,9 +243,11 @@ def test_prepare_step_checks_a_users_data_dir_relative_to_the_volume_instead_of_
 def test_the_local_cli_checks_a_users_data_dir_on_the_volume_before_anything_runs(tmp_path):
     from pipelines.train import _check_params
 
+    (tmp_path / "t.py").write_text("")  # the program is checked too with --local: it must be there
+    program = f"command=python {tmp_path / 't.py'}"
     with pytest.raises(SystemExit, match=r"data_dir .*/vol/mine does not exist"):
-        _check_params(["data_dir=mine", "command=python t.py"], local=True, volume=tmp_path / "vol")
+        _check_params(["data_dir=mine", program], local=True, volume=tmp_path / "vol")
     (tmp_path / "vol" / "mine").mkdir(parents=True)
     (tmp_path / "vol" / "mine" / "x.tfrecord").write_bytes(b"x")
-    _check_params(["data_dir=mine", "command=python t.py", "dataset_name=not-a-tfds-name"], local=True,
+    _check_params(["data_dir=mine", program, "dataset_name=not-a-tfds-name"], local=True,
                   volume=tmp_path / "vol")  # dataset_name is not used with data_dir

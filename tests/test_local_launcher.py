@@ -38,6 +38,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _kept(job: TrainingJob, log_dir: Path, lines: list[str]):
+    """A log sink collecting ``lines`` and keeping each replica's log under ``log_dir``, as the launch step does
+    (tfk8s.tracking.replica_logs: the local backend writes no files itself)."""
+    from tfk8s.tracking.replica_logs import ReplicaLogWriter
+
+    return ReplicaLogWriter(log_dir, [r.label for r in job.counts.replicas()]).wrap(lines.append)
+
+
 def _pids(pid_dir: Path) -> dict[str, int]:
     return {p.stem: int(p.read_text()) for p in pid_dir.glob("*.pid")}
 
@@ -45,8 +53,9 @@ def _pids(pid_dir: Path) -> dict[str, int]:
 def test_ps_and_evaluator_are_stopped_when_chief_succeeds(tmp_path):
     lines: list[str] = []
     # the chief outlives the others' start (else a ps may be stopped before it wrote its pid file)
-    result = run_local(_job(ReplicaCounts(chief=1, worker=2, ps=1, evaluator=1), {"chief-0": "sleep:1.5"},
-                            pid_dir=tmp_path), log_sink=lines.append, log_dir=tmp_path / "logs", stop_grace_s=2)
+    job = _job(ReplicaCounts(chief=1, worker=2, ps=1, evaluator=1), {"chief-0": "sleep:1.5"}, pid_dir=tmp_path,
+               evaluator_grace_s=0)
+    result = run_local(job, log_sink=_kept(job, tmp_path / "logs", lines), stop_grace_s=2)
     assert result.exit_codes == {"chief-0": 0, "worker-0": 0, "worker-1": 0}
     assert sorted(result.stopped) == ["evaluator-0", "ps-0"]
     pids = _pids(tmp_path)
@@ -111,7 +120,7 @@ def test_sigterm_to_the_launcher_stops_every_replica(tmp_path):
 
 PARENT = """
 import subprocess, sys
-from tfk8s.localrun.signals import sigterm_reaches_children
+from tfk8s.localrun.signals import stops_reach_children
 CHILD = '''
 import signal, subprocess, sys, time
 grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
@@ -122,7 +131,7 @@ def stop(*_):
 signal.signal(signal.SIGTERM, stop)
 time.sleep(120)
 '''
-with sigterm_reaches_children(grace_s=5, log_sink=lambda line: print(line, flush=True)):
+with stops_reach_children(grace_s=5, log_sink=lambda line: print(line, flush=True)):
     child = subprocess.Popen([sys.executable, "-c", CHILD, sys.argv[1]])
     child.wait()
 """
@@ -160,7 +169,7 @@ def test_a_worker_killed_by_a_signal_recreates_the_whole_worker_set_and_counts_o
     lines: list[str] = []
     job = _policy_job(ReplicaCounts(worker=2), {"worker-0": ["sleep", "exit:0"], "worker-1": ["kill", "exit:0"]},
                       tmp_path, max_restarts=3)
-    result = run_local(job, log_sink=lines.append, log_dir=tmp_path / "logs", stop_grace_s=2)
+    result = run_local(job, log_sink=_kept(job, tmp_path / "logs", lines), stop_grace_s=2)
     assert result.restarts == 1
     log = (tmp_path / "logs" / "worker-1.log").read_text().splitlines()  # both attempts, a separator between
     sep = next(i for i, line in enumerate(log) if "worker-1 recreated (restart 1)" in line)

@@ -48,6 +48,10 @@ def test_the_pipeline_defaults_pass():
                                 "with a letter or digit")),
     ({"progress_timeout_s": -1}, "progress_timeout_s must be >= 0, got -1"),
     ({"timeout_s": -5}, "timeout_s must be >= 0, got -5"),
+    ({"stop_grace_s": -1}, "stop_grace_s must be >= 0, got -1"),
+    ({"startup_timeout_s": -1}, "startup_timeout_s must be >= 0, got -1"),
+    ({"evaluator_grace_s": -1}, "evaluator_grace_s must be >= 0, got -1"),
+    ({"restart_exit_code": 256}, "restart_exit_code must be an exit code 0-255 (0: none), got 256"),
 ])
 def test_each_bad_parameter_is_named_with_its_fix(override, expected):
     found = problems({**DEFAULTS, **override})
@@ -87,6 +91,38 @@ def test_a_local_run_refuses_a_bad_kubernetes_setting_before_anything_runs(tmp_p
                         "kubernetes.cpux=2"], check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "kubernetes has unknown keys ['cpux'] (did you mean cpu?)" in r.stderr
     assert not volume.exists()
+
+
+def test_a_local_run_refuses_a_program_that_is_not_there_and_a_bad_claim_name_before_the_prepare_step(tmp_path):
+    """With --local the replicas run here: `python missing.py` fails at once (it failed in the launch step, after
+    the data set was prepared); pvc_name is not used there but checked as on a cluster."""
+    from tfk8s.submit.checks import missing_program
+
+    (tmp_path / "train.py").write_text("")
+    assert missing_program("command", "python train.py --epochs 2", tmp_path) is None
+    assert missing_program("command", "python -m trainer.task", tmp_path) is None
+    assert missing_program("command", "python {data_dir}/train.py", tmp_path) is None  # a placeholder: unknown here
+    assert missing_program("command", "python -u missing.py", tmp_path) == (
+        f"command: missing.py does not exist (in {tmp_path}, where the local replicas run): give the path of your "
+        f"program, e.g. --param command='python path/to/train.py'")
+    assert "nope-tool is neither on the PATH nor a file" in missing_program("eval_command", "nope-tool x", tmp_path)
+    assert problems({"backend": "local", "pvc_name": "Bad_Name"})[0].startswith("pvc_name 'Bad_Name' is not a valid")
+    volume = tmp_path / "vol"
+    for param, said in (("command=python no_such_train.py", "command: no_such_train.py does not exist"),
+                        ("pvc_name=Bad_Name", "pvc_name 'Bad_Name' is not a valid PersistentVolumeClaim name")):
+        r = subprocess.run([sys.executable, "pipelines/train.py", "--local", "--volume", str(volume), "--param",
+                            param], check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert not volume.exists()
+
+
+def test_an_empty_dataset_name_is_one_line_not_tfdss_help(tmp_path):
+    r = subprocess.run([sys.executable, "pipelines/train.py", "--local", "--volume", str(tmp_path / "vol"),
+                        "--param", "dataset_name="], check=False, cwd=REPO, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        ("tfk8s: dataset_name is empty: name a TFDS image-classification data set (e.g. --param dataset_name=mnist), "
+        "or pass data_dir, a folder you prepared")], r.stderr
 
 
 def test_the_launch_step_checks_again_before_creating_any_replica(tmp_path):

@@ -145,13 +145,13 @@ def test_a_step_with_another_environment_runs_as_a_subprocess(executor_env, tmp_
 
 SIGTERM_DRIVER = """
 import sys
-from tfk8s.localrun.signals import sigterm_reaches_children
+from tfk8s.localrun.signals import stops_reach_children
 from tfk8s.localrun.step_output import QuietSteps
 from tfk8s.localrun.step_server import StepServer
 sys.path.insert(0, {tests!r})
 from test_step_server import command
 from pathlib import Path
-with StepServer(preload=("json",), later=()) as server, sigterm_reaches_children(grace_s=5):
+with StepServer(preload=("json",), later=()) as server, stops_reach_children(grace_s=5):
     print("server", server.proc.pid, flush=True)
     QuietSteps({tmp!r}, sys.stdout, tty=False, server=server).run_step(command(Path({tmp!r}), "sleep"))
 """

@@ -124,7 +124,8 @@ def test_evaluator_evaluates_each_new_checkpoint_and_exits_0_on_sigterm(mnist_su
 # --- real jobs through the local launcher -------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_ps_job_trains_and_the_launcher_stops_ps_worker_and_evaluator_after_the_chief(mnist_subset_dir, tmp_path):
+def test_ps_job_trains_the_evaluator_evaluates_the_final_checkpoint_and_the_launcher_stops_ps_and_worker(
+        mnist_subset_dir, tmp_path):
     import json
 
     from tfk8s.core.builtin_trainer import trainer_args
@@ -143,8 +144,9 @@ def test_ps_job_trains_and_the_launcher_stops_ps_worker_and_evaluator_after_the_
     outcome = run_job(job, "local", train_dir, log_sink=lines.append)
     wall_s = time.monotonic() - t0
 
-    assert outcome.launch.exit_codes == {"chief-0": 0}, "\n".join(lines[-40:])
-    assert outcome.launch.stopped == ["worker-0", "ps-0", "evaluator-0"]
+    # the evaluator had evaluator_grace_s after the chief's success to evaluate ckpt-1 (the final one), and did
+    assert outcome.launch.exit_codes == {"chief-0": 0, "evaluator-0": 0}, "\n".join(lines[-40:])
+    assert outcome.launch.stopped == ["worker-0", "ps-0"]
     summary = json.loads((train_dir / "training_summary.json").read_text())
     assert summary == outcome.summary
     metrics = summary["metrics"]  # what the chief reported (tfk8s.runtime.report), kept by the launch step
@@ -159,7 +161,8 @@ def test_ps_job_trains_and_the_launcher_stops_ps_worker_and_evaluator_after_the_
     assert [ln.split()[0] for ln in lines if "] epoch 1/1:" in ln] == ["[chief-0]"]  # only the coordinator runs fit
     assert any(ln.startswith("[ps-0] ") and "serving grpc://" in ln for ln in lines)
     assert any(ln.startswith("[worker-0] ") and "serving grpc://" in ln for ln in lines)
-    assert any(ln.startswith("[evaluator-0] evaluator: stopped by SIGTERM") for ln in lines)
+    assert "[evaluator-0] evaluator: evaluated the final checkpoint (1 of 1 epochs); done" in lines
+    assert summary["evaluator"]["checkpoint"] == 1 and summary["evaluator"]["final"] is True
     assert (train_dir / "checkpoints" / "ckpt-1.index").is_file()
     assert not list((train_dir / "checkpoints" / "backup").glob("*"))  # BackupAndRestore ran and cleaned up
     assert list((train_dir / "logs" / "train").glob("events.out.tfevents.*"))
@@ -172,7 +175,10 @@ def test_ps_job_trains_and_the_launcher_stops_ps_worker_and_evaluator_after_the_
 
 
 @pytest.mark.slow
-def test_evaluator_beside_two_workers_evaluates_their_checkpoints_and_is_stopped(mnist_subset_dir, tmp_path):
+def test_evaluator_beside_two_workers_evaluates_the_final_checkpoint_into_the_summary_and_report(
+        mnist_subset_dir, tmp_path):
+    """kubeflow/trainer#1658: the evaluator was stopped when the chief succeeded, before the final checkpoint; it
+    now gets evaluator_grace_s for it, exits by itself, and its last figures are in the summary and the report."""
     from tfk8s.core.builtin_trainer import trainer_args
     from tfk8s.core.data_format import load_metadata
     from tfk8s.runtime.shards import make_dataset
@@ -187,15 +193,22 @@ def test_evaluator_beside_two_workers_evaluates_their_checkpoints_and_is_stopped
                     data_dir=mnist_subset_dir)
     outcome = run_job(job, "local", train_dir, log_sink=lines.append)
 
-    assert outcome.launch.exit_codes == {"worker-0": 0, "worker-1": 0}, "\n".join(lines[-40:])
-    assert outcome.launch.stopped == ["evaluator-0"]
+    assert outcome.launch.exit_codes == {"worker-0": 0, "worker-1": 0, "evaluator-0": 0}, "\n".join(lines[-40:])
+    assert outcome.launch.stopped == []
     evals = [EVAL_LINE.search(ln) for ln in lines if ln.startswith("[evaluator-0] evaluator: checkpoint ")]
     assert evals, "\n".join(ln for ln in lines if ln.startswith("[evaluator-0]"))
     numbers = [int(m[1]) for m in evals]
     print(f"evaluator beside 2 workers: {[m[0] for m in evals]}")
-    assert numbers == sorted(set(numbers)) and set(numbers) <= {1, 2, 3}
-    assert any(ln.startswith("[evaluator-0] evaluator: stopped by SIGTERM") for ln in lines)
+    assert numbers == sorted(set(numbers)) and numbers[-1] == 3 and set(numbers) <= {1, 2, 3}
+    assert "[evaluator-0] evaluator: evaluated the final checkpoint (3 of 3 epochs); done" in lines
     assert list((train_dir / "logs" / "eval").glob("events.out.tfevents.*"))
+    final = outcome.summary["evaluator"]
+    assert (final["checkpoint"], final["final"], final["evaluations"]) == (3, True, len(evals))
+    assert (final["loss"], final["accuracy"]) == pytest.approx((float(evals[-1][2]), float(evals[-1][3])), abs=1e-4)
+    from tfk8s.steps.report import write_run_report
+
+    page = write_run_report(train_dir.parent).read_text()
+    assert "the final checkpoint (3 of 3 epochs)" in page and f"{final['accuracy']:.4f}" in page
 
     # the evaluator's numbers are the test metrics of the checkpoint it names
     last = evals[-1]

@@ -22,9 +22,11 @@ The directories come from the contract's environment (``TFK8S_DATA_DIR``, ``TFK8
   ``steps_per_epoch`` steps spread over the workers; every worker reads its own input pipeline
   (``runtime.dataset(input_context=...)``). Only the chief runs the callbacks and saves;
 - the ``evaluator`` replica (not part of the cluster) trains nothing: it watches the checkpoint dir, evaluates
-  every new ``ckpt-<epoch>`` on the test split, prints ``evaluator: checkpoint N: loss=... accuracy=...`` and
-  writes TensorBoard scalars to ``<tensorboard dir>/eval``, until SIGTERM (the launcher stops it once the job
-  has succeeded, so it may miss the last checkpoint). It works beside either strategy.
+  every new ``ckpt-<epoch>`` on the test split, prints ``evaluator: checkpoint N: loss=... accuracy=...``,
+  writes TensorBoard scalars to ``<tensorboard dir>/eval`` and its figures to its ``TFK8S_METRICS_FILE``
+  (the launch step puts them in ``training_summary.json``, the report shows them), until it has evaluated the
+  final checkpoint (``ckpt-<epochs>``), then exits 0; the launcher gives it ``evaluator_grace_s`` after the
+  job's success for that, then stops it (SIGTERM). It works beside either strategy.
 
 Training: ``steps_per_epoch = ceil(train_examples / B)`` unless ``--steps-per-epoch`` is given; the input
 repeats, so every epoch is exactly that many global steps. Callbacks: :func:`tfk8s.runtime.callbacks`
@@ -42,7 +44,8 @@ A diverged training (loss NaN or inf) stops at that step, still saves and report
 non-finite loss, and exits 0: the model exists, so the pipeline goes on and its gate says "not blessed:
 training diverged".
 
-Exit codes: 0 success, also after divergence (the evaluator: stopped by SIGTERM); 2 bad arguments, missing
+Exit codes: 0 success, also after divergence (the evaluator: the final checkpoint evaluated, or stopped by
+SIGTERM); 2 bad arguments, missing
 data, unsupported cluster; 1 any other error (e.g. a peer that never came up: ``--peer-timeout-s``).
 """
 
@@ -70,6 +73,7 @@ from tfk8s.core.builtin_trainer import (  # the measured defaults, shared with t
     DEFAULT_STEPS_PER_EXECUTION,
 )
 from tfk8s.core.cluster import ClusterConfigError, ReplicaCounts, Strategy
+from tfk8s.core.contract import write_metrics
 from tfk8s.core.data_format import DatasetMetadata
 from tfk8s.runtime.shards import load_metadata
 
@@ -366,18 +370,21 @@ def _checkpoint_number(path: str) -> int:
 
 
 def evaluate_checkpoints(args: argparse.Namespace, plan: Plan) -> int:
-    """The evaluator replica: evaluate every new checkpoint in the checkpoint dir on the test split until
-    SIGTERM; returns the number of evaluations.
+    """The evaluator replica: evaluate every new checkpoint in the checkpoint dir on the test split until it has
+    evaluated the final one (``ckpt-<epochs>``) or SIGTERM comes; returns the number of evaluations.
 
     The newest checkpoint is evaluated each time (one written during an evaluation may be skipped, as with
     ``tf_keras.utils.SidecarEvaluator``, whose loop this is; that class is not used because its summaries need
     the ``tensorboard`` package and it does not say which checkpoint it evaluated). Per evaluation: a line
     ``evaluator: checkpoint N: loss=L accuracy=A examples=E time=Ts`` on stdout (N: the epoch after which the
     chief saved it) and ``epoch_loss``/``epoch_accuracy`` scalars in ``<tensorboard dir>/eval`` at step
-    ``N - 1``, the step of the same epoch's training scalars in ``<tensorboard dir>/train``.
+    ``N - 1``, the step of the same epoch's training scalars in ``<tensorboard dir>/train``; and after each, its
+    ``TFK8S_METRICS_FILE``: ``{"checkpoint": N, "epochs": E, "final": N >= E, "loss", "accuracy", "examples",
+    "evaluations", "history": [{"checkpoint", "loss", "accuracy"}, ...]}``.
     """
     previous = signal.signal(signal.SIGTERM, _raise_stopped)
     evaluations = 0
+    history: list[dict] = []
     writer = None
     try:
         import tensorflow as tf
@@ -418,9 +425,19 @@ def evaluate_checkpoints(args: argparse.Namespace, plan: Plan) -> int:
                 if writer is None:
                     writer = tf.summary.create_file_writer(os.path.join(plan.ctx.tensorboard_dir, EVAL_LOGS_DIR))
                 runtime.write_scalars(writer, {"epoch_loss": loss, "epoch_accuracy": accuracy}, max(0, number - 1))
+                history.append({"checkpoint": number, "loss": loss, "accuracy": accuracy})
+                if plan.ctx.metrics_file:
+                    write_metrics(plan.ctx.metrics_file, {
+                        "checkpoint": number, "epochs": args.epochs, "final": number >= args.epochs, "loss": loss,
+                        "accuracy": accuracy, "examples": examples, "evaluations": evaluations, "history": history})
+                if number >= args.epochs:
+                    print(f"evaluator: evaluated the final checkpoint ({number} of {args.epochs} epochs); done",
+                          flush=True)
+                    return evaluations
             time.sleep(EVAL_POLL_S)
     except _Stopped:
-        print(f"evaluator: stopped by SIGTERM after {evaluations} evaluation(s)", flush=True)
+        last = f", the last of checkpoint {history[-1]['checkpoint']}" if history else ""
+        print(f"evaluator: stopped by SIGTERM after {evaluations} evaluation(s){last}", flush=True)
         return evaluations
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the cleanup
@@ -434,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors raise, exit 1).
 
     A ps/worker under ``ParameterServerStrategy`` never returns (it serves until stopped); the evaluator
-    returns 0 once SIGTERM stops it.
+    returns 0 once it has evaluated the final checkpoint, or SIGTERM stops it.
     """
     args = build_parser().parse_args(argv)
     try:

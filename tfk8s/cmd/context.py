@@ -168,4 +168,5 @@ def status_dict(s: records.JobStatus) -> dict[str, Any]:
     return {"name": s.name, "backend": s.backend, "state": s.state, "ready": s.ready, "total": s.total,
             "progress": s.fraction, "epoch": s.epoch, "epochs": s.epochs, "step": s.step, "steps": s.steps,
             "examples_per_sec": s.examples_per_sec, "eta_s": s.eta_s, "restarts": s.restarts,
+            "preemptions": s.preemptions,
             "age_s": round(s.age_s, 1)}

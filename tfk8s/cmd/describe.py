@@ -92,7 +92,9 @@ class Options:
             first = next(iter(spec))
             example = {"cluster": spec, "task": {"type": first, "index": 0}, "environment": "cloud"}
             lines += [f"TF_CONFIG of {first}-0 (each replica gets its own task):", "  " + json.dumps(example)]
-        lines.append(f"Restarts:      {r.get('restarts', 0)}")
+        preempted = int(r.get("preemptions") or 0)
+        lines.append(f"Restarts:      {r.get('restarts', 0)}"
+                     + (f"  (and {preempted} after preemptions, not counted against max_restarts)" if preempted else ""))
         for x in r.get("restart_reasons") or []:
             lines.append(f"  {when(x['time'])}  {x['message']}")
         lines += ["Files:"]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -42,5 +45,30 @@ class Options:
                            f"--local")
 
     def run(self, ctx: Context | None = None) -> int:
-        """Run the pipeline locally; returns its exit code."""
-        return subprocess.call([sys.executable, str(SCRIPT), "--local", *self.args])
+        """Run the pipeline locally; returns its exit code (130 after Ctrl-C, 143 after SIGTERM).
+
+        SIGTERM and SIGINT are passed on to it, which stops its steps and replicas (:mod:`tfk8s.localrun.signals`)
+        rather than this process ending first: a Ctrl-C the terminal already sent to it is not sent twice."""
+        proc = subprocess.Popen([sys.executable, str(SCRIPT), "--local", *self.args])
+
+        def forward(signum: int, frame: object) -> None:
+            if signum == signal.SIGINT and _in_foreground(proc.pid):
+                return  # the terminal sent it to the pipeline's process group too
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signum)
+
+        previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            code = proc.wait()
+            return 128 - code if code < 0 else code  # killed by a signal: the shell's 128 + signal
+        finally:
+            for s, old in previous.items():
+                signal.signal(s, old)
+
+
+def _in_foreground(pid: int) -> bool:
+    """Whether ``pid`` is in the foreground process group of this process's terminal (False without one)."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgid(pid)
+    except (OSError, ValueError):
+        return False

@@ -9,5 +9,7 @@
 - :mod:`~tfk8s.core.job`              a training job, its result, its name, its success policy
 - :mod:`~tfk8s.core.errors`           how a job fails, backend-neutral
 - :mod:`~tfk8s.core.policy`           what a failed replica means: the failure rules as one table, restart groups
+- :mod:`~tfk8s.core.diagnosis`        what a failed replica's log says: last lines, the exception, known fixes
+- :mod:`~tfk8s.core.proxy`            the NO_PROXY variables that keep a job's own traffic off any proxy
 - :mod:`~tfk8s.core.builtin_trainer`  how the built-in trainer is started, its defaults and flags
 """

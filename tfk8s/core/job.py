@@ -61,12 +61,22 @@ class TrainingJob:
             group recreated while the restart budget lasts, then the job fails (reason ``NoProgress``).
             0 disables the watchdog; replicas that never report are never treated as hung.
         max_restarts: the restart budget, on every backend: how many recreations (of a replica's restart
-            group, :func:`tfk8s.core.policy.restart_group`) retryable failures may use before the job fails.
+            group, :func:`tfk8s.core.policy.restart_group`) retryable failures may use before the job fails;
+            preemptions do not use it (:mod:`tfk8s.core.policy`).
+        stop_grace_s: seconds a replica gets between SIGTERM and SIGKILL whenever it is stopped (a pod's
+            ``terminationGracePeriodSeconds``; locally the process group's signals): time to checkpoint on a
+            preemption notice.
+        restart_exit_code: the exit code with which a program asks to be restarted after saving on SIGTERM
+            (TensorFlow's ``TerminationConfig``: 42); retryable. 0: none.
+        startup_timeout_s: seconds a chief/worker that reported ``starting`` may take to report its first
+            step before it counts as hung (:mod:`tfk8s.launcher.watchdog`); 0: not watched.
+        evaluator_grace_s: seconds the evaluator may run after the job succeeded, to evaluate the final
+            checkpoint and exit by itself, before it is stopped.
 
     Raises:
-        ValueError: on an invalid name, an empty command, an unknown success policy, a negative progress
-            timeout or restart budget, or an unknown placeholder / unbalanced brace in the command
-            (:class:`tfk8s.core.contract.PlaceholderError`).
+        ValueError: on an invalid name, an empty command, an unknown success policy, a negative timeout, grace
+            or restart budget, a restart exit code outside 0-255, or an unknown placeholder / unbalanced brace in
+            the command (:class:`tfk8s.core.contract.PlaceholderError`).
     """
 
     name: str
@@ -81,6 +91,10 @@ class TrainingJob:
     data_dir: str = ""
     progress_timeout_s: float = 0.0
     max_restarts: int = policy.DEFAULT_MAX_RESTARTS
+    stop_grace_s: float = policy.STOP_GRACE_S
+    restart_exit_code: int = policy.DEFAULT_RESTART_EXIT_CODE
+    startup_timeout_s: float = 0.0
+    evaluator_grace_s: float = policy.DEFAULT_EVALUATOR_GRACE_S
 
     def __post_init__(self) -> None:
         if not _DNS1035.match(self.name) or len(self.name) > MAX_JOB_NAME_LEN:
@@ -92,9 +106,12 @@ class TrainingJob:
             raise ValueError("command must name the program every replica runs, e.g. python -m trainer.task")
         if self.success_policy not in SUCCESS_POLICIES:
             raise ValueError(f"success_policy must be one of {SUCCESS_POLICIES}, got {self.success_policy!r}")
-        if not self.progress_timeout_s >= 0:
-            raise ValueError(f"progress_timeout_s must be >= 0 seconds (0: no watchdog), got "
-                             f"{self.progress_timeout_s!r}")
+        for name in ("progress_timeout_s", "startup_timeout_s", "stop_grace_s", "evaluator_grace_s"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0 seconds, got {getattr(self, name)!r}")
+        if (isinstance(self.restart_exit_code, bool) or not isinstance(self.restart_exit_code, int)
+                or not 0 <= self.restart_exit_code <= 255):
+            raise ValueError(f"restart_exit_code must be an exit code 0-255 (0: none), got {self.restart_exit_code!r}")
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
             raise ValueError(f"max_restarts must be an integer >= 0, got {self.max_restarts!r}")
         object.__setattr__(self, "command", tuple(self.command))
@@ -139,6 +156,8 @@ class LaunchResult:
             MultiWorkerMirroredStrategy, the chief and every ps for a ps under ParameterServerStrategy) were
             used from the restart budget (``max_restarts``), on either backend.
         cluster_spec: the cluster spec the replicas ran with (``{"worker": ["host:port", ...], ...}``).
+        preemptions: recreations after a preemption (eviction, the scheduler's preemption, node loss, a Kueue
+            suspension), not counted against ``max_restarts``.
     """
 
     job_name: str
@@ -147,6 +166,7 @@ class LaunchResult:
     wall_time_s: float
     restarts: int = 0
     cluster_spec: dict[str, list[str]] = field(default_factory=dict)
+    preemptions: int = 0
 
 
 def job_name(run_id: str, prefix: str = "tfk8s") -> str:

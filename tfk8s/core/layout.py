@@ -170,11 +170,12 @@ class TrainLayout:
         return (self.root, self.checkpoints, self.tensorboard, self.progress_dir, self.metrics_dir)
 
 
-def recreated_line(label: str, restart: int | str) -> str:
-    """The separator line between two attempts of replica ``label`` in its log file (``replica-logs/``; both
-    backends write it), stamped with the UTC time."""
+def recreated_line(label: str, restart: int | str, why: str = "restart") -> str:
+    """The separator line between two attempts of replica ``label`` in its log file (``replica-logs/``; the
+    launch step writes it for both backends), stamped with the UTC time; ``why`` is ``restart`` (counted
+    against max_restarts) or ``preemption``."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    return (f"----- tfk8s {stamp}: {label} recreated (restart {restart}); the new attempt's lines follow its "
+    return (f"----- tfk8s {stamp}: {label} recreated ({why} {restart}); the new attempt's lines follow its "
             f"predecessor's last ones -----")
 
 

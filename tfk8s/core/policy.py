@@ -6,17 +6,29 @@ call (:mod:`tfk8s.launcher.local`, :mod:`tfk8s.launcher.kubernetes.backend` thro
 ==================================================  ==============  ============================================
 failure                                             kind            what the launcher does
 ==================================================  ==============  ============================================
-exit code 1-127                                     permanent       fail the step (an error of the program)
-exit code >= 128 (128 + signal), killed by a        retryable       recreate the replica's restart group while
-signal (a local process: ``-signal``), OOMKilled,                   ``max_restarts`` lasts, then fail
-eviction, preemption, node loss, pod deleted
-no progress for ``progress_timeout_s`` (hung)       retryable       the same (the replica is stopped first)
+exit code 1-127 (but the restart exit code)         permanent       fail the step (an error of the program)
+the restart exit code (42: TF's TerminationConfig)  retryable       recreate the replica's restart group while
+exit code >= 128 (128 + signal), killed by a                        ``max_restarts`` lasts, then fail
+signal (a local process: ``-signal``), OOMKilled,
+pod deleted
+evicted, preempted by the scheduler, node lost,     preempted       recreate the restart group without counting
+a Kueue suspension (``DisruptionTarget``)                           against ``max_restarts`` (a suspended job
+                                                                    waits for re-admission up to the schedule
+                                                                    timeout)
+no progress for ``progress_timeout_s``, or no       retryable       stop it, then as any retryable failure
+first progress within ``startup_timeout_s`` (hung)
 image pull / container config error (Kubernetes)    fail fast       fail the step with the kubelet's message
 job deadline (``timeout_s``)                        timeout         fail the step, every replica stopped
 ==================================================  ==============  ============================================
 
 Exit codes follow the Kubeflow Training Operator (``pkg/util/train/train_util.go`` ``IsRetryableExitCode``:
-1-127 permanent, 128-255 retryable).
+1-127 permanent, 128-255 retryable), but for one: TensorFlow's ``PreemptionCheckpointHandler`` saves a checkpoint
+when its replica gets SIGTERM (a preemption notice) and exits with ``TerminationConfig``'s restart code, 42 by
+default outside Google Cloud (``tensorflow/python/distribute/failure_handling/failure_handling.py``,
+``BorgTerminationConfig``: ``sys.exit(42)``), asking to be restarted: :data:`DEFAULT_RESTART_EXIT_CODE`, the
+launch parameter ``restart_exit_code`` (0: none). Preemptions are not the program's fault (JobSet, Kueue and
+Kubeflow Trainer do not count them either, kubernetes-sigs/jobset#1117): they are restarted as often as they
+come, within the job's deadline; program failures count.
 
 Groups (:func:`decision_group`, :func:`restart_group`): under MultiWorkerMirroredStrategy a collective cannot
 lose a member, so a chief or worker failure recreates every chief and worker, and their failures are judged
@@ -33,18 +45,40 @@ from dataclasses import dataclass
 from tfk8s.core.cluster import Replica, ReplicaCounts, ReplicaType, Strategy
 
 RETRYABLE_EXIT_CODE_MIN = 128
+DEFAULT_RESTART_EXIT_CODE = 42
+"""The exit code of a replica that saved on a preemption notice and asks to be restarted: TensorFlow's
+``TerminationConfig`` default outside Google Cloud (see the module docstring); retryable, not permanent."""
+RESTART_REQUESTED = "RestartRequested"
+"""The reason of a replica that exited with the restart exit code (it saved on SIGTERM and asks to be restarted)."""
 NO_PROGRESS = "NoProgress"
-"""The reason of a replica treated as hung by the progress watchdog."""
+"""The reason of a replica treated as hung by the progress watchdog (no progress, or no first progress)."""
 DEFAULT_PROGRESS_TIMEOUT_S = 600
 """Seconds without a progress report (after a first one) before a replica counts as hung: ten times what a
 slow epoch step or a checkpoint save of the built-in trainer takes, well below the job timeout."""
+DEFAULT_STARTUP_TIMEOUT_S = 300
+"""Seconds a chief/worker that has reported it is ``starting`` may take to report its first step before it
+counts as hung (:mod:`tfk8s.launcher.watchdog`): a cluster that never forms (a proxy catching the replicas'
+gRPC, tensorflow#24887; a peer that answers TCP but not gRPC) fails in minutes instead of at the job deadline.
+The built-in trainer's first step comes 5-15 s after ``starting`` on 2 CPU cores; the runtime's own wait for
+peers gives up after 300 s too."""
 DEFAULT_MAX_RESTARTS = 3
 STOP_GRACE_S = 10
-"""Seconds between SIGTERM and SIGKILL when a replica is stopped, on both backends (the local process group's
-signals; a pod's ``terminationGracePeriodSeconds`` and the grace of the launcher's deletes). Kept short:
-TensorFlow's preemption notifier (``tf.distribute.experimental.PreemptionCheckpointHandler``, installed by
-``BackupAndRestore`` under some strategies) swallows SIGTERM in some states, so stopping relies on the SIGKILL
-that follows."""
+"""Seconds between SIGTERM and SIGKILL when a replica is stopped (the default of the launch parameter
+``stop_grace_s``), on both backends (the local process group's signals; a pod's ``terminationGracePeriodSeconds``
+and the grace of the launcher's deletes). Short by default: TensorFlow's preemption notifier
+(``tf.distribute.experimental.PreemptionCheckpointHandler``, installed by ``BackupAndRestore`` under some
+strategies) swallows SIGTERM in some states, so stopping relies on the SIGKILL that follows; a program that
+checkpoints on SIGTERM (``PreemptionCheckpointHandler``) needs the time its save takes (Kubeflow Trainer and
+SageMaker give 30-120 s)."""
+DEFAULT_EVALUATOR_GRACE_S = 60
+"""Seconds the evaluator may still run after the job succeeded, to evaluate the final checkpoint and exit by
+itself (the built-in trainer's evaluates MNIST's 10,000 test examples in 2-5 s on 2 cores); it is stopped after
+that (kubeflow/trainer#1658)."""
+PREEMPTION_POD_REASONS = frozenset({"Evicted", "NodeLost", "Shutdown", "NodeShutdown", "Terminated",
+                                    "Preempted", "Preempting"})
+"""A failed pod's ``status.reason`` that says it was preempted, not that its program failed: the kubelet's
+node-pressure eviction, a lost node, a graceful node shutdown (spot and preemptible VMs: ``Terminated``,
+"Pod was terminated in response to imminent node shutdown")."""
 
 
 class FailureKind(enum.Enum):
@@ -52,6 +86,7 @@ class FailureKind(enum.Enum):
 
     PERMANENT = "permanent"  # fail the job
     RETRYABLE = "retryable"  # recreate while the restart budget lasts
+    PREEMPTED = "preempted"  # recreate, not counted against the restart budget
     IMAGE_PULL = "image-pull"  # fail fast, the kubelet's message
     CONTAINER_CONFIG = "container-config"  # fail fast, the kubelet's message
     TIMEOUT = "timeout"  # the job's deadline passed
@@ -67,26 +102,46 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("exit code 1-127", FailureKind.PERMANENT, "fail the step"),
-    Rule("exit code >= 128, killed by a signal, OOMKilled, evicted, preempted, node lost, pod deleted",
+    Rule("exit code 1-127 (but restart_exit_code)", FailureKind.PERMANENT, "fail the step"),
+    Rule(f"exit code restart_exit_code ({DEFAULT_RESTART_EXIT_CODE}: saved on SIGTERM, asks to be restarted), exit "
+         "code >= 128, killed by a signal, OOMKilled, pod deleted",
          FailureKind.RETRYABLE, "recreate the restart group while max_restarts lasts"),
-    Rule(f"no progress for progress_timeout_s ({NO_PROGRESS})", FailureKind.RETRYABLE,
-         "stop it, then as any retryable failure"),
+    Rule("evicted, preempted by the scheduler (DisruptionTarget), node lost or shut down, suspended by Kueue",
+         FailureKind.PREEMPTED, "recreate the restart group, not counted against max_restarts (a suspended job "
+         "waits for re-admission up to schedule_timeout_s)"),
+    Rule(f"no progress for progress_timeout_s, or no first step within startup_timeout_s ({NO_PROGRESS})",
+         FailureKind.RETRYABLE, "stop it, then as any retryable failure"),
     Rule("image pull error", FailureKind.IMAGE_PULL, "fail the step with the kubelet's message"),
     Rule("container config error", FailureKind.CONTAINER_CONFIG, "fail the step with the kubelet's message"),
     Rule("job deadline passed", FailureKind.TIMEOUT, "fail the step"),
 )
 
 
-def exit_code_kind(code: int) -> FailureKind | None:
-    """The kind of a replica's non-zero exit: None for 0 (success); 1-127 permanent; >= 128 (a container's
-    128 + signal number) and negative codes (a local process killed by signal ``-code``, as
-    :class:`subprocess.Popen` reports it) retryable."""
+def exit_code_kind(code: int, restart_exit_code: int = DEFAULT_RESTART_EXIT_CODE) -> FailureKind | None:
+    """The kind of a replica's non-zero exit: None for 0 (success); ``restart_exit_code`` (0: none) retryable;
+    other codes 1-127 permanent; >= 128 (a container's 128 + signal number) and negative codes (a local process
+    killed by signal ``-code``, as :class:`subprocess.Popen` reports it) retryable."""
     if code == 0:
         return None
-    if code < 0 or code >= RETRYABLE_EXIT_CODE_MIN:
+    if code < 0 or code >= RETRYABLE_EXIT_CODE_MIN or (restart_exit_code and code == restart_exit_code):
         return FailureKind.RETRYABLE
     return FailureKind.PERMANENT
+
+
+def restart_requested(code: int | None, restart_exit_code: int) -> bool:
+    """Whether exit code ``code`` is the program's request to be restarted (:data:`DEFAULT_RESTART_EXIT_CODE`)."""
+    return bool(restart_exit_code) and code == restart_exit_code
+
+
+def restart_note(restarts: int, max_restarts: int) -> str:
+    """``(restart 2 of max_restarts=3)``: a counted recreation, as both backends' messages say it (the job record
+    and the replica logs' separators read it back)."""
+    return f"(restart {restarts} of max_restarts={max_restarts})"
+
+
+def preemption_note(preemptions: int, max_restarts: int) -> str:
+    """``(preemption 1, not counted against max_restarts=3)``: a recreation after a preemption."""
+    return f"(preemption {preemptions}, not counted against max_restarts={max_restarts})"
 
 
 _TRAINERS = (ReplicaType.CHIEF, ReplicaType.WORKER)

@@ -7,6 +7,7 @@ the shared policy, :mod:`tfk8s.core.policy`. Backends, by name (:mod:`tfk8s.laun
 - ``local``       :mod:`tfk8s.launcher.local`: each replica a process on 127.0.0.1 (tests, ``make run``)
 - ``kubernetes``  :mod:`tfk8s.launcher.kubernetes`: one batch/v1 Job + one headless Service per replica
 
-Both run the progress watchdog (:mod:`tfk8s.launcher.watchdog`). This layer imports :mod:`tfk8s.core` only, and
+Both run the progress watchdog (:mod:`tfk8s.launcher.watchdog`) and take SIGTERM and SIGINT one way
+(:mod:`tfk8s.launcher.stopping`). This layer imports :mod:`tfk8s.core` only, and
 the two backends never import each other.
 """

@@ -5,25 +5,29 @@ Kubernetes backend, only "start a replica, watch it, stop it" differs:
 
 - start: ``subprocess.Popen`` in its own process group with TF_CONFIG and the contract's variables
   (:func:`tfk8s.core.contract.replica_env`) in its environment, its command's placeholders substituted, on a free
-  port;
-- watch: one thread per replica streams its merged stdout/stderr line by line with a ``[worker-1]`` prefix
-  (and keeps the last lines for the error message); the main thread waits on exit codes;
-- stop: SIGTERM to the replica's process group, SIGKILL after ``stop_grace_s`` (10 s: TensorFlow's preemption
-  notifier swallows SIGTERM in some states, so the SIGKILL must follow soon);
-- restart: the same policy as on Kubernetes (:mod:`tfk8s.core.policy`): a replica killed by a signal or
-  exiting >= 128, or hung (no progress for ``job.progress_timeout_s``, :mod:`tfk8s.launcher.watchdog`), has its
+  port; ``NO_PROXY``/``no_proxy``/``no_grpc_proxy`` name the loopback (:func:`tfk8s.core.proxy.no_proxy_env`);
+- watch: one thread per replica streams its merged stdout/stderr line by line with a ``[worker-1]`` prefix to
+  the log sink (the launch step keeps each replica's log from those lines, :mod:`tfk8s.tracking.replica_logs`)
+  and keeps the last lines and the exception for the error message (:class:`tfk8s.core.diagnosis.LogTail`);
+  the main thread waits on exit codes;
+- stop: SIGTERM to the replica's process group, SIGKILL after ``job.stop_grace_s`` (10 s by default:
+  TensorFlow's preemption notifier swallows SIGTERM in some states, so the SIGKILL must follow soon; more for a
+  program that checkpoints on SIGTERM);
+- restart: the same policy as on Kubernetes (:mod:`tfk8s.core.policy`): a replica killed by a signal, exiting
+  >= 128 or with the restart exit code (42), or hung (:mod:`tfk8s.launcher.watchdog`: no progress for
+  ``job.progress_timeout_s``, no first step ``job.startup_timeout_s`` after it said it was starting), has its
   restart group (under MultiWorkerMirroredStrategy every chief and worker; under ParameterServerStrategy, for a
   ps, the chief and every ps) stopped and started again on the same ports while ``max_restarts`` lasts; the
-  program resumes from its checkpoints (the trainer's BackupAndRestore).
+  program resumes from its checkpoints (the trainer's BackupAndRestore);
+- after success: lagging workers get ``job.grace_period_s``, the evaluator ``job.evaluator_grace_s`` to finish by
+  itself (its final checkpoint), the ps none.
 
-Every replica still running at the end (success, failure, timeout, KeyboardInterrupt or SIGTERM of the
-launcher) is stopped: a parameter server never exits by itself.
+Every replica still running at the end (success, failure, timeout, SIGTERM or SIGINT of the launcher,
+:mod:`tfk8s.launcher.stopping`) is stopped: a parameter server never exits by itself.
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import os
 import signal
 import socket
@@ -31,27 +35,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tfk8s.core import policy
 from tfk8s.core.cluster import Replica, ReplicaType, cluster_spec, tf_config_json
-from tfk8s.core.errors import (
-    JobTimeoutError,
-    LauncherTerminatedError,
-    ReplicaFailedError,
-    RestartBudgetExhaustedError,
-)
+from tfk8s.core.diagnosis import LAST_LINES, LogTail
+from tfk8s.core.errors import JobTimeoutError, ReplicaFailedError, RestartBudgetExhaustedError, stop_cause
 from tfk8s.core.job import LaunchResult, TrainingJob, is_success
-from tfk8s.core.layout import TrainLayout, recreated_line
+from tfk8s.core.proxy import LOCAL_HOSTS, no_proxy_env
+from tfk8s.launcher.stopping import StopState, stop_signals
 from tfk8s.launcher.watchdog import ProgressWatch
 
 LogSink = Callable[[str], None]
-LAST_LINES = 30
 _POLL_S = 0.2
+_TRAINERS = (ReplicaType.CHIEF, ReplicaType.WORKER)
 LOCAL_GROUP_SETTLE_S = 2.0  # see run_local(group_settle_s)
 
 
@@ -84,46 +83,18 @@ class _Proc:
     replica: Replica
     popen: subprocess.Popen
     attempt: int = 0
-    tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=LAST_LINES))
+    tail: LogTail = field(default_factory=lambda: LogTail(LAST_LINES))
     reader: threading.Thread | None = None
     stopping: bool = False  # stopped by the launcher: its exit is not a failure
     exit_code: int | None = None  # once seen
     failed_at: float | None = None  # monotonic seconds when its failure was first seen
 
 
-class _Terminated(Exception):
-    """SIGTERM reached the launcher."""
-
-
-@contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """Turn SIGTERM into an exception while the launcher waits, so its cleanup runs (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise _Terminated()
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _stream(proc: _Proc, sink: LogSink, log_file: Path | None) -> None:
-    out = open(log_file, "a", encoding="utf-8") if log_file else None  # noqa: SIM115
-    try:
-        for raw in proc.popen.stdout:  # type: ignore[union-attr]
-            line = raw.rstrip("\n")
-            proc.tail.append(line)
-            sink(f"[{proc.replica.label}] {line}")
-            if out:
-                out.write(line + "\n")
-    finally:
-        if out:
-            out.close()
+def _stream(proc: _Proc, sink: LogSink) -> None:
+    for raw in proc.popen.stdout:  # type: ignore[union-attr]
+        line = raw.rstrip("\n")
+        proc.tail.append(line)
+        sink(f"[{proc.replica.label}] {line}")
 
 
 def _stop(procs: list[_Proc], grace_s: float) -> None:
@@ -150,7 +121,9 @@ def _stop(procs: list[_Proc], grace_s: float) -> None:
             p.reader.join(timeout=5)
 
 
-def _exit_reason(code: int) -> str:
+def _exit_reason(code: int, restart_exit_code: int = policy.DEFAULT_RESTART_EXIT_CODE) -> str:
+    if policy.restart_requested(code, restart_exit_code):
+        return policy.RESTART_REQUESTED
     if code < 0:
         try:
             return f"killed by signal {signal.Signals(-code).name}"
@@ -175,18 +148,18 @@ class _Failure:
 class _LocalRun:
     """One run of a training job as local processes: start, watch (exits, progress), restart, decide."""
 
-    def __init__(self, job: TrainingJob, log_sink: LogSink, log_dir: str | os.PathLike | None,
-                 cwd: str | os.PathLike | None, stop_grace_s: float, group_settle_s: float):
-        self.job, self.sink, self.cwd = job, log_sink, cwd
-        self.log_dir = Path(log_dir) if log_dir else None
+    def __init__(self, job: TrainingJob, log_sink: LogSink, cwd: str | os.PathLike | None, stop_grace_s: float,
+                 group_settle_s: float, stop: StopState):
+        self.job, self.sink, self.cwd, self.stop = job, log_sink, cwd, stop
         self.stop_grace_s, self.max_restarts, self.group_settle_s = stop_grace_s, job.max_restarts, group_settle_s
         self.replicas = list(job.counts.replicas())
         ports = dict(zip(self.replicas, free_ports(len(self.replicas)), strict=True))
         self.spec = cluster_spec(job.counts, lambda r: f"127.0.0.1:{ports[r]}")
         self.procs: dict[Replica, _Proc] = {}
         self.finished: list[_Proc] = []  # earlier attempts, for the final cleanup
-        self.watches = {r: ProgressWatch.for_replica(job.train_dir, r.label, job.progress_timeout_s)
-                        for r in self.replicas}
+        self.watches = {r: ProgressWatch.for_replica(
+            job.train_dir, r.label, job.progress_timeout_s,
+            startup_timeout_s=job.startup_timeout_s if r.replica_type in _TRAINERS else 0) for r in self.replicas}
         self.restarts = 0
         self.exit_codes: dict[str, int] = {}
         self.start = time.monotonic()
@@ -196,36 +169,34 @@ class _LocalRun:
 
     def _env(self, replica: Replica) -> dict[str, str]:
         return {**os.environ, **self.job.env, **self.job.contract_env(replica),
+                **no_proxy_env(LOCAL_HOSTS, os.environ, self.job.env),
                 "TF_CONFIG": tf_config_json(self.spec, replica), "PYTHONUNBUFFERED": "1"}
 
     def launch(self, replica: Replica, attempt: int = 0) -> None:
-        """Start ``replica``'s process (attempt ``attempt``) and its log reader."""
+        """Start ``replica``'s process (attempt ``attempt``) and its log reader (a stop signal waits until the
+        process is known to the cleanup)."""
         self.watches[replica].new_attempt()
         argv = list(self.job.replica_command(replica))
         try:
-            popen = subprocess.Popen(
-                argv, env=self._env(replica), cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True,
-            )
+            with self.stop.deferred():
+                popen = subprocess.Popen(
+                    argv, env=self._env(replica), cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True,
+                )
+                proc = self.procs[replica] = _Proc(replica, popen, attempt)
         except OSError as e:  # no such program, not executable: the Kubernetes backend's StartError
             detail = (f"cannot run {argv[0]!r}: {e.strerror or e}; the command must name an existing program "
                       f"(on the PATH, or a path relative to {self.cwd or os.getcwd()}), e.g. python train.py")
-            if self.log_dir:  # the replica's log, which the error points to and `tfk8s logs` reads, says it too
-                with contextlib.suppress(OSError), open(self.log_dir / f"{replica.label}.log", "a") as f:
-                    f.write(f"tfk8s: StartError: {detail}\n")
+            self.sink(f"[{replica.label}] tfk8s: StartError: {detail}")  # its kept log, which the error names
             raise ReplicaFailedError(replica, "StartError", detail=detail) from None
-        proc = _Proc(replica, popen, attempt)
-        log_file = self.log_dir / f"{replica.label}.log" if self.log_dir else None
-        proc.reader = threading.Thread(target=_stream, args=(proc, self.sink, log_file), daemon=True,
+        proc.reader = threading.Thread(target=_stream, args=(proc, self.sink), daemon=True,
                                        name=f"log-{replica.label}")
         proc.reader.start()
-        self.procs[replica] = proc
 
     # -- wait ---------------------------------------------------------------------------------------------------
     def wait(self) -> LaunchResult:
         succeeded: set[Replica] = set()
         success_at: float | None = None
-        counted = (ReplicaType.CHIEF, ReplicaType.WORKER)
         while True:
             now = time.monotonic()
             failures: dict[Replica, _Failure] = {}
@@ -244,9 +215,9 @@ class _LocalRun:
                     else:
                         p.failed_at = now
                 if success_at is None and p.exit_code not in (None, 0):
-                    kind = policy.exit_code_kind(p.exit_code)
+                    kind = policy.exit_code_kind(p.exit_code, self.job.restart_exit_code)
                     assert kind is not None
-                    failures[r] = _Failure(p, kind, _exit_reason(p.exit_code))
+                    failures[r] = _Failure(p, kind, _exit_reason(p.exit_code, self.job.restart_exit_code))
                 elif success_at is None and code is None and not p.stopping:
                     stalled = self.watches[r].poll()
                     if stalled is not None:
@@ -257,11 +228,16 @@ class _LocalRun:
                 self.sink(f"{self.job.name} succeeded in {now - self.start:.1f}s")
             if success_at is not None:
                 lagging = [p for p in self.procs.values() if p.popen.poll() is None
-                           and p.replica.replica_type in counted]
+                           and p.replica.replica_type in _TRAINERS]
+                evaluating = [p for p in self.procs.values() if p.popen.poll() is None
+                              and p.replica.replica_type is ReplicaType.EVALUATOR]
                 # one that exited after this round polled it: its exit code is recorded next round, not lost
                 unrecorded = [p for p in self.procs.values() if p.exit_code is None and not p.stopping
                               and p.popen.poll() is not None]
-                if (not lagging and not unrecorded) or now - success_at >= self.job.grace_period_s:
+                since = now - success_at
+                grace, evaluator_grace = self.job.grace_period_s, self.job.evaluator_grace_s
+                if not ((lagging and since < grace) or (evaluating and since < evaluator_grace)
+                        or (unrecorded and since < max(grace, evaluator_grace))):
                     stopped = [p.replica.label for p in self.procs.values() if p.popen.poll() is None]
                     if stopped:
                         self.sink(f"stopping remaining replicas: {', '.join(stopped)}")
@@ -285,7 +261,7 @@ class _LocalRun:
         for r in failures:
             group = policy.decision_group(self.job.counts, r)
             failed = [x for x in group if x in failures]
-            retryable = [x for x in failed if failures[x].kind is policy.FailureKind.RETRYABLE]
+            retryable = [x for x in failed if failures[x].kind is not policy.FailureKind.PERMANENT]
             cause = failures[(retryable or failed)[0]]
             if retryable and self.restarts < self.max_restarts:
                 self._restart(cause, [failures[x] for x in failed], succeeded)
@@ -301,19 +277,15 @@ class _LocalRun:
         """Stop and recreate ``cause``'s restart group (and the other failed members of its decision group)."""
         group = set(policy.restart_group(self.job.counts, cause.proc.replica)) | {f.proc.replica for f in failed}
         ordered = [r for r in self.replicas if r in group]
+        procs = [self.procs[r] for r in ordered]
+        _stop(procs, self.stop_grace_s)  # first: their last lines reach the kept logs before the separator
         self.restarts += 1
         code = cause.proc.exit_code
         what = f"exited {code} ({cause.reason})" if code is not None else f"{cause.reason}: {cause.detail}"
         also = ", ".join(f.proc.replica.label for f in failed if f is not cause)
         self.sink(f"replica {cause.proc.replica.label} {what}{f' (then {also} failed too)' if also else ''}; "
-                  f"retryable: recreating {', '.join(r.label for r in ordered)} (restart {self.restarts} of "
-                  f"max_restarts={self.max_restarts})")
-        procs = [self.procs[r] for r in ordered]
-        _stop(procs, self.stop_grace_s)
-        if self.log_dir:
-            for p in procs:  # every attempt goes to the same file, a separator between them
-                with contextlib.suppress(OSError), open(self.log_dir / f"{p.replica.label}.log", "a") as f:
-                    f.write(recreated_line(p.replica.label, self.restarts) + "\n")
+                  f"retryable: recreating {', '.join(r.label for r in ordered)} "
+                  f"{policy.restart_note(self.restarts, self.max_restarts)}")
         for p in procs:
             self.finished.append(p)
             self.exit_codes.pop(p.replica.label, None)
@@ -333,57 +305,56 @@ class _LocalRun:
                                            detail=detail)
 
 
-def run_local(job: TrainingJob, *, log_sink: LogSink = _print_sink, log_dir: str | os.PathLike | None = None,
-              cwd: str | os.PathLike | None = None, stop_grace_s: float = policy.STOP_GRACE_S,
-              group_settle_s: float = LOCAL_GROUP_SETTLE_S) -> LaunchResult:
+def run_local(job: TrainingJob, *, log_sink: LogSink = _print_sink, cwd: str | os.PathLike | None = None,
+              stop_grace_s: float | None = None, group_settle_s: float = LOCAL_GROUP_SETTLE_S) -> LaunchResult:
     """Run ``job`` as local processes and wait until it succeeds or fails.
 
     Args:
-        job: the training job; ``job.command`` is run for every replica with TF_CONFIG set (and
-            the contract's variables, ``TFK8S_PROGRESS_FILE`` among them, when ``job.train_dir`` is set); ``job.progress_timeout_s`` arms the
-            progress watchdog (:mod:`tfk8s.launcher.watchdog`), ``job.max_restarts`` is the restart budget
-            (retryable failures: exit code >= 128, killed by a signal, no progress; :mod:`tfk8s.core.policy`).
-        log_sink: receives every replica output line, prefixed ``[<type>-<index>]``.
-        log_dir: if set, each replica's output (every attempt) is also written to ``<log_dir>/<type>-<index>.log``.
+        job: the training job; ``job.command`` is run for every replica with TF_CONFIG set (and the contract's
+            variables, ``TFK8S_PROGRESS_FILE`` among them, when ``job.train_dir`` is set);
+            ``job.progress_timeout_s`` and ``job.startup_timeout_s`` arm the progress watchdog
+            (:mod:`tfk8s.launcher.watchdog`), ``job.max_restarts`` is the restart budget (retryable failures:
+            exit code >= 128 or ``job.restart_exit_code``, killed by a signal, hung; :mod:`tfk8s.core.policy`).
+        log_sink: receives every replica output line, prefixed ``[<type>-<index>]``, and the launcher's messages
+            (a StartError as a line of its replica too, so the replica's kept log says it).
         cwd: working directory of the replicas (default: the launcher's).
-        stop_grace_s: seconds between SIGTERM and SIGKILL when stopping replicas (kept short: TensorFlow's
-            preemption notifier swallows SIGTERM in some states, so stopping may rely on the SIGKILL).
+        stop_grace_s: seconds between SIGTERM and SIGKILL when stopping replicas (None: ``job.stop_grace_s``).
         group_settle_s: seconds a permanent failure waits for the other members of its group still running
             (a retryable failure among them is the cause, and the group is recreated). Short locally: a
             process's exit is seen within a poll, unlike a kubelet's report.
 
     Returns:
-        A :class:`LaunchResult`; ``stopped`` lists the replicas (ps, evaluator, lagging workers after
-        ``job.grace_period_s``) the launcher stopped after success; ``restarts`` the recreations used.
+        A :class:`LaunchResult`; ``stopped`` lists the replicas (ps, an evaluator still running
+        ``job.evaluator_grace_s`` after success, lagging workers after ``job.grace_period_s``) the launcher
+        stopped after success; ``restarts`` the recreations used.
 
     Raises:
-        ReplicaFailedError: a replica exited with 1-127; names the replica, exit code, reason and its last log
-            lines. A non-coordinator failing after success does not fail the job.
-        RestartBudgetExhaustedError: a retryable failure (killed, exit >= 128, ``NoProgress``) with the budget
-            used up.
+        ReplicaFailedError: a replica exited with 1-127; names the replica, exit code, reason, the exception and
+            its last log lines. A non-coordinator failing after success does not fail the job.
+        RestartBudgetExhaustedError: a retryable failure (killed, exit >= 128 or the restart exit code,
+            ``NoProgress``) with the budget used up.
         JobTimeoutError: ``job.timeout_s`` elapsed first.
-        LauncherTerminatedError: the launcher got SIGTERM (after stopping every replica).
-        KeyboardInterrupt: the launcher was interrupted (after stopping every replica).
+        LauncherTerminatedError: the launcher got SIGTERM or SIGINT (after stopping every replica;
+            :mod:`tfk8s.launcher.stopping`).
     """
-    if log_dir:
-        Path(log_dir).mkdir(parents=True, exist_ok=True)
-    run = _LocalRun(job, log_sink, log_dir, cwd, stop_grace_s, group_settle_s)
-    log_sink(f"launching {job.name}: {job.counts.total} replicas, cluster spec {run.spec}")
-    try:
-        with _sigterm_raises():
+    grace = job.stop_grace_s if stop_grace_s is None else stop_grace_s
+    with stop_signals(job.name, log_sink) as stop:
+        run = _LocalRun(job, log_sink, cwd, grace, group_settle_s, stop)
+        log_sink(f"launching {job.name}: {job.counts.total} replicas, cluster spec {run.spec}")
+        try:
             for replica in run.replicas:
                 run.launch(replica)
             return run.wait()
-    except _Terminated:
-        log_sink(f"launcher got SIGTERM: stopping every replica of {job.name}")
-        raise LauncherTerminatedError(
-            f"the launcher got SIGTERM (run cancelled or pod evicted); every replica of {job.name} was stopped"
-        ) from None
-    finally:
-        _stop(run.all_procs(), stop_grace_s)
-        left = [p.replica.label for p in run.all_procs() if p.popen.poll() is None]
-        if left:  # cannot happen after SIGKILL + wait; say so loudly if it ever does
-            log_sink(f"WARNING: replicas still running after cleanup: {left}")
+        except BaseException:
+            if stop.signum is not None:
+                log_sink(f"the launcher {stop_cause(stop.signum)}: stopping every replica of {job.name}")
+            raise
+        finally:
+            stop.cleaning = True  # a second signal now is noted, not obeyed: the replicas are stopped first
+            _stop(run.all_procs(), grace)
+            left = [p.replica.label for p in run.all_procs() if p.popen.poll() is None]
+            if left:  # cannot happen after SIGKILL + wait; say so loudly if it ever does
+                log_sink(f"WARNING: replicas still running after cleanup: {left}")
 
 
 def python_command(module: str, *args: str) -> tuple[str, ...]:
@@ -392,18 +363,17 @@ def python_command(module: str, *args: str) -> tuple[str, ...]:
 
 
 class LocalBackend:
-    """The ``local`` backend of :mod:`tfk8s.launcher.backends`: :func:`run_local`, each replica's log written to
-    ``<train dir>/replica-logs/`` by this backend itself."""
+    """The ``local`` backend of :mod:`tfk8s.launcher.backends`: :func:`run_local`; the launch step keeps each
+    replica's log from the lines it streams (line by line, so ``tfk8s logs -f`` follows a running job)."""
 
     name = "local"
-    keeps_replica_logs = True
+    keeps_replica_logs = False
 
     def namespace(self, options: Mapping[str, Any]) -> str:
         return ""
 
     def run(self, job: TrainingJob, log_sink: LogSink, options: Mapping[str, Any]) -> LaunchResult:
-        log_dir = TrainLayout(job.train_dir).replica_logs if job.train_dir else None
-        return run_local(job, log_sink=log_sink, log_dir=log_dir)
+        return run_local(job, log_sink=log_sink)
 
 
 BACKEND = LocalBackend()

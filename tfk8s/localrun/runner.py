@@ -5,7 +5,8 @@ Unless ``--verbose``, the steps run in children of a pre-warmed interpreter (:mo
 and each step's output goes to its ``output.log`` with one line per step on the terminal
 (:mod:`tfk8s.localrun.step_output`): ``kfp.local``'s own subprocess runner is swapped for it while the run lasts
 (:func:`quiet_steps`; kfp.local offers no hook, so its ``run_local_subprocess`` is replaced and restored). SIGTERM
-reaches every step (:mod:`tfk8s.localrun.signals`).
+and SIGINT (Ctrl-C) reach every step (:mod:`tfk8s.localrun.signals`): the launch step stops its replicas and
+records the job, the run ends with one line and exit status 143 or 130.
 """
 
 from __future__ import annotations
@@ -18,13 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from tfk8s.core.layout import TRAIN_DIR, TrainLayout, VolumeLayout
+from tfk8s.core.policy import STOP_GRACE_S
 from tfk8s.core.volume import VolumeWriteError, volume_writes
 from tfk8s.localrun import step_server
-from tfk8s.localrun.signals import sigterm_reaches_children
+from tfk8s.localrun.signals import stops_reach_children
+
+STOP_MARGIN_S = 30.0  # a stopped run waits for its steps the job's stop_grace_s and this long
 
 # the --local steps whose components import no TensorFlow (kfp.local's task names): they do not wait for the
 # step server's imports (tfk8s.localrun.step_output.QuietSteps)
 STEPS_WITHOUT_TENSORFLOW = frozenset({"ensure-volume", "launch-training", "push-model", "reject-model"})
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
 
 
 def start_step_server():
@@ -104,8 +112,11 @@ def run_local(pipeline_func: Any, volume: str | os.PathLike, params: dict, verbo
     args = {"tfds_data_dir": default_tfds_data_dir() or "", **params, "backend": "local",
             "volume_root": str(volume)}
     t0 = time.monotonic()
-    quiet = contextlib.nullcontext() if verbose else quiet_steps(volume, step_server)
-    with sigterm_reaches_children(), quiet:  # the launch step stops its replicas on SIGTERM: nothing is left
+    grace = float(args.get("stop_grace_s", STOP_GRACE_S)) + STOP_MARGIN_S
+    with contextlib.ExitStack() as stack:
+        steps = None if verbose else stack.enter_context(quiet_steps(volume, step_server))
+        # SIGTERM or Ctrl-C: every step told, the launch step stops its replicas and records the job; exit 143/130
+        stack.enter_context(stops_reach_children(grace, steps.say if steps is not None else _print))
         task = pipeline_func(**args)
     out = task.outputs
     metrics, exported = out["metrics"].metadata, out["exported_model"].metadata

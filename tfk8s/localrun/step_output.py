@@ -16,6 +16,9 @@ instead, which
   exit code and reason and its last log lines; at most :data:`FAILURE_MAX` lines), else the log's last
   :data:`FAILURE_TAIL` lines.
 
+After a stop signal (Ctrl-C, SIGTERM: :mod:`tfk8s.localrun.signals`) the step's output still goes to its
+``output.log`` but no longer to the terminal (its error is the stop, said in one line), and no new step starts.
+
 With a :class:`tfk8s.localrun.step_server.StepServer` a step runs in a child forked from an interpreter that has
 already imported KFP and TensorFlow (same output, log and exit code; a command or environment it cannot take
 runs as a subprocess as before).
@@ -36,6 +39,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from tfk8s.localrun import signals
 from tfk8s.tracking.progress_view import PLAIN_PREFIX, PROGRESS_PREFIX, ProgressMonitor
 from tfk8s.tracking.records import job_status, list_records
 
@@ -94,6 +98,7 @@ class QuietSteps:
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty() if tty is None else tty
         self.logs: list[Path] = []
+        self._monitor: ProgressMonitor | None = None  # the live bar of the step running
 
     def _job_since(self, t0: float) -> Any:
         """The status of the newest job recorded since ``t0`` (None: none yet)."""
@@ -103,6 +108,8 @@ class QuietSteps:
     def run_step(self, full_command: list[str], env_vars: dict[str, str] | None = None) -> int:
         """Run one step like ``kfp.local.subprocess_task_handler.run_local_subprocess``; returns its exit code."""
         name, log_path = step_log_path(full_command)
+        if signals.interrupted():  # the run is being stopped: no new step
+            return 1
         env = {**os.environ, **(env_vars or {})}
         t0 = time.time()
         tail: collections.deque[str] = collections.deque(maxlen=1000)
@@ -112,6 +119,7 @@ class QuietSteps:
             log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115
             self.logs.append(log_path)
         monitor = ProgressMonitor(lambda: self._job_since(t0), self.stream, tty=self.tty) if self.tty else None
+        self._monitor = monitor
         try:
             if monitor:
                 monitor.__enter__()
@@ -125,15 +133,19 @@ class QuietSteps:
                     tail.append(line)
                     if log:
                         log.write(raw)
-                    if line.startswith(PLAIN_PREFIX) and not (monitor and line.startswith(PROGRESS_PREFIX)):
+                    if (line.startswith(PLAIN_PREFIX) and not (monitor and line.startswith(PROGRESS_PREFIX))
+                            and not signals.interrupted()):
                         self._say(line, monitor)
                 code = proc.wait()
         finally:
+            self._monitor = None
             if monitor:
                 monitor.stop()
             if log:
                 log.close()
         took = time.time() - t0
+        if signals.interrupted():  # its failure is the stop, already said
+            return code
         if code == 0:
             self._say(f"{PLAIN_PREFIX}{name} ok ({took:.1f}s)", None)
         else:
@@ -143,6 +155,11 @@ class QuietSteps:
             for line in shown:
                 self._say(f"    {line}", None)
         return code
+
+    def say(self, line: str) -> None:
+        """Print ``line`` on the terminal now, above the live bar of the step running, if any (the main thread
+        may call it from a signal handler: the bar's lock is re-entrant)."""
+        self._say(line, self._monitor)
 
     def _say(self, line: str, monitor: ProgressMonitor | None) -> None:
         if monitor:

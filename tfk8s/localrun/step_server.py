@@ -23,7 +23,7 @@ it is safe) and then waits for steps on a Unix socket. For each step the client 
 Only a step whose environment is the one the server started with is forked (TensorFlow and Python read
 some variables at import time); a step with other variables, a command of another form, a server that is not
 running or busy, all run the usual way. The step is a child of the server, which is a child of the pipeline
-process: :func:`tfk8s.localrun.signals.sigterm_reaches_children` reaches both. The server exits when its socket
+process: :func:`tfk8s.localrun.signals.stops_reach_children` reaches both. The server exits when its socket
 closes (:meth:`StepServer.close`, or the pipeline process ending). ``TFK8S_STEP_SERVER=0`` turns it off.
 
 Local runs only: on Kubernetes each step is its own container and none of this is used.

@@ -92,7 +92,12 @@ class Progress(tf_keras.callbacks.Callback):
                                     step=self.step, steps=steps, **self._fields)
 
     def on_train_begin(self, logs=None):
-        self.epoch, self._t, self._t_step = 0, time.perf_counter(), 0
+        # A resumed attempt (BackupAndRestore, whose on_train_begin runs first) starts where the backup left
+        # off: its first report keeps the job's place instead of dropping back to epoch 1, step 0.
+        done = int(_STATE.get("resumed_from") or 0)
+        self.epoch = done
+        self.step = done * ((self.params or {}).get("steps") or 0)
+        self._t, self._t_step = time.perf_counter(), self.step
         self._next_update = self._t + self.reporter.min_interval_s
         self._update(force=True)
 

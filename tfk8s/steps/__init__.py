@@ -9,7 +9,8 @@ and :mod:`tfk8s.tracking`; nothing here imports KFP or a Kubernetes client at mo
 - :mod:`~tfk8s.steps.launch_training`  the training job on a backend, the coordinator's model and metrics
 - :mod:`~tfk8s.steps.export_model`     the next versioned SavedModel (:mod:`~tfk8s.steps.model_versions`)
 - :mod:`~tfk8s.steps.evaluate_model`   metrics (:mod:`~tfk8s.steps.evaluation`, :mod:`~tfk8s.steps.eval_command`),
-                                       the gate, the reports (:mod:`~tfk8s.steps.summary`, :mod:`~tfk8s.steps.report`)
+                                       the gate, the reports (:mod:`~tfk8s.steps.summary`, :mod:`~tfk8s.steps.report`;
+                                       its event files read by :mod:`~tfk8s.steps.event_files`, without TensorFlow)
 - :mod:`~tfk8s.steps.push_model`       a blessed version into the serving base
 - :mod:`~tfk8s.steps.cli`              what every component's CLI shares (flags, one-line errors, result files)
 """

@@ -10,17 +10,20 @@ contract of :mod:`tfk8s.core.contract` (``docs/training-program.md``).
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tfk8s.core import builtin_trainer, contract
-from tfk8s.core.cluster import ReplicaCounts, coordinator
+from tfk8s.core.cluster import Replica, ReplicaCounts, ReplicaType, coordinator
 from tfk8s.core.errors import LaunchError, ReplicaFailedError
 from tfk8s.core.job import LaunchResult, TrainingJob
 from tfk8s.core.layout import TrainLayout, tensorboard_command
+from tfk8s.tracking.progress_view import PLAIN_PREFIX
 
 FEW_STEPS = 20  # an epoch with fewer global steps than this gets a warning (see steps_warning)
 
@@ -32,7 +35,8 @@ class TrainingOutcome:
     Attributes:
         launch: the backend's result.
         saved_model_dir: the coordinator's SavedModel (``<train dir>/saved_model``).
-        summary: what ``training_summary.json`` holds: ``{"job": {...}, "metrics": {...}, "notes": [...]}``.
+        summary: what ``training_summary.json`` holds: ``{"job": {...}, "metrics": {...}, "notes": [...]}`` and,
+            with a sidecar evaluator that reported, ``"evaluator": {...}`` (its last figures).
         metrics: the finite numeric metrics the coordinator reported (for the training Metrics artifact).
         notes: sentences about values left out of ``metrics`` (not finite) and similar.
     """
@@ -48,7 +52,7 @@ def build_job(*, name: str, counts: ReplicaCounts, args: Sequence[str] = (), bac
               success_policy: str = "", timeout_s: float | None = None, env: Mapping[str, str] | None = None,
               train_dir: str | os.PathLike = "", data_dir: str | os.PathLike = "",
               command: Sequence[str] = (), progress_timeout_s: float = 0,
-              max_restarts: int | None = None) -> TrainingJob:
+              max_restarts: int | None = None, **stops: float) -> TrainingJob:
     """The training job every backend runs.
 
     Args:
@@ -60,6 +64,8 @@ def build_job(*, name: str, counts: ReplicaCounts, args: Sequence[str] = (), bac
         train_dir, data_dir: the contract's directories (every replica gets :func:`tfk8s.core.contract.replica_env`).
         progress_timeout_s: with ``train_dir``, arms the progress watchdog (:class:`~tfk8s.core.job.TrainingJob`).
         max_restarts: the restart budget (None: :data:`tfk8s.core.policy.DEFAULT_MAX_RESTARTS`).
+        stops: ``stop_grace_s``, ``restart_exit_code``, ``startup_timeout_s``, ``evaluator_grace_s`` (the job's
+            fields; missing: their defaults).
 
     With ps replicas (ParameterServerStrategy) the workers never exit by themselves, so the grace period lagging
     workers get after the chief's success is 0.
@@ -78,27 +84,35 @@ def build_job(*, name: str, counts: ReplicaCounts, args: Sequence[str] = (), bac
     extra: dict = {"grace_period_s": 0.0} if counts.ps else {}
     if max_restarts is not None:
         extra["max_restarts"] = max_restarts
+    extra.update(stops)
     return TrainingJob(name=name, counts=counts, command=argv, env={**builtin_trainer.TRAINER_ENV, **(env or {})},
                        success_policy=success_policy, timeout_s=timeout_s or None, train_dir=str(train_dir or ""),
                        data_dir=str(data_dir or ""), progress_timeout_s=progress_timeout_s, **extra)
 
 
-def steps_warning(train_examples: int, batch_size: int, epochs: int) -> str | None:
+def steps_warning(train_examples: int, batch_size: int, epochs: int, replicas: int = 1) -> str | None:
     """A warning when an epoch has only a handful of global steps (the defaults fit MNIST's 60,000 examples:
-    1,500 examples at global batch 512 give 2 steps an epoch, too few for the optimizer to get anywhere).
+    1,500 examples at global batch 512 give 3 steps an epoch, too few for the optimizer to get anywhere).
+
+    Args:
+        replicas: the chief/worker replicas the global batch is split over (without ps): the suggested batch
+            size is a multiple of it, so that the parameter check accepts it.
 
     Returns:
-        The warning (naming the numbers and the fix), or None when there are at least :data:`FEW_STEPS`.
+        The warning, a ``tfk8s: `` line the console shows (naming the numbers and a batch size that passes the
+        checks), or None when there are at least :data:`FEW_STEPS` steps per epoch.
     """
     if train_examples <= 0 or batch_size <= 0:
         return None
-    steps = train_examples // batch_size
+    steps = math.ceil(train_examples / batch_size)  # the built-in trainer's steps_per_epoch
     if steps >= FEW_STEPS:
         return None
-    better = max(1, train_examples // FEW_STEPS)
-    return (f"WARNING: {train_examples} training examples at global batch_size {batch_size} give {steps} steps "
-            f"per epoch ({steps * epochs} in all): too few to train well; lower batch_size (e.g. "
-            f"--param batch_size={better}, or a multiple of the chief/worker replicas near it) or use more data")
+    replicas = max(1, replicas)
+    better = max(replicas, train_examples // FEW_STEPS // replicas * replicas)
+    return (f"{PLAIN_PREFIX}WARNING: {train_examples} training examples at global batch_size {batch_size} give "
+            f"{steps} steps per epoch ({steps * epochs} in all): too few to train well; lower batch_size (e.g. "
+            f"--param batch_size={better}, {math.ceil(train_examples / better)} steps per epoch"
+            f"{f', a multiple of the {replicas} chief/worker replicas' if replicas > 1 else ''}) or use more data")
 
 
 def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
@@ -162,12 +176,19 @@ def collect(job: TrainingJob, result: LaunchResult, train_dir: str | os.PathLike
     saved_model = contract.model_dir(train, coord, coord)
     if not (saved_model / "saved_model.pb").is_file():
         found = sorted(p.name for p in saved_model.iterdir()) if saved_model.is_dir() else []
+        held = f"it holds {found}" if found else "nothing is there"
+        if any(name.endswith((".keras", ".h5")) for name in found):  # Keras 3's model.save(dir) refuses a folder
+            fix = ("a .keras/.h5 file is a Keras model file, not a SavedModel: with Keras 3 export the model with "
+                   "model.export(os.environ['TFK8S_MODEL_DIR']); with tf-keras save it with "
+                   "model.save(os.environ['TFK8S_MODEL_DIR'])")
+        else:
+            fix = ("the training program must save the trained model there, e.g. "
+                   "model.save(os.environ['TFK8S_MODEL_DIR']) (tf-keras), model.export(os.environ['TFK8S_MODEL_DIR']) "
+                   "(Keras 3) or tf.saved_model.save(model, os.environ['TFK8S_MODEL_DIR']), or take the path from the "
+                   "command's {model_dir} placeholder")
         raise NoSavedModelError(
             f"replica {coord.label} (the coordinator) exited 0 but saved no SavedModel in its TFK8S_MODEL_DIR "
-            f"{saved_model} ({'it holds ' + str(found) if found else 'nothing is there'}): the training program "
-            f"must save the trained model there, e.g. model.save(os.environ['TFK8S_MODEL_DIR']) (tf.keras) or "
-            f"tf.saved_model.save(model, os.environ['TFK8S_MODEL_DIR']), or take the path from the command's "
-            f"{{model_dir}} placeholder; see {contract.DOCS}. In a cluster, also check that the PVC is mounted "
+            f"{saved_model} ({held}): {fix}; see {contract.DOCS}. In a cluster, also check that the PVC is mounted "
             f"at the same path in the replicas and the launcher")
     layout = TrainLayout(train)
     summary_file = layout.summary
@@ -177,6 +198,7 @@ def collect(job: TrainingJob, result: LaunchResult, train_dir: str | os.PathLike
                      f"written; see {contract.DOCS})")
     if reported.get("diverged") is True:
         notes.append("training diverged (loss NaN or infinite): the program stopped it")
+    evaluator = _evaluator_metrics(job, result, train, notes)
     summary = {
         "job": {
             "name": result.job_name,
@@ -185,6 +207,7 @@ def collect(job: TrainingJob, result: LaunchResult, train_dir: str | os.PathLike
             "command": list(job.command),
             "cluster_spec": result.cluster_spec,
             "restarts": result.restarts,
+            "preemptions": result.preemptions,
             "wall_time_s": round(result.wall_time_s, 3),
             "exit_codes": result.exit_codes,
             "stopped": result.stopped,
@@ -195,12 +218,32 @@ def collect(job: TrainingJob, result: LaunchResult, train_dir: str | os.PathLike
         },
         "saved_model": str(saved_model),
         "metrics": reported,
+        **({"evaluator": evaluator} if evaluator else {}),
         "notes": notes,
     }
     _write_json(summary_file, summary)
     for note in notes:
         sink(f"note: {note}")
     return TrainingOutcome(result, str(saved_model), summary, numbers, notes)
+
+
+def _evaluator_metrics(job: TrainingJob, result: LaunchResult, train: Path, notes: list[str]) -> dict:
+    """The sidecar evaluator's last figures (its ``TFK8S_METRICS_FILE``; the built-in trainer's evaluator writes
+    the checkpoint, loss and accuracy after every evaluation), ``{}`` without an evaluator or a file; a note
+    when it did not get to the final checkpoint within ``evaluator_grace_s``."""
+    if not job.counts.evaluator:
+        return {}
+    label = Replica(ReplicaType.EVALUATOR, 0).label
+    try:
+        reported, _, _ = contract.read_metrics(contract.metrics_file(train, Replica(ReplicaType.EVALUATOR, 0)))
+    except ValueError as e:
+        notes.append(f"the evaluator's metrics file is unreadable: {e}")
+        return {}
+    if reported and reported.get("final") is False and label in result.stopped:
+        notes.append(f"the evaluator's last evaluation was of checkpoint {reported.get('checkpoint')} of "
+                     f"{reported.get('epochs')}: it was stopped evaluator_grace_s={job.evaluator_grace_s:g}s after "
+                     f"the job succeeded; raise evaluator_grace_s to evaluate the final checkpoint")
+    return reported
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -276,7 +319,8 @@ def launch_training_step(
             examples = examples.get("num_examples", 0) if isinstance(examples, dict) else examples
             if spec.trainer.max_train_examples:
                 examples = min(examples, spec.trainer.max_train_examples)
-            warning = steps_warning(examples, spec.trainer.batch_size, spec.trainer.epochs)
+            warning = steps_warning(examples, spec.trainer.batch_size, spec.trainer.epochs,
+                                    0 if spec.replicas.ps else spec.replicas.num_trainers)
             if warning:
                 (log_sink or print)(warning)
     layout = RunLayout(volume_root, run_id)
@@ -294,13 +338,20 @@ def launch_training_step(
         data_dir=data_dir,
         progress_timeout_s=spec.progress_timeout_s,
         max_restarts=spec.max_restarts,
+        stop_grace_s=spec.stop_grace_s,
+        restart_exit_code=spec.restart_exit_code,
+        startup_timeout_s=spec.startup_timeout_s,
+        evaluator_grace_s=spec.evaluator_grace_s,
     )
     kube = {**asdict(spec.kubernetes), "volume_mount_path": volume_root}
     if dry_run:
         from tfk8s.launcher.kubernetes import render_manifests
         from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 
-        return render_manifests(job, KubernetesSettings.from_params(**kube))
+        settings = KubernetesSettings.from_params(**kube)
+        if settings.owner_note():  # stderr: the YAML on stdout stays ready for kubectl apply -f -
+            print(f"# {settings.owner_note()}", file=sys.stderr, flush=True)
+        return render_manifests(job, settings)
     with volume_writes(layout.train_dir, "the training's files"):
         return run_job(job, backend, layout.train_dir, backend_options=kube, log_sink=log_sink)
 

@@ -30,7 +30,14 @@ from tfk8s.core.cluster import ClusterConfigError, ReplicaCounts
 from tfk8s.core.contract import check_command, parse_command
 from tfk8s.core.job import SUCCESS_POLICIES
 from tfk8s.core.layout import DEFAULT_ROOT, check_model_name
-from tfk8s.core.policy import DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_TIMEOUT_S
+from tfk8s.core.policy import (
+    DEFAULT_EVALUATOR_GRACE_S,
+    DEFAULT_MAX_RESTARTS,
+    DEFAULT_PROGRESS_TIMEOUT_S,
+    DEFAULT_RESTART_EXIT_CODE,
+    DEFAULT_STARTUP_TIMEOUT_S,
+    STOP_GRACE_S,
+)
 from tfk8s.launcher.backends import BACKENDS
 from tfk8s.launcher.kubernetes.settings import KubernetesParams, KubernetesSettings
 from tfk8s.launcher.kubernetes.values import parse_json
@@ -76,6 +83,8 @@ class LaunchSpec:
             counts as hung (0: no watchdog; :class:`tfk8s.core.job.TrainingJob`).
         job_name_prefix: prefix of the job name ``<prefix>-<run id>``.
         max_restarts: the restart budget on either backend (:attr:`tfk8s.core.job.TrainingJob.max_restarts`).
+        stop_grace_s, restart_exit_code, startup_timeout_s, evaluator_grace_s: how replicas are stopped and
+            judged (:class:`tfk8s.core.job.TrainingJob`'s fields of the same names).
         kubernetes: the Kubernetes backend's settings (also namespace, image, pvc_name).
     """
 
@@ -87,6 +96,10 @@ class LaunchSpec:
     progress_timeout_s: int = DEFAULT_PROGRESS_TIMEOUT_S
     job_name_prefix: str = "tfk8s"
     max_restarts: int = DEFAULT_MAX_RESTARTS
+    stop_grace_s: int = STOP_GRACE_S
+    restart_exit_code: int = DEFAULT_RESTART_EXIT_CODE
+    startup_timeout_s: int = DEFAULT_STARTUP_TIMEOUT_S
+    evaluator_grace_s: int = DEFAULT_EVALUATOR_GRACE_S
     kubernetes: KubernetesParams = field(default_factory=KubernetesParams)
 
     @property
@@ -122,6 +135,10 @@ class LaunchSpec:
             progress_timeout_s=d["progress_timeout_s"],
             job_name_prefix=d["job_name_prefix"],
             max_restarts=d["max_restarts"],
+            stop_grace_s=d["stop_grace_s"],
+            restart_exit_code=d["restart_exit_code"],
+            startup_timeout_s=d["startup_timeout_s"],
+            evaluator_grace_s=d["evaluator_grace_s"],
             kubernetes=kube,
         )
 
@@ -187,8 +204,22 @@ LAUNCH_PARAMETERS: dict[str, Parameter] = {
         "is restarted (as a retryable failure); 0: no watchdog")),
     "job_name_prefix": Parameter("tfk8s", str, "prefix of the training job's name (<prefix>-<run id>)"),
     "max_restarts": Parameter(DEFAULT_MAX_RESTARTS, int, (
-        "recreations allowed for retryable failures (exit >= 128, killed by a signal, OOMKilled, eviction, no "
-        "progress...), on either backend")),
+        "recreations allowed for retryable failures (exit >= 128 or restart_exit_code, killed by a signal, "
+        "OOMKilled, no progress...), on either backend; preemptions (eviction, the scheduler's preemption, node "
+        "loss, a Kueue suspension) do not use it")),
+    "stop_grace_s": Parameter(STOP_GRACE_S, int, (
+        "seconds a replica gets between SIGTERM and SIGKILL when it is stopped (its pod's "
+        "terminationGracePeriodSeconds): time to checkpoint on a preemption notice, e.g. with TensorFlow's "
+        "PreemptionCheckpointHandler")),
+    "restart_exit_code": Parameter(DEFAULT_RESTART_EXIT_CODE, int, (
+        "the exit code of a program asking to be restarted after saving on SIGTERM (TensorFlow's "
+        "TerminationConfig: 42): retryable, not a program error; 0: none")),
+    "startup_timeout_s": Parameter(DEFAULT_STARTUP_TIMEOUT_S, int, (
+        "seconds a chief/worker that reported it is starting may take to its first step before it counts as "
+        "hung (a cluster that never forms); programs that never report progress are not watched; 0: off")),
+    "evaluator_grace_s": Parameter(DEFAULT_EVALUATOR_GRACE_S, int, (
+        "seconds the evaluator may still run after the job succeeded, to evaluate the final checkpoint, before "
+        "it is stopped")),
     "namespace": Parameter(_K["namespace"], str, KubernetesParams.help("namespace")),
     "image": Parameter(_K["image"], str, KubernetesParams.help("image")),
     "pvc_name": Parameter(_K["pvc_name"], str, KubernetesParams.help("pvc_name")),
@@ -241,9 +272,12 @@ def problems(params: Mapping[str, Any]) -> list[str]:
         except ClusterConfigError as e:
             out.append(str(e).replace("worker >= 1", "workers >= 1").replace("use more workers", "raise workers"))
     for key, minimum in (("epochs", 1), ("batch_size", 1), ("max_examples", 0), ("num_shards", 0),
-                         ("timeout_s", 0), ("progress_timeout_s", 0), ("max_restarts", 0), ("schedule_timeout_s", 1), ("gpus", 0)):
+                         ("timeout_s", 0), ("progress_timeout_s", 0), ("max_restarts", 0), ("schedule_timeout_s", 1),
+                         ("gpus", 0), ("stop_grace_s", 0), ("startup_timeout_s", 0), ("evaluator_grace_s", 0)):
         if key in params and get(key) < minimum:
             out.append(f"{key} must be >= {minimum}, got {get(key)}")
+    if "restart_exit_code" in params and not 0 <= get("restart_exit_code") <= 255:
+        out.append(f"restart_exit_code must be an exit code 0-255 (0: none), got {get('restart_exit_code')}")
     if "learning_rate" in params and not get("learning_rate") > 0:
         out.append(f"learning_rate must be > 0, got {get('learning_rate')}")
     if "min_accuracy" in params and not 0 <= get("min_accuracy") <= 1:
@@ -277,8 +311,8 @@ def problems(params: Mapping[str, Any]) -> list[str]:
             out.append("pvc_name is empty: name the PersistentVolumeClaim for data, checkpoints and models "
                        "(without it the model would be written to a pod's ephemeral storage)")
         out += _kubernetes_problems(params)
-    elif params.get("kubernetes"):  # not used by this backend, but a typo or a bad quantity is said now, not later
-        out += _kubernetes_problems({"kubernetes": params["kubernetes"]})
+    else:  # not used by this backend, but a typo, a bad quantity or claim name is said now, not on a cluster
+        out += _kubernetes_problems({k: params[k] for k in ("kubernetes", "pvc_name") if params.get(k)})
     return out
 
 

@@ -131,11 +131,14 @@ def check_dataset(name: str, tfds_data_dir: str | None = None, download: bool = 
             outside it passes when ``tfds_data_dir`` is set (it may hold it).
 
     Raises:
-        ValueError: an unknown name (neither in the catalog nor in ``tfds_data_dir``; the message names
-            ``tfds_data_dir`` and ``tfds_download``), or (``local``) a data set without image/label features.
+        ValueError: an empty name, an unknown name (neither in the catalog nor in ``tfds_data_dir``; the message
+            names ``tfds_data_dir`` and ``tfds_download``), or (``local``) a data set without image/label features.
         DatasetUnavailableError: ``local`` and the data set is not in the directory, and ``download`` is False or
             the network is unreachable (within seconds).
     """
+    if not (name or "").strip():  # TFDS would answer with its whole help on names
+        raise ValueError("dataset_name is empty: name a TFDS image-classification data set (e.g. --param "
+                         "dataset_name=mnist), or pass data_dir, a folder you prepared")
     import tensorflow_datasets as tfds
 
     if not local:

@@ -6,13 +6,15 @@ Everything comes from the run's folder on the volume (``<root>/runs/<run id>/``)
 
 - ``train/logs/{train,eval}/`` TensorBoard event files: loss and accuracy per epoch (``epoch_loss``,
   ``epoch_accuracy``... as the trainer writes them; an evaluator's ``eval`` scalars when there is one);
-- ``train/training_summary.json``: the training's figures; ``train/job.json``: replicas, restarts and why;
+- ``train/training_summary.json``: the training's figures and the sidecar evaluator's last ones; ``train/job.json``:
+  replicas, restarts (and preemptions) and why;
 - ``train/progress/<replica>.json``: each replica's last reported examples/sec;
 - ``evaluation.json`` (written by the evaluate step): test metrics, confusion matrix with the label names,
   the quality gate's verdict, the export.
 
 The pictures are drawn with matplotlib (Agg, no display) and embedded as PNG data URIs: the file stands alone
-(no scripts, no network), as the KFP UI shows an HTML artifact in a sandboxed frame.
+(no scripts, no network), as the KFP UI shows an HTML artifact in a sandboxed frame. The event files are read
+without TensorFlow (:mod:`tfk8s.steps.event_files`), so ``tfk8s report`` prints nothing but the report's path.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from tfk8s.core.layout import (
     TrainLayout,
 )
 from tfk8s.core.progress import read_job_progress
+from tfk8s.steps.event_files import read_scalars  # without TensorFlow: no start-up lines, 5 s less
 from tfk8s.tracking.records import read_record
 
 
@@ -52,39 +55,6 @@ def write_evaluation(run_dir: str | os.PathLike, evaluation: Mapping[str, Any]) 
     return path
 
 
-def read_scalars(log_dir: str | os.PathLike) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar in the TensorBoard event files under ``log_dir`` (not recursive): ``{tag: [(step, value)]}``
-    sorted by step, the last value of a step kept. Empty when there are none.
-
-    Reads both ``simple_value`` summaries and the tensor summaries ``tf.summary.write``/``tf.summary.scalar``
-    write (needs TensorFlow, imported here only).
-    """
-    files = sorted(Path(log_dir).glob("events.out.tfevents.*")) if Path(log_dir).is_dir() else []
-    if not files:
-        return {}
-    import tensorflow as tf
-
-    found: dict[str, dict[int, float]] = {}
-    for f in files:
-        try:
-            for record in tf.data.TFRecordDataset(str(f)):
-                event = tf.compat.v1.Event.FromString(record.numpy())
-                for v in event.summary.value:
-                    if v.HasField("simple_value"):
-                        value = float(v.simple_value)
-                    elif v.HasField("tensor"):
-                        arr = tf.make_ndarray(v.tensor)
-                        if arr.size != 1:
-                            continue
-                        value = float(arr.reshape(()))
-                    else:
-                        continue
-                    found.setdefault(v.tag, {})[int(event.step)] = value
-        except tf.errors.DataLossError:  # a file still being written: what was read so far counts
-            continue
-    return {tag: sorted(steps.items()) for tag, steps in found.items()}
-
-
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
@@ -97,17 +67,20 @@ def collect_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     """What the report shows, read from the run's folder (any part may be missing: it is then left out).
 
     Returns:
-        ``{"run_dir", "run_id", "job" (job.json), "summary" (training_summary.json), "evaluation",
-        "train_scalars", "eval_scalars", "throughput" ({replica: examples/sec})}``.
+        ``{"run_dir", "run_id", "job" (job.json), "summary" (training_summary.json), "evaluator" (the sidecar
+        evaluator's last figures, ``{}`` without), "evaluation", "train_scalars", "eval_scalars", "throughput"
+        ({replica: examples/sec})}``.
     """
     run = Path(run_dir)
     train = TrainLayout(run / TRAIN_DIR)
     progress = read_job_progress(train.root)
     throughput = {label: p.examples_per_sec for label, p in progress.items() if p.examples_per_sec}
+    summary = _read_json(train.summary)
     return {
         "run_dir": str(run), "run_id": run.name,
         "job": read_record(train.record) or {},
-        "summary": _training_figures(_read_json(train.summary)),
+        "summary": _training_figures(summary),
+        "evaluator": summary.get("evaluator") if isinstance(summary.get("evaluator"), dict) else {},
         "evaluation": _read_json(train.evaluation),
         "train_scalars": read_scalars(train.tensorboard / TENSORBOARD_TRAIN),
         "eval_scalars": read_scalars(train.tensorboard / TENSORBOARD_EVAL),
@@ -257,6 +230,22 @@ def _training_figures(summary: Mapping[str, Any] | None) -> dict:
     return {k: v for k, v in figures.items() if v is not None}
 
 
+def _evaluator_section(evaluator: Mapping[str, Any]) -> list[str]:
+    """The sidecar evaluator's last evaluation: which checkpoint (the final one or not), its loss and accuracy."""
+    if not evaluator:
+        return []
+    checkpoint, epochs = evaluator.get("checkpoint"), evaluator.get("epochs")
+    which = ("the final checkpoint" if evaluator.get("final") else "not the final checkpoint") + \
+        (f" ({checkpoint} of {epochs} epochs)" if checkpoint is not None and epochs else "")
+    rows = [("last evaluation", which)]
+    for key in ("accuracy", "loss"):
+        if isinstance(evaluator.get(key), int | float):
+            rows.append((key, f"{evaluator[key]:.4f}"))
+    if evaluator.get("evaluations"):
+        rows.append(("evaluations", evaluator["evaluations"]))
+    return ["<h2 id='evaluator'>Sidecar evaluator</h2>", _kv_table(rows)]
+
+
 def render_html(data: Mapping[str, Any]) -> str:
     """The report for :func:`collect_run`'s ``data``, one self-contained HTML page."""
     job, summary, ev = data.get("job") or {}, data.get("summary") or {}, data.get("evaluation") or {}
@@ -305,6 +294,8 @@ def render_html(data: Mapping[str, Any]) -> str:
     else:
         parts.append("<p class='muted'>no TensorBoard scalars under train/logs</p>")
 
+    parts += _evaluator_section(data.get("evaluator") or {})
+
     parts.append("<h2>Confusion matrix</h2>")
     if ev.get("confusion_matrix"):
         names = ev.get("label_names") or [str(i) for i in range(len(ev["confusion_matrix"]))]
@@ -334,9 +325,11 @@ def render_html(data: Mapping[str, Any]) -> str:
 
     parts.append("<h2>Restarts</h2>")
     reasons = job.get("restart_reasons") or []
-    n = int(job.get("restarts") or 0)
-    parts.append(f"<p>{n} restart{'' if n == 1 else 's'}"
-                 f"{': every recreation of a replica (or of its group) and why' if n else ''}</p>")
+    n, pre = int(job.get("restarts") or 0), int(job.get("preemptions") or 0)
+    counted = f"{n} restart{'' if n == 1 else 's'}"
+    if pre:
+        counted += f" and {pre} preemption{'' if pre == 1 else 's'} (not counted against max_restarts)"
+    parts.append(f"<p>{counted}{': every recreation of a replica (or of its group) and why' if reasons else ''}</p>")
     if reasons:
         import time as _time
 

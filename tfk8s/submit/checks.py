@@ -5,6 +5,7 @@ and the data (the user's ``data_dir``, else ``dataset_name`` in TFDS), in second
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,35 @@ def moved_to_kubernetes(given: Mapping[str, Any]) -> str | None:
     k = moved[0]
     return (f"{', '.join(moved)} {'is a key' if len(moved) == 1 else 'are keys'} of the kubernetes parameter now: "
             f"--param kubernetes.{k}={given[k]} (or --param kubernetes='{{\"{k}\": ...}}')")
+
+
+def missing_program(key: str, value: str, cwd: str | os.PathLike | None = None) -> str | None:
+    """The problem with the ``command``-like parameter ``key`` of a ``--local`` run whose program is not on this
+    machine: ``python <script>`` whose script does not exist (relative to ``cwd``, default the working
+    directory, where the local replicas run), or a first word that is neither on the PATH nor a file; None when
+    it is there, when a placeholder stands for it, or for ``python -m``/``-c``.
+    """
+    from tfk8s.core.contract import parse_command
+
+    try:
+        argv = parse_command(value)
+    except ValueError:
+        return None  # pipeline_params.check says what is wrong with it
+    if not argv or "{" in argv[0]:
+        return None
+    base = Path(cwd or os.getcwd())
+    if Path(argv[0]).name.startswith("python"):
+        script = next((a for a in argv[1:] if not a.startswith("-")), None)
+        if script is None or any(a in ("-m", "-c") for a in argv[1:argv.index(script)]) or "{" in script:
+            return None
+        if not (base / script).is_file():
+            return (f"{key}: {script} does not exist (in {base}, where the local replicas run): give the path of "
+                    f"your program, e.g. --param {key}='python path/to/train.py'")
+        return None
+    if shutil.which(argv[0], path=os.environ.get("PATH")) is None and not (base / argv[0]).is_file():
+        return (f"{key}: {argv[0]} is neither on the PATH nor a file in {base}: name an existing program, e.g. "
+                f"--param {key}='python train.py'")
+    return None
 
 
 def check_run_params(items: list[str], defaults: Mapping[str, Any], package: str | os.PathLike, *, local: bool,
@@ -54,6 +84,10 @@ def check_run_params(items: list[str], defaults: Mapping[str, Any], package: str
                          "drop --param backend / volume_root")
     merged = {**defaults, **given, **({"backend": "local", "volume_root": "."} if local else {})}
     pipeline_params.check(merged)
+    if local:  # the replicas (and eval_command) run here: a program that is not there fails now, not in a step
+        found = [p for key in ("command", "eval_command") if (p := missing_program(key, merged.get(key) or ""))]
+        if found:
+            raise ValueError("invalid pipeline parameters:\n  - " + "\n  - ".join(found))
     if merged.get("data_dir"):  # the user's own data: checked where it is, nothing is prepared
         if local:
             inspect_data_dir(resolve_data_dir(merged["data_dir"], str(Path(volume or ".").resolve())))

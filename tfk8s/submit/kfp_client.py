@@ -171,6 +171,34 @@ class CreatedSchedule:
     version_id: str | None = None
 
 
+def uncached_tasks(spec: Mapping[str, Any]) -> list[str]:
+    """The steps of a compiled pipeline (its IR dict) whose caching is off (``cachingOptions`` without
+    ``enableCache: true``), in the root DAG and in every sub-DAG (``dsl.If`` branches), sorted, each once; the
+    branches themselves (components without an executor) are not steps."""
+    components = spec.get("components") or {}
+    dags = [spec.get("root") or {}, *components.values()]
+    names = {name for dag in dags for name, task in (((dag.get("dag") or {}).get("tasks")) or {}).items()
+             if not (task.get("cachingOptions") or {}).get("enableCache")
+             and "executorLabel" in components.get((task.get("componentRef") or {}).get("name"), {})}
+    return sorted(names)
+
+
+def refuse_forced_caching(spec: Mapping[str, Any], enable_caching: bool | None) -> None:
+    """``enable_caching=True`` at submit turns KFP's cache on for every step, whatever the pipeline compiled
+    (kubeflow/pipelines#10676): refused when some step has caching off on purpose.
+
+    Raises:
+        KfpClientError: one line naming those steps and the fix (leave ``enable_caching`` unset).
+    """
+    off = uncached_tasks(spec) if enable_caching else []
+    if off:
+        raise KfpClientError(
+            f"enable_caching=True would serve every step from KFP's cache (it overrides the compiled caching "
+            f"options, kubeflow/pipelines#10676), but {', '.join(off)} must run each time: their data, checkpoints "
+            f"and models are on the volume, which the cache does not see (a cached launch trains nothing); leave "
+            f"enable_caching unset")
+
+
 def _prepare(host, package_path, params, token):
     host = normalize_host(host)
     typed = resolve_params(package_path, params)
@@ -236,16 +264,18 @@ def submit_run(
         pipeline_name: the pipeline's name for ``upload`` (default: the package's ``pipelineInfo.name``).
         namespace: the KFP profile namespace (multi-user Kubeflow).
         service_account: the Kubernetes ServiceAccount the run's pods use (default: KFP's).
-        enable_caching: override the compiled caching options (None: as compiled).
+        enable_caching: override the compiled caching options (None: as compiled); True is refused when a step
+            has caching off (:func:`refuse_forced_caching`).
         token: bearer token (default: ``$KF_PIPELINES_TOKEN``).
         timeout_s: seconds the reachability probe waits.
 
     Raises:
-        ParameterError, KfpClientError, FileNotFoundError: before any request; KfpUnreachableError,
-        KfpApiError: from the server.
+        ParameterError, KfpClientError, FileNotFoundError: before any request (``enable_caching=True`` for a
+        pipeline with steps that must not be cached, too); KfpUnreachableError, KfpApiError: from the server.
     """
     host, typed, token = _prepare(host, package_path, params, token)
     spec = read_package(package_path)
+    refuse_forced_caching(spec, enable_caching)
     name = pipeline_name or spec["pipelineInfo"]["name"]
     check_reachable(host, token, timeout_s)
     client = _client(host, token, namespace)
@@ -310,6 +340,7 @@ def create_schedule(
         raise KfpClientError(f"max_concurrency={max_concurrency}: must be >= 1 (1: one run at a time)")
     host, typed, token = _prepare(host, package_path, params, token)
     spec = read_package(package_path)
+    refuse_forced_caching(spec, enable_caching)
     pipeline = pipeline_name or spec["pipelineInfo"]["name"]
     display = name or f"{pipeline} [{cron}]"
     check_reachable(host, token, timeout_s)

@@ -7,13 +7,21 @@ characters, ``tfk8s: progress tfk8s-123 Running  33%  epoch 1/2  step 26/78  5,1
 every :data:`PLAIN_INTERVAL_S` seconds while it changes, every :data:`SAME_LINE_EVERY_S` seconds when it does
 not (``$TFK8S_PROGRESS_INTERVAL_S`` overrides both update intervals). The
 numbers come from :func:`tfk8s.tracking.records.job_status` (the job record plus the replicas' progress files); a
-program that reports no progress still shows its replicas' states.
+program that reports no progress still shows its replicas' states. After a recreation the line says which
+attempt it is (``attempt 2 (restarts 1)``) and keeps its place while the new attempt starts up (it reports no
+step until its first; the coordinator's resumed epoch then takes over).
+
+:class:`ConsoleStory` adds the lines a person needs besides the bar, with the same ``tfk8s: `` prefix that a
+short ``make run`` shows (:mod:`tfk8s.localrun.step_output`): each recreation with its cause (``tfk8s: restart 1
+of max_restarts=3: replica worker-1 exited -9 (killed by signal SIGKILL); recreating worker-0, worker-1``) and
+where the coordinator resumed (``tfk8s: worker-0 resumed from epoch 1 of 3``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import sys
 import threading
@@ -62,8 +70,10 @@ def progress_fields(status: JobStatus, *, replicas_word: bool = True) -> list[st
     # once the job has ended only succeeded replicas count (a ps stopped after the chief's success is not "up")
     word = "succeeded" if status.state in TERMINAL_STATES else "up"
     parts.append(f"replicas {up}/{total} {word}" if replicas_word else f"{up}/{total} {word}")
-    if status.restarts:
-        parts.append(f"restarts {status.restarts}")
+    if status.attempt > 1:
+        counts = [f"restarts {status.restarts}"] if status.restarts else []
+        counts += [f"preemptions {status.preemptions}"] if status.preemptions else []
+        parts.append(f"attempt {status.attempt} ({', '.join(counts)})")
     return parts
 
 
@@ -115,6 +125,7 @@ class ProgressMonitor:
         self._shown = ""  # the bar currently on screen (tty)
         self._last_plain: tuple[str, float] = ("", 0.0)
         self._first: tuple[float, int] | None = None  # (monotonic s, step) when first seen running
+        self._place: JobStatus | None = None  # the last status with a known place (fraction, epoch, step)
 
     def __enter__(self) -> Self:
         self._thread.start()
@@ -128,7 +139,20 @@ class ProgressMonitor:
             status = self._status()
         except Exception:  # noqa: BLE001 - a display must never fail the job
             return None
-        return self._with_rate_eta(status) if status is not None else None
+        return self._with_rate_eta(self._keep_place(status)) if status is not None else None
+
+    def _keep_place(self, status: JobStatus) -> JobStatus:
+        """A running job whose new attempt reports no place yet (starting up) keeps the last one shown, rather
+        than dropping back to no percentage or to epoch 1 of an attempt that is about to resume."""
+        if status.fraction is not None or status.state != "Running":
+            if status.fraction is not None:
+                self._place = status
+            return status
+        if self._place is None:
+            return status
+        p = self._place
+        return dataclasses.replace(status, fraction=p.fraction, epoch=p.epoch, epochs=p.epochs, step=p.step,
+                                   steps=p.steps)
 
     def _with_rate_eta(self, status: JobStatus) -> JobStatus:
         """The ETA from the steps done since this monitor first saw the job running (start-up excluded),
@@ -193,3 +217,55 @@ class ProgressMonitor:
                 self.stream.write(_CLEAR + self._shown + "\n")
                 self.stream.flush()
                 self._shown = ""
+
+
+_RECREATED = re.compile(r"^(?:\[launcher\] )?(?P<cause>.+?); (?:retryable|preempted): recreating (?P<group>.+?) "
+                        r"\((?P<note>(?:restart \d+ of (?:max_restarts=)?\d+)|(?:preemption \d+, not counted against "
+                        r"max_restarts=\d+))\)$")
+_RESUMED = re.compile(r"^\[(?P<label>[a-z]+-\d+)\] resumed from epoch (?P<done>\d+) of (?P<epochs>\d+)\b")
+CAUSE_CHARS = 240  # a recreation's cause as the console shows it (the record keeps it whole)
+
+
+class ConsoleStory:
+    """The ``tfk8s: `` lines that tell a job's story on the console, derived from the lines a backend sends:
+    each recreation with its cause and the replicas recreated, and where the coordinator resumed (the built-in
+    trainer's and ``tfk8s.runtime``'s ``resumed from epoch k of N``), once per attempt.
+
+    Args:
+        coordinator: the label whose resume line counts (``chief-0``, else ``worker-0``).
+    """
+
+    def __init__(self, coordinator: str):
+        self.coordinator = coordinator
+        self._recreations = 0
+        self._resumed_at = -1  # the recreation count when the last resume was said
+
+    def story(self, line: str) -> str | None:
+        """The console line ``line`` calls for, or None."""
+        m = _RECREATED.match(line)
+        if m:
+            self._recreations += 1
+            cause = m.group("cause")
+            cause = cause if len(cause) <= CAUSE_CHARS else cause[:CAUSE_CHARS] + "..."
+            note = m.group("note").replace(", not counted against", " (not counted against") + (
+                ")" if "not counted" in m.group("note") else "")
+            return f"{PLAIN_PREFIX}{note}: {cause}; recreating {m.group('group')}"
+        m = _RESUMED.match(line)
+        if m and m.group("label") == self.coordinator and self._resumed_at < self._recreations:
+            self._resumed_at = self._recreations
+            return (f"{PLAIN_PREFIX}{m.group('label')} resumed from epoch {m.group('done')} of {m.group('epochs')} "
+                    f"(attempt {self._recreations + 1})")
+        return None
+
+    def wrap(self, sink: Callable[[str], None]) -> Callable[[str], None]:
+        """``sink`` that also receives each story line, right after the line it comes from."""
+        def told(line: str) -> None:
+            sink(line)
+            try:
+                said = self.story(line)
+            except Exception:  # noqa: BLE001 - a display must never fail the job
+                said = None
+            if said:
+                sink(said)
+
+        return told

@@ -11,7 +11,8 @@ message, the outcome). One JSON object, format :data:`RECORD_FORMAT`::
      "replicas": {"worker": 2},               # replica counts by type
      "replica_states": {"worker-0": "Running", "worker-1": "Pending"},
      "cluster_spec": {"worker": ["127.0.0.1:4001", ...]},
-     "restarts": 0, "restart_reasons": [{"time": ..., "message": "..."}],
+     "restarts": 0, "preemptions": 0,           # recreations counted against max_restarts, and not
+     "restart_reasons": [{"time": ..., "message": "..."}],   # both kinds
      "events": [{"time": ..., "message": "..."}],   # the launcher's own messages, the last 100
      "created": 1764581234.5, "finished": null,     # Unix seconds; "updated": the last write
      "wall_time_s": null,
@@ -56,7 +57,8 @@ RECORD_FORMAT = 1
 TERMINAL_STATES = ("Succeeded", "Failed", "Lost", "Deleted")
 MAX_EVENTS = 100
 _LABEL_LINE = re.compile(r"^\[([a-z]+-\d+)\] ?(.*)$")
-_RESTART = re.compile(r"\(restart (\d+) of (?:max_restarts=)?(\d+)\)")  # both backends' wording
+_RESTART = re.compile(r"\(restart (\d+) of (?:max_restarts=)?(\d+)\)")  # tfk8s.core.policy.restart_note
+_PREEMPTION = re.compile(r"\(preemption (\d+), not counted")  # tfk8s.core.policy.preemption_note
 _CLUSTER_SPEC = re.compile(r"cluster spec (\{.*\})")
 _SUCCEEDED = re.compile(r"^(?:replica )?([a-z]+-\d+) succeeded$")
 
@@ -158,7 +160,8 @@ class JobStatus:
         epoch, epochs, step, steps: the coordinator's latest progress (None when unknown).
         examples_per_sec: the coordinator's throughput (all workers; None when unknown).
         eta_s: estimated seconds left (None when unknown).
-        restarts: recreations used; age_s: seconds since the job was created.
+        restarts: recreations used; preemptions: recreations after a preemption (not counted); age_s: seconds
+            since the job was created.
     """
 
     name: str
@@ -175,6 +178,12 @@ class JobStatus:
     eta_s: float | None = None
     restarts: int = 0
     age_s: float = 0.0
+    preemptions: int = 0
+
+    @property
+    def attempt(self) -> int:
+        """The job's attempt (1 until something was recreated): 1 + restarts + preemptions."""
+        return 1 + self.restarts + self.preemptions
 
     @property
     def replicas_up(self) -> tuple[int, int]:
@@ -218,6 +227,7 @@ def job_status(record: Mapping[str, Any], progress: Mapping[str, Progress] | Non
         step=p.step if p else None, steps=p.steps if p else None,
         examples_per_sec=p.examples_per_sec if p else None, eta_s=eta,
         restarts=int(record.get("restarts") or 0), age_s=max(0.0, now - created),
+        preemptions=int(record.get("preemptions") or 0),
     )
 
 
@@ -256,7 +266,8 @@ class JobRecorder:
             "format": RECORD_FORMAT, "name": job.name, "backend": backend, "namespace": namespace,
             "run_id": run_id or train.parent.name, "state": "Running", "message": "",
             "replicas": replicas, "replica_states": dict.fromkeys(labels, "Pending"),
-            "cluster_spec": dict(cluster_spec or {}), "restarts": 0, "restart_reasons": [], "events": [],
+            "cluster_spec": dict(cluster_spec or {}), "restarts": 0, "preemptions": 0, "restart_reasons": [],
+            "events": [],
             "created": time.time(), "finished": None, "wall_time_s": None,
             "launcher": {"pid": os.getpid(), "host": socket.gethostname()},
             "selector": job_selector(job.name),
@@ -271,7 +282,7 @@ class JobRecorder:
         previous = read_record(record_path(train))
         if previous and previous.get("name") == job.name and previous.get("state") == "Running":
             # a restarted launcher re-attaches to the same job: keep its history
-            for key in ("created", "events", "restart_reasons", "restarts"):
+            for key in ("created", "events", "restart_reasons", "restarts", "preemptions"):
                 record[key] = previous.get(key, record[key])
         return cls(train, record)
 
@@ -301,6 +312,10 @@ class JobRecorder:
             m = _RESTART.search(message)
             if m:
                 self.record["restarts"] = max(self.record["restarts"], int(m.group(1)))
+                self.record["restart_reasons"].append({"time": self._clock(), "message": message})
+            m = _PREEMPTION.search(message)
+            if m:
+                self.record["preemptions"] = max(self.record.get("preemptions", 0), int(m.group(1)))
                 self.record["restart_reasons"].append({"time": self._clock(), "message": message})
             m = _SUCCEEDED.match(message)
             if m:
@@ -363,18 +378,31 @@ class JobRecorder:
                 for label in result.stopped:
                     self._set_replica(label, "Stopped")
                 rec.update(state="Succeeded", restarts=max(rec["restarts"], int(result.restarts)),
+                           preemptions=max(rec.get("preemptions", 0), int(getattr(result, "preemptions", 0))),
                            wall_time_s=result.wall_time_s, cluster_spec=result.cluster_spec or rec["cluster_spec"])
             else:
                 failed = getattr(getattr(error, "replica", None), "label", None)
                 if failed:
                     self._set_replica(failed, "Failed")
-                first = str(error).splitlines()[0] if error is not None else "the launch step ended"
-                rec.update(state="Failed", message=first or type(error).__name__)
+                rec.update(state="Failed", message=failure_message(error))
             for label, s in states.items():
                 if s in ("Pending", "Running"):
                     states[label] = "Stopped"
             rec["finished"] = now
             self.save()
+
+
+def failure_message(error: BaseException | None) -> str:
+    """The first line of ``error``'s message, for the record (an exception without a message, such as a
+    KeyboardInterrupt, by its kind: ``interrupted (KeyboardInterrupt)``)."""
+    if error is None:
+        return "the launch step ended"
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    if lines:
+        return lines[0]
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted (KeyboardInterrupt)"
+    return type(error).__name__
 
 
 @contextmanager

@@ -1,9 +1,10 @@
 """Keep every replica's whole log on the volume, ``<train dir>/replica-logs/<type>-<index>.log``.
 
-The local backend writes these files itself. On Kubernetes a replica's log lives in its pod and dies with it
-(the launcher deletes every pod at the end, a TTL or a node loss may delete it sooner), so the launch step
-wraps its log sink in :class:`ReplicaLogWriter`: each ``[worker-1] <line>`` the launcher streams is appended
-to ``worker-1.log`` as it arrives (line-buffered, so a crash loses at most the line being written). Every
+Both backends stream every replica's output to the launch step's log sink as ``[worker-1] <line>`` (locally
+from the process, on Kubernetes from the pod's log, which dies with the pod: the launcher deletes every pod at
+the end, a TTL or a node loss may delete it sooner), and the launch step wraps that sink in
+:class:`ReplicaLogWriter`: each line is appended to ``worker-1.log`` as it arrives (line-buffered, so
+``tfk8s logs -f`` follows a running job and an interrupted one loses at most the line being written). Every
 attempt of a replica goes to the same file; a recreation (``... recreating worker-0, worker-1 (restart 1 of
 3)``) writes a separator line into the files of the recreated replicas. ``tfk8s logs JOB REPLICA`` reads
 these files once the pods are gone.
@@ -21,7 +22,7 @@ from typing import IO
 from tfk8s.core.layout import recreated_line
 
 _LINE = re.compile(r"^\[([a-z]+-\d+)\] ?(.*)$")
-_RECREATING = re.compile(r"recreating (.+?) \(restart (\d+) of (?:max_restarts=)?\d+\)")
+_RECREATING = re.compile(r"recreating (.+?) \((restart|preemption) (\d+)(?: of (?:max_restarts=)?\d+|, not counted)")
 
 
 def replica_log_file(log_dir: str | os.PathLike, label: str) -> Path:
@@ -70,7 +71,7 @@ class ReplicaLogWriter:
             if r:
                 for label in (x.strip() for x in r.group(1).split(",")):
                     if label in self.labels and (f := self._file(label)):
-                        f.write(recreated_line(label, r.group(2)) + "\n")
+                        f.write(recreated_line(label, r.group(3), r.group(2)) + "\n")
 
     def wrap(self, sink: Callable[[str], None]) -> Callable[[str], None]:
         """``sink`` that also keeps each line in its replica's file."""

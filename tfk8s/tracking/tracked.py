@@ -16,8 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
 
+from tfk8s.core.cluster import coordinator
 from tfk8s.core.layout import TrainLayout
-from tfk8s.tracking.progress_view import ProgressMonitor, plain_line
+from tfk8s.tracking.progress_view import ConsoleStory, ProgressMonitor, plain_line
 from tfk8s.tracking.records import JobRecorder, job_status, recording
 from tfk8s.tracking.replica_logs import ReplicaLogWriter
 
@@ -42,16 +43,17 @@ def _print(line: str) -> None:
 @contextmanager
 def tracked(job: Any, backend: str, train_dir: str | os.PathLike, log_sink: Callable[[str], None] | None = None,
             *, namespace: str = "", cluster_spec: Mapping[str, list[str]] | None = None,
-            keep_logs: bool | None = None, stream: IO[str] | None = None) -> Iterator[Tracked]:
+            keep_logs: bool = True, stream: IO[str] | None = None) -> Iterator[Tracked]:
     """Record, keep the logs of, and show the progress of ``job`` while the body runs it.
 
     Args:
         job: the :class:`~tfk8s.core.job.TrainingJob`.
-        backend: ``local`` or ``kubernetes`` (recorded; ``kubernetes`` keeps the replicas' logs).
+        backend: ``local`` or ``kubernetes`` (recorded).
         train_dir: the run's train dir; the record is ``<train dir>/job.json``.
         log_sink: where output lines go (default: printed; on a terminal, above the progress bar).
         namespace, cluster_spec: recorded for ``tfk8s describe``.
-        keep_logs: write ``<train dir>/replica-logs/<label>.log`` from the sink (default: on Kubernetes).
+        keep_logs: write ``<train dir>/replica-logs/<label>.log`` from the sink, line by line (both backends
+            leave it to this; False for a backend that keeps them itself).
         stream: where the progress display writes (default ``sys.stdout``).
 
     Raises:
@@ -60,8 +62,9 @@ def tracked(job: Any, backend: str, train_dir: str | os.PathLike, log_sink: Call
     recorder = JobRecorder.for_job(job, backend, train_dir, namespace=namespace, cluster_spec=cluster_spec)
     monitor = ProgressMonitor(lambda: job_status(recorder.record), stream or sys.stdout)
     out = log_sink or (monitor.print_line if monitor.tty else _print)
+    out = ConsoleStory(coordinator(job.counts).label).wrap(out)  # restarts and resumes, as tfk8s: lines
     writer = None
-    if keep_logs if keep_logs is not None else backend != "local":
+    if keep_logs:
         writer = ReplicaLogWriter(TrainLayout(train_dir).replica_logs, [r.label for r in job.counts.replicas()])
         out = writer.wrap(out)
     try:

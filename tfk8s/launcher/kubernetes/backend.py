@@ -9,10 +9,13 @@ a failed replica's error (:mod:`~tfk8s.launcher.kubernetes.failures`) and the cl
 - **Wait.** Two watches (pods and Jobs of the job, by label selector; :mod:`~tfk8s.launcher.kubernetes.watch`)
   feed one queue; the main thread applies each event, then decides. Nothing polls per replica.
 - **Success** (``SuccessPolicy``): the chief succeeded (worker 0 without a chief), or with ``AllWorkers``
-  every chief/worker did; ps and evaluator never count. Then lagging workers and the evaluator get
-  ``job.grace_period_s`` seconds to finish by themselves; whatever still runs (ps, laggards) is stopped.
-- **Failure.** A retryable failure recreates the replica's restart group while ``job.max_restarts`` lasts; the
-  failures of a group are judged together (a retryable one wins over its peers' follow-on exit 1s; a permanent
+  every chief/worker did; ps and evaluator never count. Then lagging workers get ``job.grace_period_s`` and the
+  evaluator ``job.evaluator_grace_s`` seconds to finish by themselves (the evaluator: its final checkpoint);
+  whatever still runs (ps, laggards) is stopped.
+- **Failure.** A retryable failure recreates the replica's restart group while ``job.max_restarts`` lasts, a
+  preemption (:mod:`~tfk8s.launcher.kubernetes.classify`: evicted, preempted, node lost, its Job suspended by
+  Kueue, which then holds the new Jobs until it admits them again, up to ``schedule_timeout_s``) always, without
+  counting against it; the failures of a group are judged together (a retryable one wins over its peers' follow-on exit 1s; a permanent
   one waits up to ``group_settle_s`` for the members still running, whose status may come later), else the
   earliest failure is reported. Image pull and container config errors fail at once with the kubelet's
   message; a replica unscheduled after ``schedule_timeout_s`` fails with the scheduler's message, one scheduled
@@ -21,18 +24,17 @@ a failed replica's error (:mod:`~tfk8s.launcher.kubernetes.failures`) and the cl
 - **Logs.** Every replica's log is streamed with a ``[worker-1]`` prefix (:mod:`~tfk8s.launcher.kubernetes.logs`);
   a failed replica's last lines and the events of its pod and Job are printed before any pod is deleted.
 - **Hangs** (:mod:`tfk8s.launcher.watchdog`): a started replica that reported progress in its current attempt
-  and then nothing new for ``job.progress_timeout_s`` is a retryable failure (``NoProgress``), as locally.
-- **Cleanup** at every end (success, failure, timeout, SIGTERM): every object deleted and checked gone.
+  and then nothing new for ``job.progress_timeout_s``, or a chief/worker with no first step
+  ``job.startup_timeout_s`` after it said it was starting, is a retryable failure (``NoProgress``), as locally.
+- **Cleanup** at every end (success, failure, timeout, SIGTERM or SIGINT): every object deleted and checked gone.
 """
 
 from __future__ import annotations
 
 import queue
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,20 +50,23 @@ from tfk8s.launcher.kubernetes.classify import (
     PodState,
     classify_job,
     classify_pod,
+    preempted_failure,
 )
 from tfk8s.launcher.kubernetes.cleanup import Cleanup, wait_until
 from tfk8s.launcher.kubernetes.creation import Creation
-from tfk8s.launcher.kubernetes.errors import KubernetesApiError, LauncherTerminatedError, QuotaExceededError
+from tfk8s.launcher.kubernetes.errors import KubernetesApiError, QuotaExceededError
 from tfk8s.launcher.kubernetes.failures import FailureReports
 from tfk8s.launcher.kubernetes.logs import LogSink, LogStream
 from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 from tfk8s.launcher.kubernetes.state import ReplicaState, parse_time
 from tfk8s.launcher.kubernetes.watch import Changed, Synced, Watcher, WatchFailed, WatchItem
+from tfk8s.launcher.stopping import stop_signals
 from tfk8s.launcher.watchdog import ProgressWatch
 
 MAX_WAIT_S = 5.0  # the main loop re-evaluates at least this often, events or not
 PEER_LINES_SHOWN = 5  # last log lines shown of each peer that failed with a group's root cause
 QUOTA_CHECK_S = 2.0  # a Job without a pod this long has its events checked for a quota refusal, this often
+_TRAINERS = (ReplicaType.CHIEF, ReplicaType.WORKER)
 
 
 class KubernetesBackend(Creation, FailureReports, Cleanup):
@@ -82,17 +87,18 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
         self._sink, self._sink_lock = log_sink, threading.RLock()  # re-entrant: the SIGTERM handler logs
         self.selector = job_selector(job.name)
         self.replicas = {r: ReplicaState(r, replica_name(job.name, r), progress=ProgressWatch.for_replica(
-            job.train_dir, r.label, job.progress_timeout_s, clock)) for r in job.counts.replicas()}
+            job.train_dir, r.label, job.progress_timeout_s, clock,
+            job.startup_timeout_s if r.replica_type in _TRAINERS else 0)) for r in job.counts.replicas()}
+        self.stop_grace_s = objects.grace_seconds(job)  # SIGTERM -> SIGKILL of every pod deleted
         self._queue: queue.Queue[WatchItem] = queue.Queue()
         self._watchers: list[Watcher] = []
         self._logs: dict[str, LogStream] = {}
-        self.restarts = 0
+        self.restarts = 0  # counted against job.max_restarts
+        self.preemptions = 0  # not counted
         self.exit_codes: dict[str, int] = {}
         self._start = clock()
         self._deadline: float | None = None
         self._success_at: float | None = None
-        self._terminating = False
-        self._in_cleanup = False
 
     # -- output ---------------------------------------------------------------------------------------------------
     def emit(self, line: str) -> None:
@@ -115,12 +121,15 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
             PermanentFailureError, ImagePullError, ContainerConfigError, RestartBudgetExhaustedError,
             ScheduleTimeoutError: a replica failed (see :mod:`tfk8s.launcher.kubernetes.errors`).
             JobTimeoutError: ``job.timeout_s`` passed.
-            LauncherTerminatedError: the launcher got SIGTERM.
+            LauncherTerminatedError: the launcher got SIGTERM or SIGINT (:mod:`tfk8s.launcher.stopping`).
             KubernetesApiError: an API call failed (e.g. forbidden: apply ``manifests/rbac.yaml``).
             CleanupError: the job succeeded but some of its objects could not be deleted.
         """
         error: BaseException | None = None
-        with self._sigterm_raises():
+        with stop_signals(self.job.name, self.log, "is being deleted; rerun the step to train again") as stop:
+            if not stop.caught:
+                self.log("not running in the main thread: SIGTERM and SIGINT cannot be caught here, so the replicas "
+                         "are cleaned up on errors but not on those signals (their ownerReferences still apply)")
             try:
                 self._launch()
                 return self._wait()
@@ -128,38 +137,8 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
                 error = e
                 raise
             finally:
+                stop.cleaning = True  # a second signal is noted, not obeyed: every object is deleted first
                 self._cleanup(error)
-
-    @contextmanager
-    def _sigterm_raises(self) -> Iterator[None]:
-        """Turn SIGTERM into :class:`LauncherTerminatedError` while the launcher runs (main thread only), so
-        that the cleanup runs; a second SIGTERM during the cleanup is ignored. The previous handler is
-        restored afterwards."""
-        if threading.current_thread() is not threading.main_thread():
-            self.log("not running in the main thread: SIGTERM cannot be caught here, so the replicas are "
-                     "cleaned up on errors but not on SIGTERM (their ownerReferences still apply)")
-            yield
-            return
-
-        def handler(signum: int, frame: Any) -> None:
-            if self._terminating or self._in_cleanup:
-                self.log("SIGTERM again: the cleanup is already running")
-                return
-            self._terminating = True
-            raise LauncherTerminatedError(
-                f"the launcher got SIGTERM (the pipeline run was cancelled or its pod evicted): every replica "
-                f"of {self.job.name} is being deleted; rerun the step to train again")
-
-        previous = signal.signal(signal.SIGTERM, handler)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-
-
-
-
-
 
     # -- wait -----------------------------------------------------------------------------------------------------
     def _wait(self) -> LaunchResult:
@@ -173,7 +152,7 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
         now, s = self._clock(), self.settings
         times = [now + MAX_WAIT_S]
         if self._success_at is not None:
-            times.append(self._success_at + self.job.grace_period_s)
+            times += [self._success_at + self.job.grace_period_s, self._success_at + self.job.evaluator_grace_s]
         if self._deadline is not None:
             times.append(self._deadline)
         for rep in self.replicas.values():
@@ -254,9 +233,9 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
 
     def _pod_deleted(self, rep: ReplicaState, pod: dict[str, Any]) -> None:
         name = pod["metadata"]["name"]
-        last = rep.pods.get(name, pod)
+        last = pod if pod.get("status") else rep.pods.get(name, pod)  # its final state (a DisruptionTarget)
         rep.pods[name] = last
-        if not classify_pod(last).terminal:
+        if not classify_pod(last, self.job.restart_exit_code).terminal:
             rep.gone_pods.add(name)
 
     def _decide(self) -> LaunchResult | None:
@@ -264,7 +243,13 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
         now = self._clock()
         for rep in self.replicas.values():
             pod = rep.pod()
-            rep.view = classify_pod(pod) if pod else None
+            rep.view = classify_pod(pod, self.job.restart_exit_code) if pod else None
+            if rep.job and rep.pods and classify_job(rep.job).suspended and not rep.terminal:
+                # Kueue took back the admission of a Job whose pod ran (a higher-priority workload): preempted
+                rep.view = PodState(Phase.FAILED, True, True, None, Failure(
+                    FailureKind.PREEMPTED, "Suspended", f"Job {rep.name} was suspended while its pod ran (its "
+                    f"queue {self.settings.kueue_queue or '?'} preempted the workload); the recreated Jobs wait "
+                    f"for re-admission up to schedule_timeout_s={self.settings.schedule_timeout_s:g}s"))
             if rep.view and rep.view.scheduled and rep.scheduled_at is None:
                 rep.scheduled_at = now
             if self._job_complete(rep) and not rep.terminal:
@@ -288,9 +273,12 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
                 self._success_at = now
                 self.log(f"{self.job.name} succeeded in {now - self._start:.1f}s")
         if self._success_at is not None:
-            lagging = [rep for r, rep in self.replicas.items() if r.replica_type is not ReplicaType.PS
-                       and not rep.terminal]
-            if not lagging or now - self._success_at >= self.job.grace_period_s:
+            since = now - self._success_at
+            lagging = [rep for r, rep in self.replicas.items() if r.replica_type in _TRAINERS and not rep.terminal]
+            evaluating = [rep for r, rep in self.replicas.items() if r.replica_type is ReplicaType.EVALUATOR
+                          and not rep.terminal]
+            if not ((lagging and since < self.job.grace_period_s)
+                    or (evaluating and since < self.job.evaluator_grace_s)):
                 return self._result()
             return None
         if self._deadline is not None and now >= self._deadline:
@@ -310,7 +298,7 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
             retryable = [x for x in failed if failures[x].retryable]
             cause = min(retryable or failed, key=self._failed_order)
             failure = failures[cause]
-            if failure.retryable and self.restarts < self.job.max_restarts:
+            if failure.retryable and (failure.preempted or self.restarts < self.job.max_restarts):
                 self._restart(cause, failure, failed)
                 return None
             # The kubelet often reports the peers' follow-on exit 1s before the root cause's own status (an
@@ -381,9 +369,10 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
         if view and view.terminal:
             return None
         if rep.gone_pods:
-            return Failure(FailureKind.RETRYABLE, "PodDeleted",
-                           f"pod {min(rep.gone_pods)} was deleted before it finished (preemption, node loss "
-                           f"or a manual delete)")
+            gone = min(rep.gone_pods)
+            return preempted_failure(rep.pods.get(gone)) or Failure(
+                FailureKind.RETRYABLE, "PodDeleted", f"pod {gone} was deleted before it finished (by someone "
+                f"else than the launcher, without a DisruptionTarget condition)")
         if rep.job_deleted:
             return Failure(FailureKind.PERMANENT, "JobDeleted",
                            f"Job {rep.name} was deleted by someone else while the replica ran")
@@ -404,7 +393,7 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
             self.log(f"stopping the remaining replicas: {', '.join(stopped)}")
         assert self._success_at is not None
         return LaunchResult(self.job.name, dict(self.exit_codes), stopped, self._success_at - self._start,
-                            self.restarts, objects.training_cluster_spec(self.job, self.settings))
+                            self.restarts, objects.training_cluster_spec(self.job, self.settings), self.preemptions)
 
     # -- restart ---------------------------------------------------------------------------------------------------
     def _decision_group(self, rep: ReplicaState) -> list[ReplicaState]:
@@ -423,23 +412,27 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
 
     def _restart(self, rep: ReplicaState, failure: Failure, failed: list[ReplicaState] | None = None) -> None:
         """Recreate ``rep``'s restart group (and the other ``failed`` replicas of its decision group): one
-        restart of the budget."""
+        restart of the budget, or for a preemption none."""
         failed = failed or []
         restart = self._restart_group(rep)
         group = [x for x in self.replicas.values() if x in restart or x in failed]
-        self.restarts += 1
+        if failure.preempted:
+            self.preemptions += 1
+            note, what = policy.preemption_note(self.preemptions, self.job.max_restarts), "preempted"
+        else:
+            self.restarts += 1
+            note, what = policy.restart_note(self.restarts, self.job.max_restarts), "retryable"
         code = f" with exit code {failure.exit_code}" if failure.exit_code is not None else ""
         also = ", ".join(x.replica.label for x in failed if x is not rep)
         self.log(f"{rep.replica.label} failed{code}: {failure.reason}"
                  f"{f' ({failure.message})' if failure.message else ''}"
-                 f"{f' (then {also} failed too)' if also else ''}; retryable: recreating "
-                 f"{', '.join(x.replica.label for x in group)} (restart {self.restarts} of "
-                 f"{self.job.max_restarts})")
+                 f"{f' (then {also} failed too)' if also else ''}; {what}: recreating "
+                 f"{', '.join(x.replica.label for x in group)} {note}")
         self._drain_log(rep)  # its last lines are in the output before its pod is deleted
         self._print_events(rep)
         for x in failed:  # the peers that went down with it: their last lines, briefly
             if x is not rep:
-                lines = self._drain_log(x)[-PEER_LINES_SHOWN:]
+                lines = self._drain_log(x).lines()[-PEER_LINES_SHOWN:]
                 if lines:
                     self.log(f"last lines of {x.replica.label} (failed after {rep.replica.label}):")
                     for line in lines:
@@ -448,13 +441,13 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
         for x in group:
             self.api.delete_job(x.name)
             for pod in x.pods:
-                self.api.delete_pod(pod, self.settings.stop_grace_period_s)
+                self.api.delete_pod(pod, self.stop_grace_s)
             old_pods |= set(x.pods)
         # The Services select a replica by type and index: let the old pods go before their successors start,
         # so that no peer resolves a replica's name to a terminating pod. One whose node is gone never goes by
         # itself: force-deleted after the grace period.
         s = self.settings
-        if not wait_until(lambda: not old_pods & self._pod_names(), s.stop_grace_period_s + s.force_delete_after_s,
+        if not wait_until(lambda: not old_pods & self._pod_names(), self.stop_grace_s + s.force_delete_after_s,
                            self._clock):
             self._force_delete(sorted(old_pods & self._pod_names()))
             if not wait_until(lambda: not old_pods & self._pod_names(), 30, self._clock):
@@ -466,11 +459,3 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
 
     def _pod_names(self) -> set[str]:
         return {p["metadata"]["name"] for p in self.api.list_pods(self.selector).get("items") or []}
-
-
-
-
-
-
-
-

@@ -3,10 +3,16 @@
 Rules (the shared table :mod:`tfk8s.core.policy`; Kubeflow Training Operator, ``pkg/util/train/train_util.go`` ``IsRetryableExitCode`` and the TFJob
 ``ExitCode`` restart policy, plus the kubelet's own reasons):
 
-- exit code 0: success; 1-127: a permanent error of the program (not retried);
-- exit code >= 128 (killed by a signal, 128 + signal number), ``OOMKilled`` (137, named as such), evictions,
-  preemptions, node loss and other disruptions (a pod-level ``status.reason`` or a ``DisruptionTarget``
-  condition), and a pod deleted before it finished: retryable;
+- exit code 0: success; 1-127: a permanent error of the program (not retried), but the restart exit code
+  (42: the program saved on SIGTERM and asks to be restarted, ``RestartRequested``): retryable;
+- exit code >= 128 (killed by a signal, 128 + signal number), ``OOMKilled`` (137, named as such), other pod-level
+  failures (``status.reason`` such as ``UnexpectedAdmissionError``), and a pod deleted before it finished (by a
+  person, say): retryable, counted against ``max_restarts``;
+- preemptions, whatever the exit code: a ``DisruptionTarget`` condition (the scheduler's preemption, the
+  Eviction API, the taint manager or pod GC of a lost node, the kubelet's node shutdown) or a pod-level reason of
+  :data:`tfk8s.core.policy.PREEMPTION_POD_REASONS` (``Evicted``, ``NodeLost``, ``Terminated``...), also on the
+  last state of a deleted pod; and a Job suspended (by Kueue) after its pod ran: ``preempted``, recreated
+  without counting against ``max_restarts`` (:func:`preempted_failure`);
 - a container that cannot start (``StartError``, ``ContainerCannotRun``: a missing executable): permanent;
 - an image the kubelet cannot pull (``ErrImagePull``, ``ImagePullBackOff``...) and a container it cannot
   create (``CreateContainerConfigError``...): failed fast with the kubelet's message, while still Pending;
@@ -23,7 +29,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tfk8s.core.policy import FailureKind, exit_code_kind  # FailureKind: shared by both backends
+from tfk8s.core.policy import (  # FailureKind: shared by both backends
+    DEFAULT_RESTART_EXIT_CODE,
+    PREEMPTION_POD_REASONS,
+    RESTART_REQUESTED,
+    FailureKind,
+    exit_code_kind,
+    restart_requested,
+)
 from tfk8s.launcher.kubernetes.objects import CONTAINER_NAME
 
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
@@ -60,7 +73,13 @@ class Failure:
 
     @property
     def retryable(self) -> bool:
-        return self.kind is FailureKind.RETRYABLE
+        """Recreated (while the budget lasts, or, for a preemption, always)."""
+        return self.kind in (FailureKind.RETRYABLE, FailureKind.PREEMPTED)
+
+    @property
+    def preempted(self) -> bool:
+        """Not the program's fault: recreated without counting against ``max_restarts``."""
+        return self.kind is FailureKind.PREEMPTED
 
 
 @dataclass(frozen=True)
@@ -125,7 +144,7 @@ def signal_name(exit_code: int) -> str:
         return f"signal {exit_code - 128}"
 
 
-def _terminated_failure(term: Mapping[str, Any]) -> Failure:
+def _terminated_failure(term: Mapping[str, Any], restart_exit_code: int = DEFAULT_RESTART_EXIT_CODE) -> Failure:
     code = term.get("exitCode")
     reason = term.get("reason") or ""
     message = (term.get("message") or "").strip()
@@ -134,7 +153,10 @@ def _terminated_failure(term: Mapping[str, Any]) -> Failure:
                        "the container exceeded its memory limit", code)
     if reason in START_FAILURE_REASONS:
         return Failure(FailureKind.PERMANENT, reason, message or "the container could not start", code)
-    kind = exit_code_kind(code) if code is not None and code > 0 else None
+    if restart_requested(code, restart_exit_code):
+        return Failure(FailureKind.RETRYABLE, RESTART_REQUESTED,
+                       f"exit code {code}: the program saved on SIGTERM and asks to be restarted", code)
+    kind = exit_code_kind(code, restart_exit_code) if code is not None and code > 0 else None
     if kind is FailureKind.PERMANENT:
         return Failure(FailureKind.PERMANENT, reason or "Error", "", code)
     if kind is FailureKind.RETRYABLE:
@@ -143,7 +165,22 @@ def _terminated_failure(term: Mapping[str, Any]) -> Failure:
     return Failure(FailureKind.RETRYABLE, reason or "PodFailed", message, code)
 
 
-def classify_pod(pod: Mapping[str, Any]) -> PodState:
+def preempted_failure(pod: Mapping[str, Any] | None, exit_code: int | None = None) -> Failure | None:
+    """The preemption a pod's status shows (a ``DisruptionTarget`` condition, or a pod-level reason of
+    :data:`~tfk8s.core.policy.PREEMPTION_POD_REASONS`), None when it shows none."""
+    if not pod:
+        return None
+    status = pod.get("status") or {}
+    disruption = _condition(pod, "DisruptionTarget")
+    if disruption and disruption.get("status") == "True":
+        return Failure(FailureKind.PREEMPTED, disruption.get("reason") or "DisruptionTarget",
+                       disruption.get("message") or "", exit_code)
+    if status.get("reason") in PREEMPTION_POD_REASONS:
+        return Failure(FailureKind.PREEMPTED, status["reason"], status.get("message") or "", exit_code)
+    return None
+
+
+def classify_pod(pod: Mapping[str, Any], restart_exit_code: int = DEFAULT_RESTART_EXIT_CODE) -> PodState:
     """Interpret a pod (the dict the API returns) of one replica; see the module docstring for the rules."""
     status = pod.get("status") or {}
     phase_s = status.get("phase") or "Pending"
@@ -165,16 +202,16 @@ def classify_pod(pod: Mapping[str, Any]) -> PodState:
         # a proxy) keeps the pod Running: the training container's exit decides.
         if exit_code == 0:
             return PodState(Phase.SUCCEEDED, True, True, 0, finished_at=finished_at)
-        return PodState(Phase.FAILED, True, True, exit_code, _terminated_failure(term), finished_at=finished_at)
+        failure = preempted_failure(pod, exit_code) or _terminated_failure(term, restart_exit_code)
+        return PodState(Phase.FAILED, True, True, exit_code, failure, finished_at=finished_at)
     if phase_s == "Failed":
-        disruption = _condition(pod, "DisruptionTarget")
-        if disruption and disruption.get("status") == "True":
-            failure = Failure(FailureKind.RETRYABLE, disruption.get("reason") or "DisruptionTarget",
-                              disruption.get("message") or "", exit_code)
-        elif status.get("reason"):  # Evicted, NodeLost, Shutdown, UnexpectedAdmissionError, OutOfcpu...
+        preempted = preempted_failure(pod, exit_code)
+        if preempted:
+            failure = preempted
+        elif status.get("reason"):  # UnexpectedAdmissionError, OutOfcpu...: not the program's, but counted
             failure = Failure(FailureKind.RETRYABLE, status["reason"], status.get("message") or "", exit_code)
         elif term:
-            failure = _terminated_failure(term)
+            failure = _terminated_failure(term, restart_exit_code)
         else:
             failure = Failure(FailureKind.RETRYABLE, "PodFailed", status.get("message") or "", None)
         return PodState(Phase.FAILED, scheduled, started, exit_code, failure, finished_at=finished_at)

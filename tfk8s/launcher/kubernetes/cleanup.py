@@ -1,7 +1,7 @@
 """Delete every object of a training job and check that none remain.
 
 At every end (success, failure, timeout, SIGTERM) the launcher deletes the job's Jobs first (no controller then
-recreates a pod), its Services, its pods (with ``stop_grace_period_s``, a short SIGTERM -> SIGKILL bound) and
+recreates a pod), its Services, its pods (with the job's ``stop_grace_s``, the SIGTERM -> SIGKILL bound) and
 its NetworkPolicy and PodGroup, each kind concurrently, then lists what is left. A pod still there
 ``force_delete_after_s`` past its grace period (its node is gone: its deletionTimestamp stays forever) is
 force-deleted (grace period 0); a pod still listed although its deletion was accepted is a warning with the
@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tfk8s.core.job import job_selector
+from tfk8s.core.policy import STOP_GRACE_S
 from tfk8s.launcher.kubernetes.classify import classify_pod
 from tfk8s.launcher.kubernetes.errors import CleanupError, KubernetesApiError
 from tfk8s.launcher.kubernetes.parallel import run_all
@@ -56,8 +57,8 @@ def delete_job_objects(api: Any, job_name: str, *, replica_names: Sequence[str] 
 
 class Cleanup:
     """The cleaning half of :class:`~tfk8s.launcher.kubernetes.backend.KubernetesBackend` (a mixin: it uses the
-    backend's ``job``, ``settings``, ``api``, ``replicas``, ``selector``, ``_logs``, ``_watchers``, ``log`` and
-    clock)."""
+    backend's ``job``, ``settings``, ``api``, ``replicas``, ``selector``, ``stop_grace_s``, ``_logs``,
+    ``_watchers``, ``log`` and clock)."""
 
     def _remaining(self) -> list[str]:
         left: list[str] = []
@@ -73,7 +74,6 @@ class Cleanup:
         On success a leftover raises :class:`CleanupError`; after a failure it is logged and added as a note
         to the failure (which stays the error the step reports).
         """
-        self._in_cleanup = True
         problem = ""
         try:
             for stream in self._logs.values():  # finished containers: every line is in before deleting
@@ -81,7 +81,7 @@ class Cleanup:
                     stream.drain(self.settings.log_wait_s)
             # each kind concurrently, as they were created (bench/launcher_scale.py's cleanup figure)
             delete_job_objects(self.api, self.job.name, replica_names=[rep.name for rep in self.replicas.values()],
-                               pod_grace_s=self.settings.stop_grace_period_s,
+                               pod_grace_s=self.stop_grace_s,
                                job_level=[kind for kind, *_ in self._job_level()])
             left: list[str] = []
 
@@ -90,11 +90,13 @@ class Cleanup:
                 return not left
 
             s = self.settings
-            first = min(s.cleanup_timeout_s, s.stop_grace_period_s + s.force_delete_after_s)
+            # a stop_grace_s above the default (a program checkpointing on SIGTERM) lengthens the wait by as much
+            timeout = s.cleanup_timeout_s + max(0, self.stop_grace_s - STOP_GRACE_S)
+            first = min(timeout, self.stop_grace_s + s.force_delete_after_s)
             done = wait_until(gone, first, self._clock)
             if not done and (stuck := [n.split("/", 1)[1] for n in left if n.startswith("pod/")]):
                 self._force_delete(stuck)  # their node is gone: no kubelet will ever confirm the deletion
-            if done or wait_until(gone, max(0.0, s.cleanup_timeout_s - first), self._clock):
+            if done or wait_until(gone, max(0.0, timeout - first), self._clock):
                 self.log(f"deleted the Jobs, Services and pods of {self.job.name}; none remain")
             else:
                 accepted = self._deletion_accepted(left)
@@ -105,7 +107,7 @@ class Cleanup:
                              + "; ".join(self._force_command(p) for p in sorted(accepted)))
                 else:
                     force = "; ".join(self._force_command(p) for p in sorted(accepted))
-                    problem = (f"{len(left)} objects of {self.job.name} remain {s.cleanup_timeout_s:g}s after "
+                    problem = (f"{len(left)} objects of {self.job.name} remain {timeout:g}s after "
                                f"deleting them: {left}; delete them with kubectl delete {self._kinds()} -n "
                                f"{s.namespace} -l {self.selector}" + (f"; {force}" if force else ""))
         except KubernetesApiError as e:
@@ -117,7 +119,6 @@ class Cleanup:
             for stream in self._logs.values():
                 stream.drain(0.5)
                 stream.stop()
-            self._in_cleanup = False
         if problem:
             self.log(problem)
             if error is None:
@@ -133,7 +134,7 @@ class Cleanup:
         node is gone, so no kubelet will confirm the deletion; ``kubectl delete pod --grace-period=0 --force``)."""
         if not pods:
             return
-        self.log(f"pods still terminating {self.settings.stop_grace_period_s + self.settings.force_delete_after_s:g}s "
+        self.log(f"pods still terminating {self.stop_grace_s + self.settings.force_delete_after_s:g}s "
                  f"after their deletion (their node is gone or unreachable): force-deleting {', '.join(pods)} "
                  f"(grace period 0)")
         run_all(lambda pod: self.api.delete_pod(pod, 0), pods)

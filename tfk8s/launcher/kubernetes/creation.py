@@ -32,13 +32,8 @@ class Creation:
 
     def _launch(self) -> None:
         s, job = self.settings, self.job
-        if s.launcher_pod is None:
-            self.log("TFK8S_LAUNCHER_POD_NAME/TFK8S_LAUNCHER_POD_UID are not set: the replica objects get no "
-                     "ownerReferences, so deleting the pipeline run will not garbage-collect them (the launcher "
-                     "still deletes them itself)")
-        elif s.owner is None:
-            self.log(f"the launcher pod is in namespace {s.launcher_pod.namespace}, the replicas in "
-                     f"{s.namespace}: no ownerReferences (an owner must be in the same namespace)")
+        if s.owner_note():
+            self.log(s.owner_note())
         existing = self.api.list_jobs(self.selector).get("items") or []
         adopted: dict[Replica, int] = {}
         for obj in existing:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tfk8s.core.diagnosis import LogTail
 from tfk8s.core.errors import JobTimeoutError, ReplicaFailedError
 from tfk8s.launcher.kubernetes import objects
 from tfk8s.launcher.kubernetes.classify import Failure, FailureKind, classify_job
@@ -42,29 +43,30 @@ class FailureReports:
         self._logs[pod] = stream
         stream.start()
 
-    def _drain_log(self, rep: ReplicaState) -> list[str]:
-        """The failed replica's last log lines, captured before its pod is deleted."""
+    def _drain_log(self, rep: ReplicaState) -> LogTail:
+        """The failed replica's last log lines and exception, captured before its pod is deleted (from its
+        followed log; else its log's tail, else its termination message)."""
         pod = rep.pod_name
+        tail = LogTail(self.settings.log_tail_lines)
         if not pod:
-            return []
-        lines: list[str] = []
+            return tail
         stream = self._logs.get(pod)
         if stream is None and rep.view and rep.view.started:
             self._follow_log(rep)
             stream = self._logs[pod]
         if stream is not None:
             stream.drain(self.settings.log_wait_s)
-            lines = list(stream.tail)
-        if not lines and rep.view and rep.view.started:
+            tail = stream.tail
+        if not tail and rep.view and rep.view.started:
             try:
-                lines = self.api.read_log_tail(pod, objects.CONTAINER_NAME, self.settings.log_tail_lines)
+                tail.extend(self.api.read_log_tail(pod, objects.CONTAINER_NAME, self.settings.log_tail_lines))
             except KubernetesApiError as e:
                 self.log(f"cannot read the log of {rep.replica.label}: {e}")
-        if not lines:  # terminationMessagePolicy FallbackToLogsOnError keeps the log's tail here
+        if not tail:  # terminationMessagePolicy FallbackToLogsOnError keeps the log's tail here
             for cs in ((rep.pod() or {}).get("status") or {}).get("containerStatuses") or []:
                 message = ((cs.get("state") or {}).get("terminated") or {}).get("message") or ""
-                lines = message.splitlines()
-        return lines[-self.settings.log_tail_lines:]
+                tail.extend(message.splitlines())
+        return tail
 
     def _print_events(self, rep: ReplicaState) -> list[dict[str, Any]]:
         """Print (and return) the latest events of the replica's pod and Job."""

@@ -1,17 +1,18 @@
 """Stream a replica pod's container log into the launcher's output, ``[worker-1] <line>``, keeping its tail.
 
 One daemon thread per pod follows the log (``kubectl logs -f``) from when its container starts until it
-ends; the last lines are kept for the error message should the replica fail. :meth:`LogStream.drain` waits
+ends; the last lines and the exception are kept for the error message should the replica fail
+(:class:`tfk8s.core.diagnosis.LogTail`). :meth:`LogStream.drain` waits
 for a finished container's stream to end, so that every line is captured before the pod is deleted.
 """
 
 from __future__ import annotations
 
-import collections
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from tfk8s.core.diagnosis import LogTail
 from tfk8s.launcher.kubernetes.api import close_stream, iter_lines
 
 LogSink = Callable[[str], None]
@@ -30,7 +31,7 @@ class LogStream:
 
     def __init__(self, label: str, pod: str, open_fn: Callable[[], Any], sink: LogSink, tail_lines: int = 30):
         self.label, self.pod = label, pod
-        self.tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
+        self.tail = LogTail(tail_lines)
         self.error: str = ""
         self._open, self._sink = open_fn, sink
         self._resp: Any = None

@@ -21,6 +21,7 @@ from typing import Any
 
 from tfk8s.core.cluster import ClusterSpec, Replica, ReplicaType, cluster_spec, replica_name, tf_config_json
 from tfk8s.core.job import LABEL_JOB_NAME, TrainingJob
+from tfk8s.core.proxy import no_proxy_env
 from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 
 LABEL_REPLICA_TYPE = "tfk8s.dev/replica-type"
@@ -71,6 +72,19 @@ def service_host(job_name: str, replica: Replica, settings: KubernetesSettings) 
 def training_cluster_spec(job: TrainingJob, settings: KubernetesSettings) -> ClusterSpec:
     """The job's TensorFlow cluster spec: every replica's ``<service host>:<port>``."""
     return cluster_spec(job.counts, lambda r: f"{service_host(job.name, r, settings)}:{job.port}")
+
+
+def no_proxy_hosts(job: TrainingJob, settings: KubernetesSettings) -> list[str]:
+    """What a replica's ``NO_PROXY`` names (:mod:`tfk8s.core.proxy`): every replica's Service host, the
+    namespace's ``.<namespace>.svc`` domain and, when set, ``.<cluster domain>``."""
+    hosts = [service_host(job.name, r, settings) for r in job.counts.replicas()]
+    hosts.append(f".{settings.namespace}.svc")
+    return hosts + ([f".{settings.cluster_domain}"] if settings.cluster_domain else [])
+
+
+def grace_seconds(job: TrainingJob) -> int:
+    """``job.stop_grace_s`` as a pod's ``terminationGracePeriodSeconds`` (whole seconds, rounded up)."""
+    return math.ceil(job.stop_grace_s)
 
 
 def job_labels(job_name: str) -> dict[str, str]:
@@ -207,8 +221,10 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
     name = replica_name(job.name, replica)
     labels = {**replica_labels(job.name, replica), LABEL_ATTEMPT: str(attempt)}
     job_labels = {**labels, KUEUE_QUEUE_LABEL: settings.kueue_queue} if settings.kueue_queue else labels
-    # The job's env, this type's, then the contract's (tfk8s.core.contract.replica_env) and TF_CONFIG: the launcher's win.
-    env = {k: v for k, v in {**job.env, **rs.env, **job.contract_env(replica)}.items() if k != "TF_CONFIG"}
+    # The job's env, this type's, then the contract's (tfk8s.core.contract.replica_env), NO_PROXY (the user's entries and
+    # the peers') and TF_CONFIG: the launcher's win.
+    env = {k: v for k, v in {**job.env, **rs.env, **job.contract_env(replica),
+                             **no_proxy_env(no_proxy_hosts(job, settings), job.env, rs.env)}.items() if k != "TF_CONFIG"}
     env_list = [{"name": k, "value": v} for k, v in env.items()]
     env_list.append({"name": "TF_CONFIG", "value": tf_config_json(training_cluster_spec(job, settings), replica)})
     container: dict[str, Any] = {
@@ -227,7 +243,7 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": settings.stop_grace_period_s,
+        "terminationGracePeriodSeconds": grace_seconds(job),
         "securityContext": {"runAsNonRoot": True, "runAsUser": settings.run_as_user,
                             "runAsGroup": settings.run_as_user, "fsGroup": settings.run_as_user,
                             "seccompProfile": {"type": "RuntimeDefault"}},

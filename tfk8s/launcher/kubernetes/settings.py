@@ -22,7 +22,6 @@ from tfk8s import DEFAULT_IMAGE
 from tfk8s.core.cluster import ReplicaType
 from tfk8s.core.contract import CONTRACT_ENV, check_command
 from tfk8s.core.layout import DEFAULT_ROOT
-from tfk8s.core.policy import STOP_GRACE_S
 from tfk8s.launcher.kubernetes.values import (
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
@@ -270,16 +269,14 @@ class KubernetesSettings:
         scheduler_name: the pods' ``schedulerName`` (e.g. ``volcano``); empty: the default scheduler.
         launcher_pod: the launcher's own pod, owner of the replica objects (None: no owner references).
         run_as_user: the non-root UID (and GID, fsGroup) of the replicas.
-        stop_grace_period_s: seconds a replica gets to exit after SIGTERM (its pod's
-            ``terminationGracePeriodSeconds``, and the grace of the launcher's deletes) before the kubelet
-            SIGKILLs it; short (:data:`tfk8s.core.policy.STOP_GRACE_S`), as TensorFlow may swallow SIGTERM.
-            A pod still there ``force_delete_after_s`` seconds later (its node lost: it keeps its
-            deletionTimestamp forever) is force-deleted (grace period 0).
-        force_delete_after_s: seconds past ``stop_grace_period_s`` the launcher waits for a deleted pod to go
+        force_delete_after_s: seconds past the job's ``stop_grace_s`` (its pods' ``terminationGracePeriodSeconds``
+            and the grace of the launcher's deletes, :class:`tfk8s.core.job.TrainingJob`) the launcher waits for a
+            deleted pod to go (its node lost: it keeps its deletionTimestamp forever)
             before it force-deletes it (``kubectl delete pod --grace-period=0 --force``), at a restart and at
             cleanup. A pod whose deletion was accepted but is still listed after that is a warning, not a
             failure of the step.
-        cleanup_timeout_s: seconds the launcher waits for every object to be gone after deleting them.
+        cleanup_timeout_s: seconds the launcher waits for every object to be gone after deleting them (plus
+            what the job's ``stop_grace_s`` exceeds the default by).
         backstop_deadline_s: ``activeDeadlineSeconds`` of the Jobs when the job has no timeout, so that
             replicas (a ps never exits) cannot outlive a launcher that died without cleaning up.
         watch_timeout_s: server-side timeout of each watch request, after which the watch resumes.
@@ -321,7 +318,6 @@ class KubernetesSettings:
     scheduler_name: str = ""
     launcher_pod: LauncherPod | None = None
     run_as_user: int = 10001  # the project image's user (Dockerfile: USER 10001, owns /home/tfk8s, /mnt/tfk8s)
-    stop_grace_period_s: int = STOP_GRACE_S
     cleanup_timeout_s: float = 120
     force_delete_after_s: float = 15.0
     backstop_deadline_s: int = WEEK_S
@@ -385,6 +381,18 @@ class KubernetesSettings:
         if self.launcher_pod and self.launcher_pod.namespace == self.namespace:
             return self.launcher_pod
         return None
+
+    def owner_note(self) -> str:
+        """Why the replica objects get no ownerReferences (``""`` when they get one): the launcher pod is unknown
+        (outside a launcher pod: ``--dry-run``, a test) or in another namespace."""
+        if self.launcher_pod is None:
+            return (f"{ENV_LAUNCHER_POD_NAME}/{ENV_LAUNCHER_POD_UID} are not set (outside a launcher pod): the replica "
+                    f"objects get no ownerReferences, so deleting the pipeline run will not garbage-collect them (the "
+                    f"launcher still deletes them itself; in a run, KFP sets both from the launcher pod)")
+        if self.owner is None:
+            return (f"the launcher pod is in namespace {self.launcher_pod.namespace}, the replicas in "
+                    f"{self.namespace}: no ownerReferences (an owner must be in the same namespace)")
+        return ""
 
     @classmethod
     def from_params(cls, *, volume_mount_path: str = DEFAULT_MOUNT_PATH, **params: Any) -> KubernetesSettings:
