@@ -64,20 +64,37 @@ LABEL_E2E_NAMESPACE = "tfk8s.dev/e2e-namespace"  # on the PV: the claim's select
 @pytest.fixture(scope="session")
 def e2e_image(e2e_cluster) -> str:
     """The project image, imported into the node's containerd (see the module docstring); its name."""
+    archive = image_archive()
+    if archive is None:
+        pytest.skip(f"no image archive at {os.environ.get(ARCHIVE_ENV) or DEFAULT_ARCHIVE}: `make test-e2e` builds "
+                    f"it (make image-archive)")
+    seconds = import_image(e2e_cluster.node, archive)
+    print(f"\nimported {DEFAULT_IMAGE} ({archive.stat().st_size / 2**30:.1f} GiB) in {seconds:.1f}s")
+    return DEFAULT_IMAGE
+
+
+def image_archive() -> Path | None:
+    """The project image's docker-archive (``$TFK8S_E2E_IMAGE_ARCHIVE``, else make image-archive's default
+    path), None when it is not there."""
     archive = Path(os.environ.get(ARCHIVE_ENV) or DEFAULT_ARCHIVE)
-    if not archive.is_file():
-        pytest.skip(f"no image archive at {archive}: `make test-e2e` builds it (make image-archive)")
-    node = e2e_cluster.node
+    return archive if archive.is_file() else None
+
+
+def import_image(node: realnode.RealNode, archive: Path, image: str = DEFAULT_IMAGE) -> float:
+    """``ctr -n k8s.io images import`` of ``archive`` into the node's containerd; the seconds it took.
+
+    Raises:
+        AssertionError: the import made no ``image``.
+    """
     t0 = time.monotonic()
     # --local --discard-unpacked-layers: unpacked in ctr, the compressed layers then left to containerd's GC
     # (2.5 GiB less on the disk during the run)
     realnode._run(str(node.bin_dir / "ctr"), "--address", str(node.sock), "-n", "k8s.io", "images", "import",
                   "--local", "--discard-unpacked-layers", str(archive), timeout=600)
     listed = node.ctr("images", "ls", "-q").split()
-    assert DEFAULT_IMAGE in listed, f"ctr images import of {archive} made no {DEFAULT_IMAGE}: {listed}"
+    assert image in listed, f"ctr images import of {archive} made no {image}: {listed}"
     node.timings["project image"] = round(time.monotonic() - t0, 1)
-    print(f"\nimported {DEFAULT_IMAGE} ({archive.stat().st_size / 2**30:.1f} GiB) in {node.timings['project image']}s")
-    return DEFAULT_IMAGE
+    return time.monotonic() - t0
 
 
 @pytest.fixture(scope="session")
@@ -319,7 +336,8 @@ class ProjectPods:
         return path.read_text(errors="replace") if path.is_file() else ""
 
 
-def _apply_rbac(e2e: E2E) -> None:
+def apply_rbac(e2e: E2E) -> None:
+    """Create ``manifests/rbac.yaml`` (the ``tfk8s-launcher`` ServiceAccount, Role, RoleBinding) in the namespace."""
     from kubernetes import utils
 
     for doc in yaml.safe_load_all((REPO / "manifests" / "rbac.yaml").read_text()):
@@ -327,7 +345,7 @@ def _apply_rbac(e2e: E2E) -> None:
             utils.create_from_dict(e2e.api, doc, namespace=e2e.namespace)
 
 
-def _make_volume(e2e: E2E, data: Path) -> Volume:
+def make_volume(e2e: E2E, data: Path) -> Volume:
     """The namespace's hostPath PV and its ReadWriteMany claim :data:`CLAIM`, bound by the PV binder (the claim
     selects its PV by label; storageClassName "" for both: no provisioner), the MNIST subset on it."""
     folder = VOLUMES / e2e.namespace
@@ -351,35 +369,45 @@ def _make_volume(e2e: E2E, data: Path) -> Volume:
     return Volume(pv, folder)
 
 
+def remove_namespace(e2e: E2E, volume: Volume, ledger: RuntimeLedger | None = None) -> list[str]:
+    """Delete every pod of the namespace (grace 2 s) and wait until they are gone, then the namespace, the PV and
+    its folder; returns the runtime's tasks (processes) of the namespace still running once its pods are gone
+    (``[]``). With ``ledger``, its containers are checked later (:class:`RuntimeLedger`)."""
+    ns = e2e.namespace
+    ledger = ledger or RuntimeLedger(e2e.cluster.node)
+    with contextlib.suppress(Exception):
+        for p in e2e.core.list_namespaced_pod(ns).items:
+            e2e.core.delete_namespaced_pod(p.metadata.name, ns, grace_period_seconds=2)
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: not e2e.core.list_namespaced_pod(ns).items, f"the pods of {ns} gone", 60)
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: not ledger.running(ns), f"no process of {ns} in the runtime", 15)
+    running = ledger.running(ns)
+    ledger.pending[ns] = time.monotonic()
+    with contextlib.suppress(Exception):
+        e2e.core.delete_namespace(ns)
+    with contextlib.suppress(Exception):
+        e2e.core.delete_persistent_volume(volume.pv)
+    shutil.rmtree(volume.folder, ignore_errors=True)
+    return running
+
+
 @pytest.fixture
 def e2e_pods(e2e: E2E, e2e_image: str, e2e_mnist: Path, e2e_runtime: RuntimeLedger) -> Iterator[ProjectPods]:
     """The test's :class:`ProjectPods` (see the module docstring for what is checked afterwards)."""
     overdue = e2e_runtime.overdue()
     assert not overdue, f"containers of earlier tests still in the runtime after the kubelet's GC period: {overdue}"
-    _apply_rbac(e2e)
-    volume = _make_volume(e2e, e2e_mnist)
+    apply_rbac(e2e)
+    volume = make_volume(e2e, e2e_mnist)
     pods = ProjectPods(e2e, e2e_image, volume)
+    running: list[str] = []
     try:
         yield pods
         left = {job: objs for job in sorted(pods.jobs) if (objs := pods.job_objects(job))}
         assert not left, f"objects of the jobs left behind: {left}"
     finally:
-        ns = e2e.namespace
-        with contextlib.suppress(Exception):
-            for p in e2e.core.list_namespaced_pod(ns).items:
-                e2e.core.delete_namespaced_pod(p.metadata.name, ns, grace_period_seconds=2)
-        with contextlib.suppress(AssertionError):
-            wait_for(lambda: not e2e.core.list_namespaced_pod(ns).items, f"the pods of {ns} gone", 60)
-        with contextlib.suppress(AssertionError):
-            wait_for(lambda: not e2e_runtime.running(ns), f"no process of {ns} in the runtime", 15)
-        running = e2e_runtime.running(ns)
-        e2e_runtime.pending[ns] = time.monotonic()
-        with contextlib.suppress(Exception):
-            e2e.core.delete_namespace(ns)
-        with contextlib.suppress(Exception):
-            e2e.core.delete_persistent_volume(volume.pv)
-        shutil.rmtree(volume.folder, ignore_errors=True)
-        assert not running, f"processes of {ns}'s containers still run after its pods are gone: {running}"
+        running = remove_namespace(e2e, volume, e2e_runtime)
+    assert not running, f"processes of {e2e.namespace}'s containers still run after its pods are gone: {running}"
 
 
 def small_job(*, epochs: int = 1, batch: int = 64, cpu: str = "250m", memory: str = "1Gi",
@@ -403,5 +431,6 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-__all__ = ["CLAIM", "DATA_DIR", "LAUNCHER_SA", "MOUNT", "ProjectPods", "RuntimeLedger", "Volume", "e2e_image",
-           "e2e_mnist", "e2e_pods", "e2e_runtime", "last_json", "small_job", "unique", "wait_for"]
+__all__ = ["CLAIM", "DATA_DIR", "LAUNCHER_SA", "MOUNT", "ProjectPods", "RuntimeLedger", "Volume", "apply_rbac",
+           "e2e_image", "e2e_mnist", "e2e_pods", "e2e_runtime", "image_archive", "import_image", "last_json",
+           "make_volume", "remove_namespace", "small_job", "unique", "wait_for"]

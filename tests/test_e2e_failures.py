@@ -22,7 +22,9 @@ from tests.e2e_pods import ProjectPods, small_job, unique, wait_for
 pytest_plugins = ["tests.e2e_fixtures", "tests.e2e_pods"]
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
-EPOCHS = 8  # after the first (~11 s: tracing), an epoch takes ~1.5 s: the group is disrupted mid-training
+# After the first epoch (~11 s: tracing) an epoch takes ~1 s here: enough epochs that the group is disrupted
+# mid-training. A deleted MWMS worker trains on through its grace period (10 s; see the pod-deletion test).
+KILL_EPOCHS, DELETE_EPOCHS = 8, 30
 # `kubectl exec POD -- sh -c KILL`: SIGKILL the trainer's process by its command line (the pattern is built at
 # run time so that this shell's own command line, and its subshells', do not match it).
 KILL = """want=trainer; want="$want.task"
@@ -33,40 +35,43 @@ for d in /proc/[0-9]*; do
 done"""
 
 
-def _epochs_done(log: str) -> int:
-    return len(re.findall(rf"^epoch \d+/{EPOCHS}: loss=", log, re.MULTILINE))
+def _epochs(log: str, epochs: int) -> list[int]:
+    """The epochs whose end the trainer printed in ``log`` (``epoch k/N: loss=...``)."""
+    return [int(e) for e in re.findall(rf"^epoch (\d+)/{epochs}: loss=", log, re.MULTILINE)]
 
 
-def _start_and_wait_for_epoch_1(p: ProjectPods, run: str) -> tuple[str, str, dict]:
-    """Launch 2 MWMS workers for EPOCHS epochs; wait until worker-1 has finished its first one (its line comes
-    after BackupAndRestore's save: the trainer's callbacks run in that order); (launcher pod, job, worker-1's
-    pod)."""
-    launcher = p.launch(run, "--workers", "2", *small_job(epochs=EPOCHS, max_restarts=2))
+def _start_and_wait_for_epoch_1(p: ProjectPods, run: str, epochs: int) -> tuple[str, str, dict]:
+    """Launch 2 MWMS workers for ``epochs`` epochs; wait until worker-1 has finished its first one (its line
+    comes after BackupAndRestore's save: the trainer's callbacks run in that order); (launcher pod, job,
+    worker-1's pod)."""
+    launcher = p.launch(run, "--workers", "2", *small_job(epochs=epochs, max_restarts=2))
     job = p.job_of(run)
-    wait_for(lambda: _epochs_done(p.replica_log(run, "worker-1")) >= 1, "worker-1's first epoch", 300,
+    wait_for(lambda: _epochs(p.replica_log(run, "worker-1"), epochs), "worker-1's first epoch", 300,
              explain=lambda: p.tail(launcher))
     pod = p.replica_pod(job, "worker-1", attempt=0)
     assert pod is not None and pod["status"]["phase"] == "Running", pod
     return launcher, job, pod
 
 
-def _assert_resumed(p: ProjectPods, run: str, launcher: str, done_before: int) -> str:
+def _assert_resumed(p: ProjectPods, run: str, launcher: str, epochs: int) -> tuple[str, int]:
+    """The job succeeded after one group restart, whose replicas resumed after the last epoch of the first
+    attempt and trained each later epoch once; (the launcher's log, epochs done before the restart)."""
     pod = p.wait_done(launcher, 300)
     log = p.e2e.log(launcher)
     assert pod["status"]["phase"] == "Succeeded", log[-5000:]
-    assert 1 <= done_before < EPOCHS
-    resumed = {label: re.findall(rf"^\[{label}\] resumed from epoch (\d+) of {EPOCHS} \(backup in ", log, re.MULTILINE)
-               for label in ("worker-0", "worker-1")}  # the second attempt of each: where the backup was
-    (k,) = set(resumed["worker-0"]) | set(resumed["worker-1"])
-    # k epochs done: the ones whose line came before the disruption (or one more, when it fell between the
-    # backup's save and the line)
-    assert int(k) in (done_before, done_before + 1), (done_before, resumed)
     kept = p.replica_log(run, "worker-1")  # both attempts, on the volume
-    _, _, second = kept.partition("----- tfk8s")
-    assert second and f"resumed from epoch {k} of {EPOCHS}" in second, kept[-3000:]
-    assert [int(e) for e in re.findall(rf"^epoch (\d+)/{EPOCHS}: loss=", second, re.MULTILINE)] == list(
-        range(int(k) + 1, EPOCHS + 1))  # epochs k+1..N after the restart: none trained twice
-    return log
+    first, _, second = kept.partition("----- tfk8s")
+    done = _epochs(first, epochs)
+    assert second and done == list(range(1, len(done) + 1)) and 1 <= len(done) < epochs, kept[-3000:]
+    resumed = {label: re.findall(rf"^\[{label}\] resumed from epoch (\d+) of {epochs} \(backup in ", log,
+                                 re.MULTILINE) for label in ("worker-0", "worker-1")}
+    (k,) = {int(x) for x in resumed["worker-0"] + resumed["worker-1"]}
+    # k: the epochs whose line came before the disruption (one more when it fell between the backup's save
+    # and the line); the second attempt trains k+1..N, none twice
+    assert k in (len(done), len(done) + 1), (done, resumed)
+    assert f"resumed from epoch {k} of {epochs}" in second
+    assert _epochs(second, epochs) == list(range(k + 1, epochs + 1)), second[-3000:]
+    return log, k
 
 
 def test_kill_9_of_a_worker_process_recreates_the_group_which_resumes_from_the_checkpoint(e2e_pods: ProjectPods):
@@ -75,37 +80,67 @@ def test_kill_9_of_a_worker_process_recreates_the_group_which_resumes_from_the_c
     pause container is), so the SIGKILL from inside the container reaches it."""
     p = e2e_pods
     run = unique("kill9")
-    launcher, job, pod = _start_and_wait_for_epoch_1(p, run)
+    launcher, job, pod = _start_and_wait_for_epoch_1(p, run, KILL_EPOCHS)
     out = p.exec(pod["metadata"]["name"], ["sh", "-c", KILL], container="tensorflow")
     assert re.match(r"killed \d+: python -m trainer\.task ", out), out
     assert not out.startswith("killed 1:")  # not PID 1: the pause container is
-    done_before = _epochs_done(p.replica_log(run, "worker-1"))
-    log = _assert_resumed(p, run, launcher, done_before)
+    log, _ = _assert_resumed(p, run, launcher, KILL_EPOCHS)
     assert re.search(r"\[launcher\] worker-1 failed with exit code 137: Signal \(killed by SIGKILL\); retryable: "
                      r"recreating worker-0, worker-1 \(restart 1 of 2\)", log), log[-5000:]
     assert p.job_objects(job) == {}
 
 
 def test_deleting_a_worker_pod_recreates_the_group_which_resumes_from_the_checkpoint(e2e_pods: ProjectPods):
-    """The pod deleted with its grace period (10 s): the kubelet's SIGTERM reaches the trainer (not PID 1) and
-    ends it at once (143), well within the grace period."""
+    """The pod deleted with its grace period (10 s). The kubelet's SIGTERM reaches the trainer (it is not PID 1)
+    but TensorFlow's MultiWorkerMirroredStrategy runtime catches it (its preemption notifier) and training
+    goes on until the SIGKILL at the end of the grace period: exit 137, then the group is recreated."""
     p = e2e_pods
     run = unique("delete")
-    launcher, job, pod = _start_and_wait_for_epoch_1(p, run)
+    launcher, job, pod = _start_and_wait_for_epoch_1(p, run, DELETE_EPOCHS)
     name = pod["metadata"]["name"]
+    seen: list[tuple] = []
+    watcher = _watch_pod(p, name, seen)
     t0 = time.monotonic()
     p.core.delete_namespaced_pod(name, p.namespace)
-    done_before = _epochs_done(p.replica_log(run, "worker-1"))
     wait_for(lambda: p.replica_pod(job, "worker-1", attempt=1), "worker-1's second attempt", 120,
              explain=lambda: p.tail(launcher) + f"\nevents of {name}: {p.events(name)}")
-    log = _assert_resumed(p, run, launcher, done_before)
-    stopped = re.search(r"\[launcher\] worker-1 failed with exit code (\d+): (\w+)", log)
-    assert stopped and (stopped[1], stopped[2]) == ("143", "Signal"), log[-5000:]
-    assert "(killed by SIGTERM); retryable: recreating worker-0, worker-1 (restart 1 of 2)" in log
+    log, _ = _assert_resumed(p, run, launcher, DELETE_EPOCHS)
+    assert "[launcher] worker-1 failed with exit code 137: Signal (killed by SIGKILL); retryable: recreating " \
+           "worker-0, worker-1 (restart 1 of 2)" in log, log[-5000:]
     events = p.events(name)
     assert ("Normal", "Killing", "Stopping container tensorflow") in events, events
+    # a real node with a deleted running pod: marked for deletion while still Running, Failed once the program
+    # ends (here the SIGKILL after the 10 s grace period), then gone
+    watcher.join(30)
+    order = [state for i, state in enumerate(seen) if i == 0 or state[:3] != seen[i - 1][:3]]
+    assert [s[:3] for s in order][-3:] == [("MODIFIED", "Running", True), ("MODIFIED", "Failed", True),
+                                           ("DELETED", "Failed", True)], order
+    marked = next(state[4] for state in order if state[2])
+    assert order[-1][3] == 137 and 9 <= order[-2][4] - marked < 16, order
     assert time.monotonic() - t0 < 240
     assert p.job_objects(job) == {}
+
+
+def _watch_pod(p: ProjectPods, name: str, into: list[tuple]) -> threading.Thread:
+    """Record every watch event of pod ``name`` as (type, phase, being deleted, exit code, seconds) until it
+    is DELETED."""
+    from kubernetes import watch
+
+    def run() -> None:
+        w = watch.Watch()
+        for event in w.stream(p.core.list_namespaced_pod, p.namespace, field_selector=f"metadata.name={name}",
+                              timeout_seconds=120):
+            pod = event["raw_object"]
+            code = E2E.terminated(pod).get("exitCode")
+            into.append((event["type"], pod["status"].get("phase"), bool(pod["metadata"].get("deletionTimestamp")),
+                         code, time.monotonic()))
+            if event["type"] == "DELETED":
+                w.stop()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    time.sleep(0.5)  # the watch is open before the delete
+    return t
 
 
 def test_a_memory_limit_too_small_is_oom_killed_retried_and_fails_naming_oomkilled_and_the_limit(

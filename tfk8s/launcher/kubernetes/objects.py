@@ -235,7 +235,8 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
         # The pause container is the pod's PID 1, the program is not: the kernel drops a signal of default
         # disposition sent to a PID namespace's init, so a program without a SIGTERM handler (python) as PID 1
         # ignores the kubelet's SIGTERM and is SIGKILLed (137) only after the grace period; here it ends at
-        # once (143), and `kubectl exec ... kill -9 PID` reaches it (a real node showed both: docs/kubernetes.md).
+        # once (143: a ps, an idle worker), and `kubectl exec ... kill -9 PID` reaches it. (A real node showed
+        # all three; docs/kubernetes.md, "What the simulated nodes got wrong".)
         "shareProcessNamespace": True,
     }
     if settings.pvc_name:
