@@ -19,6 +19,9 @@ test: every job it launched has no pod, Job, Service, NetworkPolicy or PodGroup 
 namespace runs in the runtime, the namespace, the PV and its folder are removed; the namespace's containers
 (which the kubelet's container GC removes once a minute) are checked gone at a later test's start and at the
 end of the session (:class:`RuntimeLedger`).
+
+Outside pytest (``bench/real_node.py``): :func:`tests.e2e_fixtures.new_namespace`, :func:`import_image`,
+:func:`apply_rbac`, :func:`make_volume`, :class:`ProjectPods` and :func:`remove_namespace` are plain functions.
 """
 
 from __future__ import annotations
