@@ -14,7 +14,7 @@ Figures:
 - ``pipeline_overhead = end to end / sum of own work`` (goal <= 1.3);
 - ``pipeline_step_<step> = step wall / its own work`` (the step's time as the pipeline prints it), where the
   rest is the step's interpreter, its imports (KFP, TensorFlow; with the pre-warmed interpreter of
-  ``tfk8s/step_server.py`` a step only forks, and the first one waits for that interpreter's imports) and,
+  ``tfk8s/localrun/step_server.py`` a step only forks, and the first one waits for that interpreter's imports) and,
   for the launch step, the replicas' start-up (TensorFlow import, the cluster's rendezvous, building the
   model), saving and the waits;
 - ``pipeline_launch_replica = trainer's wall time / its epochs`` (the replica's share of that).

@@ -313,7 +313,7 @@ def test_untranslatable_pipelines_fail_naming_the_task():
 
 
 def _train_like_parser():
-    """train.py's parser (as of its main()) with the flags of pipelines/cli_extras added."""
+    """train.py's parser (as of its main()) with the flags of tfk8s/submit/cli added."""
     from pipelines.train import DEFAULT_OUTPUT as KFP_OUTPUT
     from tfk8s.submit.cli import add_arguments
 

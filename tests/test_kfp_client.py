@@ -355,11 +355,11 @@ def test_a_host_without_scheme_is_rejected():
         submit_run("localhost:8080", PACKAGE, {})
 
 
-# --- the CLI: python pipelines/train.py --run / --schedule (pipelines/cli_extras.py) ---------------------------
+# --- the CLI: python pipelines/train.py --run / --schedule (tfk8s/submit/cli.py) ---------------------------
 
 
 def _cli(argv: list[str]):
-    """train.py's parser (as of its main()) with cli_extras' flags; returns (args, compile_fn, compiled)."""
+    """train.py's parser (as of its main()) with tfk8s.submit.cli's flags; returns (args, compile_fn, compiled)."""
     import argparse
     import shutil
 

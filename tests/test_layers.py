@@ -4,6 +4,7 @@ other, and ``tfk8s.core`` imports the standard library only. README.md's archite
 folders."""
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -28,16 +29,33 @@ NEVER_EACH_OTHER = [("tfk8s.launcher.local", "tfk8s.launcher.kubernetes")]
 PARTS = ("tfk8s.", "trainer", "components", "pipelines")
 
 
-def _imports(source: str) -> set[str]:
+MODULE_NAME = re.compile(r"^tfk8s(\.\w+)+$")  # a tfk8s module named by a string: imported by name
+
+
+def _imports(source: str, module: str = "") -> set[str]:
+    """What ``source`` (the module ``module``) imports: ``import`` and ``from ... import`` statements anywhere
+    (inside functions too; relative ones resolved against ``module``), and module names given as strings
+    (``importlib.import_module("tfk8s.x")``, a preload list)."""
     names = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, ast.Module | ast.FunctionDef | ast.ClassDef) and n.body
+                  and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            if node.module in ANYONE:  # `from tfk8s import runtime`: the subpackage is what is imported
-                names |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # from ..launcher import local, inside package `module`'s parent
+                parts = module.split(".")[: -node.level]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            if base in ANYONE or (node.level and not node.module):  # `from tfk8s import runtime`: the subpackage
+                names |= {f"{base}.{a.name}" for a in node.names}
             else:
-                names.add(node.module)
+                names.add(base)
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+              and MODULE_NAME.match(node.value)):
+            names.add(node.value)
     return names
 
 
@@ -58,8 +76,10 @@ def violations(sources: dict[str, str]) -> list[str]:
     for module, source in sources.items():
         row = _layer(module) or ("tfk8s.cmd" if module == "tfk8s.__main__" else None)
         if row is None:
+            if module.startswith(PARTS) and module not in ANYONE:
+                found.append(f"{module} is in no row of the layer table: put it in a layer's folder")
             continue
-        for name in sorted(_imports(source)):
+        for name in sorted(_imports(source, module)):
             top = name.split(".")[0]
             if row == "tfk8s.core" and top not in sys.stdlib_module_names and top != "tfk8s":
                 found.append(f"{module} imports {name}: tfk8s.core is standard library only")
@@ -74,7 +94,7 @@ def violations(sources: dict[str, str]) -> list[str]:
         for a, b in NEVER_EACH_OTHER:
             for own, other in ((a, b), (b, a)):
                 if (module == own or module.startswith(own + ".")) and any(
-                        n == other or n.startswith(other + ".") for n in _imports(source)):
+                        n == other or n.startswith(other + ".") for n in _imports(source, module)):
                     found.append(f"{module} imports {other}: the two backends never import each other")
     return found
 
@@ -104,6 +124,10 @@ def test_a_broken_rule_is_reported():
         "tfk8s.launcher.local": "from tfk8s.launcher.kubernetes import objects\n",
         "tfk8s.runtime.outputs": "from tfk8s import tracking\n",
         "tfk8s.steps.params": "from tfk8s.core.job import TrainingJob\nfrom tfk8s.runtime import shards\n",
+        "tfk8s.flat": "import os\n",
+        "tfk8s.core.errors": "def f():\n    from ..cmd import context\n",
+        "tfk8s.runtime.strategies": "from ..launcher import local\n",
+        "tfk8s.localrun.step_server": "PRELOAD = ('tfk8s.launcher.local',)\n",
     }
     assert violations(broken) == [
         "tfk8s.core.layout imports numpy: tfk8s.core is standard library only",
@@ -113,6 +137,11 @@ def test_a_broken_rule_is_reported():
         "components.export_model imports tfk8s.core.layout: components may import ['tfk8s.steps']",
         "tfk8s.launcher.local imports tfk8s.launcher.kubernetes: the two backends never import each other",
         "tfk8s.runtime.outputs imports tfk8s.tracking: tfk8s.runtime may import ['tfk8s.core']",
+        "tfk8s.flat is in no row of the layer table: put it in a layer's folder",
+        "tfk8s.core.errors imports tfk8s.cmd: tfk8s.core may import nothing",
+        "tfk8s.runtime.strategies imports tfk8s.launcher: tfk8s.runtime may import ['tfk8s.core']",
+        ("tfk8s.localrun.step_server imports tfk8s.launcher.local: tfk8s.localrun may import ['tfk8s.core', "
+         "'tfk8s.steps', 'tfk8s.tracking']"),
     ]
     assert violations({"tfk8s.steps.params": broken["tfk8s.steps.params"]}) == []
 

@@ -69,7 +69,7 @@ from tfk8s.core.builtin_trainer import (  # the measured defaults, shared with t
     DEFAULT_LEARNING_RATE,
     DEFAULT_STEPS_PER_EXECUTION,
 )
-from tfk8s.core.cluster import ClusterConfigError, ReplicaCounts
+from tfk8s.core.cluster import ClusterConfigError, ReplicaCounts, Strategy
 from tfk8s.core.data_format import DatasetMetadata
 from tfk8s.runtime.shards import load_metadata
 
@@ -163,7 +163,7 @@ class Plan:
     metadata: DatasetMetadata
     ctx: runtime.Context
     num_workers: int
-    strategy: str
+    strategy: Strategy
     role: str
     train_examples: int
     steps_per_epoch: int
@@ -277,7 +277,7 @@ def make_plan(args: argparse.Namespace, environ: Mapping[str, str] | None = None
     auto_intra, auto_inter = runtime.default_threads(ctx)
     intra = args.intra_op_threads if args.intra_op_threads is not None else auto_intra
     inter = args.inter_op_threads if args.inter_op_threads is not None else auto_inter
-    if ctx.strategy_kind == "parameter_server" and inter == 1:
+    if ctx.strategy_kind is Strategy.PARAMETER_SERVER and inter == 1:
         raise UsageError(
             "--inter-op-threads 1 deadlocks ParameterServerStrategy (a ps/worker server with one inter-op "
             "thread never finishes the first step the chief schedules; measured on TF 2.21): use 0 or >= 2"
@@ -311,7 +311,7 @@ def train(args: argparse.Namespace, plan: Plan) -> dict | None:
           f"threads(intra,inter)=({plan.intra_op_threads},{plan.inter_op_threads})", flush=True)
 
     common = {"batch_size": args.batch_size, "max_examples": plan.train_examples, "seed": args.seed}
-    if plan.strategy == "parameter_server":
+    if plan.strategy is Strategy.PARAMETER_SERVER:
         # Each worker builds its own pipeline (no auto-sharding under ParameterServerStrategy): its share of
         # the files, shuffled and repeated; a step takes one per-replica batch from the worker running it.
         dataset = tf_keras.utils.experimental.DatasetCreator(
@@ -320,7 +320,7 @@ def train(args: argparse.Namespace, plan: Plan) -> dict | None:
         dataset = runtime.distribute(runtime.dataset(TRAIN_SPLIT, **common), strategy)
     with strategy.scope():
         model = build_model(plan.metadata, args.learning_rate, decay_steps=args.epochs * plan.steps_per_epoch,
-                            steps_per_execution=1 if plan.strategy == "parameter_server" else
+                            steps_per_execution=1 if plan.strategy is Strategy.PARAMETER_SERVER else
                             min(args.steps_per_execution, plan.steps_per_epoch))
 
     callbacks = runtime.callbacks(batch_size=args.batch_size, **chosen_callbacks(args))
@@ -341,7 +341,7 @@ def train(args: argparse.Namespace, plan: Plan) -> dict | None:
         "epochs": args.epochs,
         "epochs_run": epochs_run,
         "resumed_from_epoch": runtime.resumed_from_epoch(),
-        "strategy": plan.strategy,
+        "strategy": plan.strategy.value,
         "num_workers": plan.num_workers,
         "num_replicas_in_sync": replicas,
         "global_batch_size": args.batch_size,

@@ -49,9 +49,11 @@ class Context:
         self.out, self.err = out or sys.stdout, err or sys.stderr
 
     def say(self, text: str) -> None:
+        """Print a result line on the verb's output (stdout)."""
         print(text, file=self.out, flush=True)
 
     def warn(self, text: str) -> None:
+        """Print a diagnostic, ``tfk8s: <text>``, on stderr."""
         print(f"tfk8s: {text}", file=self.err, flush=True)
 
     def api(self, namespace: str) -> Any | None:
@@ -101,6 +103,7 @@ class Context:
         return records.merge_live(record, live)
 
     def records(self) -> list[dict[str, Any]]:
+        """Every job recorded on the volume, oldest first (:func:`tfk8s.tracking.records.list_records`)."""
         return records.list_records(self.volume)
 
     def find(self, name: str) -> dict[str, Any]:
@@ -141,11 +144,13 @@ def age(seconds: float) -> str:
 
 
 def table(rows: list[list[str]]) -> str:
+    """``rows`` (the first is the header) as kubectl prints a table: left-aligned columns, 3 spaces apart."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 def dump(data: Any, fmt: str) -> str:
+    """``data`` as ``-o json`` (indented) or ``-o yaml`` prints it."""
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=False)
     import yaml
@@ -154,10 +159,12 @@ def dump(data: Any, fmt: str) -> str:
 
 
 def when(t: float) -> str:
+    """Unix seconds as local ``YYYY-MM-DD HH:MM:SS``."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
 def status_dict(s: records.JobStatus) -> dict[str, Any]:
+    """A job's status as the fields ``-o json|yaml`` shows (``progress`` is the done fraction in [0, 1])."""
     return {"name": s.name, "backend": s.backend, "state": s.state, "ready": s.ready, "total": s.total,
             "progress": s.fraction, "epoch": s.epoch, "epochs": s.epochs, "step": s.step, "steps": s.steps,
             "examples_per_sec": s.examples_per_sec, "eta_s": s.eta_s, "restarts": s.restarts,

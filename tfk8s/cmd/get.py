@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfk8s.cmd.context import EXIT_OK, Context, age, dump, status_dict, table
-from tfk8s.core.layout import run_dir
+from tfk8s.core.layout import VolumeLayout
 from tfk8s.tracking import records
 from tfk8s.tracking.progress_view import format_duration
 
@@ -57,7 +57,7 @@ class Options:
             ctx.say(dump([{**status_dict(s), "record": r} for r, s in statuses], self.output))
             return EXIT_OK
         if not statuses:
-            ctx.warn(f"no jobs recorded under {run_dir(ctx.volume, '')}"
+            ctx.warn(f"no jobs recorded under {VolumeLayout(ctx.volume).runs}"
                       + (f" or running in namespace {ctx.namespace}" if ctx.namespace else ""))
             return EXIT_OK
         head = ["JOB", "BACKEND", "REPLICAS", "STATE", "PROGRESS", "EPOCH", "EX/S", "RESTARTS", "AGE"]

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tfk8s.cmd.context import EXIT_OK, Context
-from tfk8s.core.layout import TRAIN_DIR
-from tfk8s.core.layout import run_dir as layout_run_dir
+from tfk8s.core.layout import TRAIN_DIR, VolumeLayout
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -39,7 +38,7 @@ class Options:
 
         run_dir = Path(self.run_id)
         if not (run_dir / TRAIN_DIR).is_dir():
-            candidate = layout_run_dir(ctx.volume, self.run_id)
+            candidate = VolumeLayout(ctx.volume).run(self.run_id).run_dir
             if (candidate / TRAIN_DIR).is_dir():
                 run_dir = candidate
             else:

@@ -30,6 +30,31 @@ class ReplicaType(str, enum.Enum):
         return self.value
 
 
+class Strategy(str, enum.Enum):
+    """The ``tf.distribute`` strategy a cluster calls for (:func:`strategy_of`)."""
+
+    DEFAULT = "default"  # one process
+    MULTI_WORKER_MIRRORED = "multi_worker_mirrored"  # several chief/workers, no ps
+    PARAMETER_SERVER = "parameter_server"  # ps, a chief coordinating, workers running the steps
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def strategy_of(chief: int, worker: int, ps: int) -> Strategy:
+    """The strategy of a cluster with these counts: ParameterServerStrategy with ps, MultiWorkerMirroredStrategy
+    with more than one chief/worker, else the default strategy (one process)."""
+    if ps:
+        return Strategy.PARAMETER_SERVER
+    return Strategy.MULTI_WORKER_MIRRORED if chief + worker > 1 else Strategy.DEFAULT
+
+
+def coordinator_of(has_chief: bool) -> Replica:
+    """The replica whose success is the job's success and whose model is the job's: chief-0, or worker-0 when
+    there is no chief (the Training Operator's rule)."""
+    return Replica(ReplicaType.CHIEF if has_chief else ReplicaType.WORKER, 0)
+
+
 class ClusterConfigError(ValueError):
     """The requested replica counts cannot form a TensorFlow cluster; the message says how to fix them."""
 
@@ -107,18 +132,9 @@ class ReplicaCounts:
         """Replicas that run the training loop and read data shards (chief + workers)."""
         return self.chief + self.worker
 
-    def strategy(self) -> str:
-        """The ``tf.distribute`` strategy these counts call for.
-
-        Returns:
-            ``"parameter_server"`` with ps > 0, ``"multi_worker_mirrored"`` with more than one chief/worker,
-            else ``"default"`` (a single process).
-        """
-        if self.ps:
-            return "parameter_server"
-        if self.num_trainers > 1:
-            return "multi_worker_mirrored"
-        return "default"
+    def strategy(self) -> Strategy:
+        """The ``tf.distribute`` strategy these counts call for (:func:`strategy_of`)."""
+        return strategy_of(self.chief, self.worker, self.ps)
 
 
 def replica_name(job_name: str, replica: Replica) -> str:
@@ -131,10 +147,9 @@ def replica_name(job_name: str, replica: Replica) -> str:
 
 
 def coordinator(counts: ReplicaCounts) -> Replica:
-    """The replica whose success is the job's success: the chief, or worker 0 when there is no chief."""
-    if counts.chief:
-        return Replica(ReplicaType.CHIEF, 0)
-    return Replica(ReplicaType.WORKER, 0)
+    """The replica whose success is the job's success: the chief, or worker 0 when there is no chief
+    (:func:`coordinator_of`)."""
+    return coordinator_of(bool(counts.chief))
 
 
 ClusterSpec = dict[str, list[str]]

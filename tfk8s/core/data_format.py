@@ -29,6 +29,7 @@ from pathlib import Path
 FORMAT_VERSION = 1
 METADATA_FILE = "metadata.json"
 SHARD_SUFFIX = ".tfrecord"
+FORMAT_NAME = "tfk8s"  # inspect_data_dir's "format" of a folder in this format (beside "tf.data snapshot", "tfrecord")
 SNAPSHOT_MARKERS = ("dataset_spec.pb", "snapshot.metadata")  # what tf.data.Dataset.save / snapshot write
 
 
@@ -226,7 +227,7 @@ def inspect_data_dir(data_dir: str | os.PathLike) -> dict:
             if bad:
                 raise ValueError(f"data_dir {path}: metadata.json lists {len(bad)} missing or empty shard files "
                                  f"of split {split!r}, e.g. {bad[0]}: re-run the preparation, or fix metadata.json")
-        return {**json.loads(md.to_json()), "path": str(path), "format": "tfk8s"}
+        return {**json.loads(md.to_json()), "path": str(path), "format": FORMAT_NAME}
     if any((path / m).exists() for m in SNAPSHOT_MARKERS):
         return {"path": str(path), "format": "tf.data snapshot", "dataset": path.name, "splits": {}}
     if any(p.is_file() and ".tfrecord" in p.name for p in path.rglob("*")):

@@ -183,6 +183,66 @@ def tensorboard_command(train_dir: str | os.PathLike) -> str:
     return f"tensorboard --logdir {TrainLayout(train_dir).tensorboard}"
 
 
+def check_model_name(name: str) -> str:
+    """``name`` if it can name a model's folders (``models/<name>/``, ``serving/<name>/``).
+
+    Raises:
+        ValueError: not a single path segment of letters, digits, ``.``, ``_`` or ``-``.
+    """
+    return _check_segment("model name", name)
+
+
+@dataclass(frozen=True)
+class VolumeLayout:
+    """The volume's top level: the runs, every model's exports and served versions, and (``--local``) kfp.local's
+    pipeline root. Pure: computes paths, creates nothing.
+
+    Raises:
+        ValueError: an empty ``root`` (the message names the PVC mount path to pass).
+    """
+
+    root: Path
+
+    def __init__(self, root: str | os.PathLike):
+        if not str(root):
+            raise ValueError(f"volume root is empty: pass the PVC mount path, e.g. {DEFAULT_ROOT}")
+        object.__setattr__(self, "root", Path(root))
+
+    @property
+    def runs(self) -> Path:
+        """``<root>/runs``: one folder per pipeline run."""
+        return self.root / RUNS_DIR
+
+    def run(self, run_id: str) -> RunLayout:
+        """The layout of run ``run_id`` (:class:`RunLayout`; the id is checked there)."""
+        return RunLayout(str(self.root), run_id)
+
+    def export_base(self, model_name: str) -> Path:
+        """``<root>/models/<model name>``: every exported version, blessed or not.
+
+        Raises:
+            ValueError: a model name that is not one path segment (:func:`check_model_name`).
+        """
+        return self.root / MODELS_DIR / check_model_name(model_name)
+
+    def serving_base(self, model_name: str) -> Path:
+        """``<root>/serving/<model name>``: blessed versions only; the base path for TF Serving's config.
+
+        Raises:
+            ValueError: a model name that is not one path segment (:func:`check_model_name`).
+        """
+        return self.root / SERVING_DIR / check_model_name(model_name)
+
+    @property
+    def pipeline_root(self) -> Path:
+        """``<root>/pipeline-root``: kfp.local's artifacts of ``--local`` runs."""
+        return self.root / PIPELINE_ROOT_DIR
+
+    def records(self) -> list[Path]:
+        """Every job record, ``<root>/runs/*/train/job.json``, unsorted."""
+        return list(self.runs.glob(f"*/{TRAIN_DIR}/{RECORD_FILE}"))
+
+
 @dataclass(frozen=True)
 class RunLayout:
     """Paths of one pipeline run on the volume.
@@ -227,20 +287,10 @@ class RunLayout:
 
     @property
     def export_base(self) -> Path:
-        """``<root>/models/<model name>``: every exported version, blessed or not."""
-        return Path(self.root) / MODELS_DIR / self.model_name
+        """``<root>/models/<model name>`` (:meth:`VolumeLayout.export_base`)."""
+        return VolumeLayout(self.root).export_base(self.model_name)
 
     @property
     def serving_base(self) -> Path:
-        """``<root>/serving/<model name>``: blessed versions only; the base path for TF Serving's config."""
-        return Path(self.root) / SERVING_DIR / self.model_name
-
-
-def run_records(volume: str | os.PathLike) -> list[Path]:
-    """Every job record on the volume, ``<volume>/runs/*/train/job.json``, unsorted."""
-    return list(Path(volume).glob(f"{RUNS_DIR}/*/{TRAIN_DIR}/{RECORD_FILE}"))
-
-
-def run_dir(volume: str | os.PathLike, run_id: str) -> Path:
-    """``<volume>/runs/<run id>`` (no check that it exists)."""
-    return Path(volume) / RUNS_DIR / run_id
+        """``<root>/serving/<model name>`` (:meth:`VolumeLayout.serving_base`)."""
+        return VolumeLayout(self.root).serving_base(self.model_name)

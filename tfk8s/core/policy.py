@@ -30,7 +30,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from tfk8s.core.cluster import Replica, ReplicaCounts, ReplicaType
+from tfk8s.core.cluster import Replica, ReplicaCounts, ReplicaType, Strategy
 
 RETRYABLE_EXIT_CODE_MIN = 128
 NO_PROGRESS = "NoProgress"
@@ -99,9 +99,9 @@ def decision_group(counts: ReplicaCounts, replica: Replica) -> tuple[Replica, ..
     ParameterServerStrategy, for the chief or a ps, the chief and every ps; else ``replica`` alone. In replica
     order."""
     strategy = counts.strategy()
-    if strategy == "multi_worker_mirrored" and replica.replica_type in _TRAINERS:
+    if strategy is Strategy.MULTI_WORKER_MIRRORED and replica.replica_type in _TRAINERS:
         return tuple(r for r in counts.replicas() if r.replica_type in _TRAINERS)
-    if strategy == "parameter_server" and replica.replica_type in _COORDINATION:
+    if strategy is Strategy.PARAMETER_SERVER and replica.replica_type in _COORDINATION:
         return tuple(r for r in counts.replicas() if r.replica_type in _COORDINATION)
     return (replica,)
 
@@ -110,6 +110,6 @@ def restart_group(counts: ReplicaCounts, replica: Replica) -> tuple[Replica, ...
     """The replicas recreated when ``replica`` fails retryably: its :func:`decision_group`, except that under
     ParameterServerStrategy the chief alone is recreated by itself (the ps keep their variables; it restores
     from its checkpoint). In replica order."""
-    if replica.replica_type is ReplicaType.CHIEF and counts.strategy() == "parameter_server":
+    if replica.replica_type is ReplicaType.CHIEF and counts.strategy() is Strategy.PARAMETER_SERVER:
         return (replica,)
     return decision_group(counts, replica)

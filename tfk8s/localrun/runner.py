@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tfk8s.core.layout import PIPELINE_ROOT_DIR, TRAIN_DIR, TrainLayout
+from tfk8s.core.layout import TRAIN_DIR, TrainLayout, VolumeLayout
 from tfk8s.core.volume import VolumeWriteError, volume_writes
 from tfk8s.localrun import step_server
 from tfk8s.localrun.signals import sigterm_reaches_children
@@ -98,7 +98,7 @@ def run_local(pipeline_func: Any, volume: str | os.PathLike, params: dict, verbo
     warnings.filterwarnings("ignore", module=r"kfp\.local\..*", category=UserWarning)
     warnings.filterwarnings("ignore", module=r"kfp\.local\..*", category=RuntimeWarning)
     volume = Path(volume).resolve()
-    pipeline_root = volume / PIPELINE_ROOT_DIR
+    pipeline_root = VolumeLayout(volume).pipeline_root
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(pipeline_root),
                raise_on_error=True)
     args = {"tfds_data_dir": default_tfds_data_dir() or "", **params, "backend": "local",
@@ -124,7 +124,7 @@ def run_local(pipeline_func: Any, volume: str | os.PathLike, params: dict, verbo
 def check_volume(volume: str | os.PathLike) -> None:
     """The ``--local`` volume folder can be created and written (a file is created and removed in its pipeline
     root); exits with one line naming the path and the fix otherwise (:func:`tfk8s.core.volume.volume_writes`)."""
-    root = Path(volume).resolve() / PIPELINE_ROOT_DIR
+    root = VolumeLayout(Path(volume).resolve()).pipeline_root
     try:
         with volume_writes(root, "the local volume (--volume)"):
             root.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ it is safe) and then waits for steps on a Unix socket. For each step the client 
 Only a step whose environment is the one the server started with is forked (TensorFlow and Python read
 some variables at import time); a step with other variables, a command of another form, a server that is not
 running or busy, all run the usual way. The step is a child of the server, which is a child of the pipeline
-process: :func:`tfk8s.launcher.local.sigterm_reaches_children` reaches both. The server exits when its socket
+process: :func:`tfk8s.localrun.signals.sigterm_reaches_children` reaches both. The server exits when its socket
 closes (:meth:`StepServer.close`, or the pipeline process ending). ``TFK8S_STEP_SERVER=0`` turns it off.
 
 Local runs only: on Kubernetes each step is its own container and none of this is used.
@@ -55,7 +55,7 @@ DEFAULT_PRELOAD = (
     "tensorflow",
     "tensorflow_datasets",
     "tfk8s.steps.prepare_dataset", "tfk8s.steps.export_model", "tfk8s.steps.model_versions", "tfk8s.steps.evaluation",
-    "tfk8s.steps.evaluate_model", "tfk8s.steps.launch_training", "tfk8s.launcher.local",
+    "tfk8s.steps.evaluate_model", "tfk8s.steps.launch_training",
 )
 # imported while the first step runs (the server is idle then), so the first step waits for less
 DEFAULT_PRELOAD_LATER = ("matplotlib.pyplot", "tfk8s.steps.summary", "tfk8s.steps.report")

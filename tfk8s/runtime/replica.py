@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tfk8s.core import contract
-from tfk8s.core.cluster import parse_tf_config
+from tfk8s.core.cluster import Replica, ReplicaType, Strategy, coordinator_of, parse_tf_config, strategy_of
 from tfk8s.core.layout import TrainLayout
 from tfk8s.core.progress import ProgressReporter
 
@@ -54,33 +54,38 @@ class Context:
     metrics_file: str | None = None
 
     @property
+    def replica(self) -> Replica:
+        """This replica's type and task index."""
+        return Replica(ReplicaType(self.replica_type), self.replica_index)
+
+    @property
     def label(self) -> str:
         """``<type>-<index>``, e.g. ``worker-1`` (the launchers' log prefix)."""
-        return f"{self.replica_type}-{self.replica_index}"
+        return self.replica.label
+
+    def _count(self, rtype: ReplicaType) -> int:
+        return len(self.cluster.get(rtype.value, []))
 
     @property
     def num_workers(self) -> int:
         """Training processes that read data: chief + workers (1 for one process)."""
-        return max(1, len(self.cluster.get("chief", [])) + len(self.cluster.get("worker", [])))
+        return max(1, self._count(ReplicaType.CHIEF) + self._count(ReplicaType.WORKER))
 
     @property
-    def strategy_kind(self) -> str:
-        """``parameter_server`` (the cluster has ps), ``multi_worker_mirrored`` (several chief/workers) or
-        ``default`` (one process)."""
-        if self.cluster.get("ps"):
-            return "parameter_server"
-        return "multi_worker_mirrored" if self.num_workers > 1 else "default"
+    def strategy_kind(self) -> Strategy:
+        """The strategy the cluster calls for (:func:`tfk8s.core.cluster.strategy_of`)."""
+        return strategy_of(self._count(ReplicaType.CHIEF), self._count(ReplicaType.WORKER),
+                           self._count(ReplicaType.PS))
 
     @property
     def is_coordinator(self) -> bool:
-        """The replica whose outputs count: chief-0, else worker-0, else the single process; never the
-        evaluator."""
-        if self.replica_type == "evaluator":
+        """The replica whose outputs count: the cluster's coordinator (:func:`tfk8s.core.cluster.coordinator_of`),
+        or the single process; never the evaluator."""
+        if self.replica.replica_type is ReplicaType.EVALUATOR:
             return False
         if not self.cluster:
             return True
-        first = "chief" if self.cluster.get("chief") else "worker"
-        return (self.replica_type, self.replica_index) == (first, 0)
+        return self.replica == coordinator_of(bool(self._count(ReplicaType.CHIEF)))
 
 
 def context(environ: Mapping[str, str] | None = None) -> Context:

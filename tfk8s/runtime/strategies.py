@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NoReturn
 
+from tfk8s.core.cluster import Replica, ReplicaType, Strategy
 from tfk8s.core.progress import ProgressReporter
 from tfk8s.runtime.replica import _STATE, Context, context, reporter
 
@@ -41,13 +42,13 @@ def default_threads(ctx: Context) -> tuple[int, int]:
             cores = os.cpu_count() or 1
         threads = max(1, cores // len(addrs))
     inter = threads
-    if ctx.strategy_kind == "parameter_server" and inter == 1:
+    if ctx.strategy_kind is Strategy.PARAMETER_SERVER and inter == 1:
         inter = PSS_MIN_INTER_OP_THREADS
     return threads, inter
 
 
 def _peers(ctx: Context, kinds: tuple[str, ...]) -> dict[str, str]:
-    return {f"{kind}-{i}": addr for kind in kinds for i, addr in enumerate(ctx.cluster.get(kind, []))
+    return {Replica(ReplicaType(kind), i).label: addr for kind in kinds for i, addr in enumerate(ctx.cluster.get(kind, []))
             if (kind, i) != (ctx.replica_type, ctx.replica_index)}
 
 
@@ -144,8 +145,8 @@ def strategy(*, communication: str = "AUTO", bytes_per_pack: int = 0, collective
     auto_intra, auto_inter = default_threads(ctx)
     intra = auto_intra if intra_op_threads is None else intra_op_threads
     inter = auto_inter if inter_op_threads is None else inter_op_threads
-    kind = ctx.strategy_kind if ctx.replica_type != "evaluator" else "default"
-    if kind == "parameter_server" and ctx.replica_type in ("ps", "worker"):
+    kind = ctx.strategy_kind if ctx.replica_type != ReplicaType.EVALUATOR.value else Strategy.DEFAULT
+    if kind is Strategy.PARAMETER_SERVER and ctx.replica_type in (ReplicaType.PS.value, ReplicaType.WORKER.value):
         serve(intra_op_threads=intra, inter_op_threads=inter)
     try:
         if intra:
@@ -156,12 +157,12 @@ def strategy(*, communication: str = "AUTO", bytes_per_pack: int = 0, collective
         print(f"tfk8s.runtime: thread settings not applied ({e})", flush=True)
     progress = reporter(ctx)
     progress.update("starting", force=True)
-    if kind == "parameter_server":
+    if kind is Strategy.PARAMETER_SERVER:
         waited = wait_for_peers(_peers(ctx, ("ps", "worker")), peer_timeout_s, reporter=progress)
         print(f"{ctx.label}: every ps/worker accepts connections (waited {waited:.1f}s)", flush=True)
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver(rpc_layer="grpc")
         result = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=variable_partitioner)
-    elif kind == "multi_worker_mirrored":
+    elif kind is Strategy.MULTI_WORKER_MIRRORED:
         own = ctx.cluster[ctx.replica_type][ctx.replica_index]
         waited = wait_for_peers(_peers(ctx, ("chief", "worker")), peer_timeout_s,
                                 listen_port=int(own.rsplit(":", 1)[1]), reporter=progress)

@@ -135,9 +135,9 @@ def write_report_step(*, data_dir: str, evaluation, export: dict, output: str | 
 def serving_base(volume_root: str, model_name: str) -> str | None:
     """``<volume root>/serving/<model name>``, where the blessed versions (the gate's baseline) live; None
     without a volume root."""
-    from tfk8s.core.layout import RunLayout
+    from tfk8s.core.layout import VolumeLayout
 
-    return str(RunLayout(volume_root, "evaluate", model_name).serving_base) if volume_root else None
+    return str(VolumeLayout(volume_root).serving_base(model_name)) if volume_root else None
 
 
 @dataclass
@@ -189,12 +189,12 @@ def evaluate_and_report(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     Returns:
         :class:`EvaluateOutputs`.
     """
-    from tfk8s.core.layout import TRAIN_DIR, RunLayout
+    from tfk8s.core.layout import TRAIN_DIR, VolumeLayout
     from tfk8s.steps.launch_training import read_summary_file
     from tfk8s.steps.summary import run_files, run_summary_markdown
 
     name = model_name or exported["model_name"]
-    serving_base = RunLayout(volume_root, "evaluate", name).serving_base
+    serving_base = VolumeLayout(volume_root).serving_base(name)
     summary_file = training.get("training_summary", "")
     train_dir = os.path.dirname(summary_file) or None
     outcome = evaluate_model_step(

@@ -28,10 +28,11 @@ def export_model_step(*, saved_model_dir: str, volume_root: str, model_name: str
     Raises:
         tfk8s.steps.model_versions.ExportError: not a loadable SavedModel.
     """
-    from tfk8s.core.layout import RunLayout
+    from tfk8s.core.layout import VolumeLayout
     from tfk8s.core.volume import volume_writes
     from tfk8s.steps.model_versions import export_saved_model
 
-    layout = RunLayout(volume_root, "export", model_name)
-    with volume_writes(layout.export_base, "the exported model"):
-        return export_saved_model(saved_model_dir, layout.export_base, reserved_bases=(layout.serving_base,))
+    volume = VolumeLayout(volume_root)
+    export_base = volume.export_base(model_name)
+    with volume_writes(export_base, "the exported model"):
+        return export_saved_model(saved_model_dir, export_base, reserved_bases=(volume.serving_base(model_name),))

@@ -254,7 +254,7 @@ def launch_training_step(
         tfk8s.core.errors.LaunchError: the training failed (the message names the replica, reason and fix).
         ValueError: invalid parameters (replica counts, backend, names, command placeholders, data_dir).
     """
-    from tfk8s.core.data_format import inspect_data_dir
+    from tfk8s.core.data_format import FORMAT_NAME, inspect_data_dir
     from tfk8s.core.job import job_name
     from tfk8s.core.layout import RunLayout
     from tfk8s.core.volume import volume_writes
@@ -267,7 +267,7 @@ def launch_training_step(
     spec = LaunchSpec.from_params(given)
     if not dry_run:
         info = inspect_data_dir(data_dir)  # a bad or empty data folder fails before any replica starts
-        if spec.is_builtin_trainer and info.get("format") != "tfk8s":
+        if spec.is_builtin_trainer and info.get("format") != FORMAT_NAME:
             raise ValueError(f"data_dir {data_dir} is a {info.get('format')} folder without metadata.json, which "
                              f"the built-in trainer needs (image shape, classes): pass your own program as "
                              f"command, or prepare the data with dataset_name (docs/training-program.md)")

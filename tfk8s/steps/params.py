@@ -29,10 +29,11 @@ from tfk8s.core.builtin_trainer import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAU
 from tfk8s.core.cluster import ClusterConfigError, ReplicaCounts
 from tfk8s.core.contract import check_command, parse_command
 from tfk8s.core.job import SUCCESS_POLICIES
-from tfk8s.core.layout import DEFAULT_ROOT, RunLayout
+from tfk8s.core.layout import DEFAULT_ROOT, check_model_name
 from tfk8s.core.policy import DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_TIMEOUT_S
 from tfk8s.launcher.backends import BACKENDS
 from tfk8s.launcher.kubernetes.settings import KubernetesParams, KubernetesSettings
+from tfk8s.launcher.kubernetes.values import parse_json
 
 # A job-level deadline by default, so that a program that hangs without ever reporting progress (which the
 # progress watchdog cannot judge) fails within a day instead of at the Kubernetes backstop (7 days); MNIST trains
@@ -147,19 +148,9 @@ def kube_dict(value: Any) -> dict:
     Raises:
         ValueError: not a JSON object.
     """
-    if value is None:
+    if isinstance(value, str) and not value.strip():
         return {}
-    if isinstance(value, str):
-        if not value.strip():
-            return {}
-        try:
-            value = json.loads(value)
-        except ValueError as e:
-            raise ValueError(f'kubernetes is not valid JSON ({e}): pass an object, e.g. {{"cpu": "2"}}') from None
-    if not isinstance(value, Mapping):
-        # ValueError, not TypeError: every caller reports ValueErrors as a bad parameter with its fix
-        raise ValueError(f'kubernetes must be an object of settings, e.g. {{"cpu": "2"}}, got {value!r}')  # noqa: TRY004
-    return dict(value)
+    return dict(parse_json(value, "kubernetes", dict, '{"cpu": "2", "memory": "4Gi"}'))
 
 
 @dataclass(frozen=True)
@@ -272,7 +263,7 @@ def problems(params: Mapping[str, Any]) -> list[str]:
         out.append(f"backend must be one of {BACKENDS}, got {get('backend')!r}")
     if params.get("model_name"):  # empty: derived from the data set
         try:
-            RunLayout(DEFAULT_ROOT, "check", get("model_name"))
+            check_model_name(get("model_name"))
         except ValueError as e:
             out.append(str(e))
     out += _command_problems(params)

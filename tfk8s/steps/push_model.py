@@ -15,10 +15,10 @@ def push_model_step(*, model_dir: str, volume_root: str, model_name: str, signat
     Raises:
         tfk8s.steps.model_versions.ExportError: not a servable version folder, or that version was pushed already.
     """
-    from tfk8s.core.layout import RunLayout
+    from tfk8s.core.layout import VolumeLayout
     from tfk8s.core.volume import volume_writes
     from tfk8s.steps.model_versions import push_saved_model
 
-    serving_base = RunLayout(volume_root, "push", model_name).serving_base
+    serving_base = VolumeLayout(volume_root).serving_base(model_name)
     with volume_writes(serving_base, "the pushed model"):
         return push_saved_model(model_dir, serving_base, signature)

@@ -127,7 +127,7 @@ def build_workflow(source: Any, components: Any = None) -> Workflow:
         if extra:
             raise ArgoExportError(
                 f"task {step.name!r}: kfp-kubernetes settings {sorted(extra)} are not translated to Argo "
-                f"(translated: {sorted(_PLATFORM_KEYS)}); extend tfk8s/argo.py"
+                f"(translated: {sorted(_PLATFORM_KEYS)}); extend tfk8s/submit/argo.py"
             )
         for mount in platform.get("pvcMount", []):
             claims.setdefault(

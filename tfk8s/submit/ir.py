@@ -260,6 +260,11 @@ def _resolve_inputs(
 
 
 def topological(tasks: dict) -> list[str]:
+    """The task names of one DAG of the IR (name -> task spec), each after the tasks it depends on.
+
+    Raises:
+        ArgoExportError: a dependency cycle (or a dependency on a task outside the DAG).
+    """
     order: list[str] = []
     pending = dict(tasks)
     while pending:

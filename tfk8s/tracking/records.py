@@ -49,7 +49,7 @@ from typing import Any
 
 from tfk8s.core.cluster import ReplicaType
 from tfk8s.core.job import job_selector
-from tfk8s.core.layout import TrainLayout, run_dir, run_records, tensorboard_command
+from tfk8s.core.layout import TrainLayout, VolumeLayout, tensorboard_command
 from tfk8s.core.progress import Progress, read_job_progress
 
 RECORD_FORMAT = 1
@@ -120,7 +120,7 @@ def effective_state(record: Mapping[str, Any]) -> str:
 def list_records(volume: str | os.PathLike) -> list[dict[str, Any]]:
     """Every job recorded under ``<volume>/runs/*/train/job.json``, oldest first (by ``created``)."""
     records = []
-    for p in run_records(volume):
+    for p in VolumeLayout(volume).records():
         r = read_record(p)
         if r:
             r.setdefault("run_id", p.parent.parent.name)
@@ -142,7 +142,7 @@ def find_record(volume: str | os.PathLike, name: str) -> dict[str, Any]:
     found = [r for r in records if name in (r.get("name"), r.get("run_id"))]
     if not found:
         known = ", ".join(r["name"] for r in records[-10:]) or "none"
-        raise JobNotFoundError(f"no job {name!r} recorded under {run_dir(volume, '')} (jobs there: {known}); "
+        raise JobNotFoundError(f"no job {name!r} recorded under {VolumeLayout(volume).runs} (jobs there: {known}); "
                                f"pass the folder standing for the volume with --volume DIR")
     return found[-1]
 

@@ -86,7 +86,7 @@ def run_kubernetes(job: TrainingJob, settings: KubernetesSettings, *, api_client
         stopped after success (ps, laggards after ``job.grace_period_s``), and ``restarts`` used.
 
     Raises:
-        tfk8s.core.job.LaunchError: see :meth:`tfk8s.launcher.kubernetes.backend.KubernetesBackend.run` for the subclasses.
+        tfk8s.core.errors.LaunchError: see :meth:`tfk8s.launcher.kubernetes.backend.KubernetesBackend.run` for the subclasses.
     """
     from tfk8s.launcher.kubernetes.api import KubeApi
     from tfk8s.launcher.kubernetes.backend import KubernetesBackend

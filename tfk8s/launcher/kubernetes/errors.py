@@ -1,7 +1,7 @@
 """The ways a Kubernetes training job fails, one exception class each.
 
-All are :class:`~tfk8s.core.job.LaunchError`; those about one replica are
-:class:`~tfk8s.core.job.ReplicaFailedError` and carry its ``reason`` (``Error``, ``OOMKilled``,
+All are :class:`~tfk8s.core.errors.LaunchError`; those about one replica are
+:class:`~tfk8s.core.errors.ReplicaFailedError` and carry its ``reason`` (``Error``, ``OOMKilled``,
 ``ImagePullBackOff``, ``Unschedulable``...), exit code and last log lines. Every message says what happened and
 what to do.
 """

@@ -1,6 +1,5 @@
-"""What the cluster has of tfk8s jobs now, found by their label ``tfk8s.dev/job-name``; and removing all of a
-job's objects. For ``tfk8s get/describe/delete`` (:mod:`tfk8s.cmd`) and the launcher's own cleanup
-(:mod:`tfk8s.launcher.kubernetes.cleanup`): one definition of "a job's objects"."""
+"""What the cluster has of tfk8s jobs now, found by their label ``tfk8s.dev/job-name``, for ``tfk8s get`` and
+``tfk8s describe`` (:mod:`tfk8s.cmd`). Removing them is :func:`tfk8s.launcher.kubernetes.cleanup.delete_job_objects`."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ def _unix(timestamp: str | None) -> float:
         return time.time()
 
 
-# -- Kubernetes: live jobs by label --------------------------------------------------------------------------------
 def live_kubernetes_jobs(api: Any) -> dict[str, dict[str, Any]]:
     """The tfk8s jobs that have objects in ``api``'s namespace now, found by the label ``tfk8s.dev/job-name``.
 

@@ -44,6 +44,8 @@ ENV_LAUNCHER_POD_UID = "TFK8S_LAUNCHER_POD_UID"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_MOUNT_PATH = DEFAULT_ROOT  # the PVC in every replica, where the pipeline's steps mount it
 WEEK_S = 7 * 24 * 3600
+SCHEDULE_TIMEOUT_S = 600  # a replica pending longer fails the job (KubernetesSettings.schedule_timeout_s)
+TTL_SECONDS_AFTER_FINISHED = 3600  # a finished Job's TTL, a backstop: the launcher deletes them itself
 GROUP_SETTLE_S = 10.0  # seconds a group's permanent failure waits for its peers' statuses (see group_settle_s)
 SPREAD_MODES = ("preferred", "required", "none")  # KubernetesSettings.spread
 GANG_MODES = ("", "native")  # KubernetesSettings.gang
@@ -194,9 +196,9 @@ class KubernetesParams:
         'gpus, node_selector, tolerations, service_account, env; e.g. {"ps": {"cpu": "500m", "gpus": 0}}'))
     cluster_domain: str = _param("", "cluster DNS domain appended to Service names (e.g. cluster.local); "
                                      "empty: <svc>.<ns>.svc")
-    schedule_timeout_s: int = _param(600, "seconds a replica may stay pending (unscheduled or not started) "
+    schedule_timeout_s: int = _param(SCHEDULE_TIMEOUT_S, "seconds a replica may stay pending (unscheduled or not started) "
                                           "before the job fails")
-    ttl_seconds_after_finished: int = _param(3600, "seconds Kubernetes keeps a finished replica Job (a backstop)")
+    ttl_seconds_after_finished: int = _param(TTL_SECONDS_AFTER_FINISHED, "seconds Kubernetes keeps a finished replica Job (a backstop)")
     kueue_queue: str = _param("", "Kueue LocalQueue name (label kueue.x-k8s.io/queue-name on every Job)")
     scheduler_name: str = _param("", "schedulerName of the replica pods (e.g. volcano)")
     spread: str = _param("preferred", "replicas over nodes: preferred (spread chief/workers, ps apart, when the "
@@ -313,8 +315,8 @@ class KubernetesSettings:
     pvc_name: str = ""
     volume_mount_path: str = DEFAULT_MOUNT_PATH
     cluster_domain: str = ""
-    schedule_timeout_s: float = 600
-    ttl_seconds_after_finished: int = 3600
+    schedule_timeout_s: float = SCHEDULE_TIMEOUT_S
+    ttl_seconds_after_finished: int = TTL_SECONDS_AFTER_FINISHED
     kueue_queue: str = ""
     scheduler_name: str = ""
     launcher_pod: LauncherPod | None = None
