@@ -144,27 +144,34 @@ class E2E:
         self.api.close()
 
 
-@pytest.fixture
-def e2e(e2e_cluster) -> Iterator[E2E]:
-    """A fresh namespace on the real cluster (its default ServiceAccount there), deleted after the test."""
+def new_namespace(cluster: E2ECluster, prefix: str = "e2e") -> E2E:
+    """A fresh namespace ``<prefix>-<8 hex>`` on the real cluster, once its default ServiceAccount exists; the
+    :class:`E2E` handle on it (:meth:`E2E.close` deletes it)."""
     from kubernetes import client
 
-    ns = f"e2e-{uuid.uuid4().hex[:8]}"
-    handle = E2E(e2e_cluster, ns)
+    ns = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    handle = E2E(cluster, ns)
     handle.core.create_namespace({"metadata": {"name": ns}})
     deadline = time.monotonic() + 30
     while True:
         try:
             handle.core.read_namespaced_service_account("default", ns)
-            break
+            return handle
         except client.ApiException:
             if time.monotonic() > deadline:
+                handle.close()
                 raise
             time.sleep(0.2)
+
+
+@pytest.fixture
+def e2e(e2e_cluster) -> Iterator[E2E]:
+    """A fresh namespace on the real cluster (its default ServiceAccount there), deleted after the test."""
+    handle = new_namespace(e2e_cluster)
     try:
         yield handle
     finally:
         handle.close()
 
 
-__all__ = ["E2E", "NODE_NAME", "e2e", "e2e_cluster"]
+__all__ = ["E2E", "NODE_NAME", "e2e", "e2e_cluster", "new_namespace"]

@@ -4,16 +4,23 @@ KWOK keeps the nodes Ready; this plays what a kubelet does to the pods bound to 
 events through the real API server as a kubelet would:
 
 - a pod bound to a node starts: ``Running``, its ``tensorflow`` container running, ``Ready`` (unless the
-  test's :attr:`FakeKubelet.hold` says to keep it ``ContainerCreating``), and a ``Started`` event;
-- an image under ``unpullable.invalid/`` cannot be pulled: ``ErrImagePull`` with containerd's words and the
-  kubelet's ``Failed`` Warning event;
+  test's :attr:`FakeKubelet.hold` says to keep it ``ContainerCreating``), and the kubelet 1.37's events
+  ``Pulled`` ("already present on machine"), ``Created``, ``Started`` ("Container started");
+- an image under ``unpullable.invalid/`` cannot be pulled: ``ErrImagePull`` with containerd 2's words, and the
+  kubelet's events ``Pulling``, ``Failed`` ("Failed to pull image ..."), ``Failed`` ("Error: ErrImagePull");
 - the test ends a container: :meth:`FakeKubelet.terminate` (exit code, reason such as ``OOMKilled``,
   termination message), phase ``Succeeded`` or ``Failed`` (``restartPolicy: Never``);
-- a pod being deleted (graceful deletion) gets SIGTERM: its running container exits 143, the pod turns
-  ``Failed`` and the kubelet removes it (a delete with grace period 0), as the real kubelet's status manager;
+- a pod being deleted (graceful deletion): a ``Killing`` event ("Stopping container tensorflow") and SIGTERM.
+  With ``shareProcessNamespace`` (what the launcher's pods have) the program is not its PID namespace's init
+  and SIGTERM ends it at once: exit 143. Without, the program is PID 1, and the kernel drops a signal of
+  default disposition sent to a PID namespace's init (a ``python`` without a SIGTERM handler): it runs on until
+  the grace period ends, then the SIGKILL gives 137. Then the pod turns ``Failed`` and the kubelet removes it (a
+  delete with grace period 0), as the real kubelet's status manager (a real node showed both, ``make test-e2e``);
 - ``GET /containerLogs/<ns>/<pod>/<container>`` (``follow``, ``tailLines``) on an HTTPS port of 127.0.0.1
   serves the lines the test wrote with :meth:`FakeKubelet.log`: the API server's ``pods/log`` reaches it
-  because the nodes' InternalIP is 127.0.0.1 and their kubelet port is this one.
+  because the nodes' InternalIP is 127.0.0.1 and their kubelet port is this one. For a container that has not
+  started (held ``ContainerCreating``, an image that cannot be pulled) it answers 400 ``container "tensorflow"
+  in pod "<pod>" is waiting to start: <reason>``, as the real kubelet does (the API server passes it on).
 """
 
 from __future__ import annotations
@@ -60,6 +67,8 @@ class FakeKubelet:
         self._done: set[tuple[str, str]] = set()  # containers terminated: a followed log ends
         self._started: set[str] = set()  # pod uids this kubelet started (or failed to)
         self._killed: set[str] = set()  # pod uids it stopped on deletion
+        self._waiting: dict[tuple[str, str], str] = {}  # (namespace, pod) not started -> why, for the log 400
+        self._timers: list[threading.Timer] = []  # SIGKILLs at the end of grace periods
         self.hold: Callable[[dict[str, Any]], bool] = lambda pod: False  # keep a pod ContainerCreating
         self._stop = threading.Event()
         self._watch: Any = None
@@ -79,6 +88,8 @@ class FakeKubelet:
     def stop(self) -> None:
         """Stop serving and watching."""
         self._stop.set()
+        for timer in self._timers:
+            timer.cancel()
         with self._lock:
             self._lock.notify_all()
         if self._watch is not None:
@@ -155,37 +166,56 @@ class FakeKubelet:
             if uid in self._killed:
                 return
             self._killed.add(uid)
-            if phase not in ("Succeeded", "Failed"):  # SIGTERM: the program exits 143
+            if phase in ("Succeeded", "Failed"):
+                self._remove(pod)
+                return
+            self._event(pod, "Normal", "Killing", f"Stopping container {CONTAINER}")
+            if (pod.get("spec") or {}).get("shareProcessNamespace"):  # SIGTERM reaches the program: 143
                 with contextlib.suppress(Exception):
                     self.terminate(pod, 143, "Error")
-            with contextlib.suppress(Exception):
-                from kubernetes import client
+                self._remove(pod)
+                return
+            # the program is PID 1 and ignores SIGTERM: the SIGKILL at the end of the grace period, 137
+            grace = meta.get("deletionGracePeriodSeconds")
+            grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30) if grace is None else grace
 
-                self.core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0,
-                                                body=client.V1DeleteOptions(
-                                                    grace_period_seconds=0,
-                                                    preconditions=client.V1Preconditions(uid=uid)))
+            def sigkill() -> None:
+                with contextlib.suppress(Exception):
+                    self.terminate(pod, 137, "Error")
+                self._remove(pod)
+
+            timer = threading.Timer(float(grace), sigkill)
+            timer.daemon = True
+            self._timers.append(timer)
+            timer.start()
             return
         if uid in self._started or phase in ("Succeeded", "Failed"):
             return
         image = pod["spec"]["containers"][0]["image"]
+        key = (meta["namespace"], meta["name"])
         if image.startswith(UNPULLABLE_PREFIX):
             self._started.add(uid)
-            why = (f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": '
-                   f'failed to do request: Head "https://{image.split("/")[0]}/v2/": dial tcp: lookup '
-                   f'{image.split("/")[0]}: no such host')
+            self._waiting[key] = "trying and failing to pull image"
+            registry, _, rest = image.partition("/")
+            repo, _, tag = rest.rpartition(":")
+            why = (f'failed to pull and unpack image "{image}": failed to resolve image: failed to do request: '
+                   f'Head "https://{registry}/v2/{repo}/manifests/{tag}": dial tcp: lookup {registry}: no such host')
+            self._event(pod, "Normal", "Pulling", f'Pulling image "{image}"')
             self._patch_status(pod, {"phase": "Pending", "hostIP": "127.0.0.1", "startTime": now(),
                                      "containerStatuses": [self._container(pod, {"waiting": {
                                          "reason": "ErrImagePull", "message": why}})]})
             self._event(pod, "Warning", "Failed", f'Failed to pull image "{image}": {why}')
+            self._event(pod, "Warning", "Failed", "Error: ErrImagePull")
             return
         if self.hold(pod):
+            self._waiting[key] = "ContainerCreating"
             if not status.get("containerStatuses"):
                 self._patch_status(pod, {"phase": "Pending", "hostIP": "127.0.0.1", "startTime": now(),
                                          "containerStatuses": [self._container(pod, {"waiting": {
                                              "reason": "ContainerCreating"}})]})
             return
         self._started.add(uid)
+        self._waiting.pop(key, None)
         started = now()
         ip = f"10.244.{(hash(uid) >> 8) % 250 + 1}.{hash(uid) % 250 + 1}"  # never contacted: data only
         self._patch_status(pod, {
@@ -195,7 +225,21 @@ class FakeKubelet:
                            for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")],
             "containerStatuses": [self._container(pod, {"running": {"startedAt": started}}, ready=True)],
         })
-        self._event(pod, "Normal", "Started", f"Started container {CONTAINER}")
+        self._event(pod, "Normal", "Pulled", f'Container image "{image}" already present on machine and can be '
+                                              "accessed by the pod")
+        self._event(pod, "Normal", "Created", "Container created")
+        self._event(pod, "Normal", "Started", "Container started")
+
+    def _remove(self, pod: dict[str, Any]) -> None:
+        """What the kubelet's status manager does once a deleted pod's containers are gone: the final delete."""
+        from kubernetes import client
+
+        meta = pod["metadata"]
+        with contextlib.suppress(Exception):
+            self.core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0,
+                                            body=client.V1DeleteOptions(
+                                                grace_period_seconds=0,
+                                                preconditions=client.V1Preconditions(uid=meta["uid"])))
 
     @staticmethod
     def _started_at(pod: dict[str, Any]) -> str:
@@ -247,6 +291,16 @@ class FakeKubelet:
                 follow = query.get("follow", ["false"])[0] == "true"
                 tail = query.get("tailLines", [""])[0]
                 key = (parts[1], parts[2])
+                with kubelet._lock:
+                    waiting = kubelet._waiting.get(key)
+                if waiting:  # the real kubelet's answer for a container that has not started
+                    body = f'container "{parts[3]}" in pod "{parts[2]}" is waiting to start: {waiting}'.encode()
+                    self.send_response(400)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain")
                 self.end_headers()

@@ -1123,6 +1123,12 @@ def main(argv: list[str] | None = None) -> int:
         if not stray:
             print(f"nothing to clean up: no {root / STATE}")
         return 1 if stray else 0
+    if args.check and journal.owner_alive():
+        # another run (a colleague's, started after ours ended) holds the node now: its begin() swept whatever a
+        # finished run left, or refused to start; nothing of ours to judge
+        print(f"{root / STATE}: another e2e run (pid {journal.data['owner']['pid']}) holds the node now; "
+              f"not checked")
+        return 0
     if args.check or not args.cleanup:
         found = leftovers(journal)
         for f in found:

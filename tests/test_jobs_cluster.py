@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import re
 import signal
 import sys
 import threading
@@ -87,3 +88,45 @@ def test_a_tracked_job_on_a_real_control_plane(kube, tmp_path):
     assert ctl(kube, tmp_path, "logs", JOB, "worker-0") == (EXIT_OK, "epoch 1/2 step 1\nepoch 1/2 step 2\n")
     assert ctl(kube, tmp_path, "wait", JOB) == (EXIT_OK, f"{JOB} Succeeded\n")
     assert jobs.find_record(tmp_path, JOB)["replica_states"] == {"worker-0": "Succeeded", "worker-1": "Succeeded"}
+
+
+def test_logs_of_a_replica_whose_container_has_not_started_say_so_and_print_the_others(kube, tmp_path, capsys):
+    """``tfk8s logs JOB`` before any replica wrote a line (nothing on the volume yet: the live pods are asked)
+    while worker-1 is still ContainerCreating: the real kubelet (and so the fake) answers 400 ``container ... is
+    waiting to start``, which is said about worker-1 alone; worker-0's log is still read."""
+    name = "tfk8s-held-1"
+    train = tmp_path / "runs" / "held-1" / "train"
+    job = TrainingJob(name, ReplicaCounts(worker=2), ("python", "-m", "trainer.task"), grace_period_s=0.5)
+    base = KubernetesSettings.from_params(namespace=kube.namespace, image="tfk8s:test", cpu="100m", memory="128Mi")
+    settings = dataclasses.replace(base, log_wait_s=2.0, cleanup_timeout_s=60, create_retry_s=30,
+                                   stop_grace_period_s=1, group_settle_s=2.0)
+    kube.jobs.add(name)
+    kube.job_name = name
+    kube.kubelet.hold = lambda pod: pod["metadata"]["labels"].get("tfk8s.dev/replica-index") == "1"
+    seen: dict = {}
+    errors: list[BaseException] = []
+
+    def script(c: RealCluster) -> None:
+        try:
+            c.wait_pods("worker-0")
+            c.wait_pods("worker-1", running=False)
+            c.wait_for(lambda: (train.parent / "train" / "job.json").is_file(), "the job record")
+            seen["logs"] = ctl(c, tmp_path, "logs", name)
+            c.succeed("worker-0")
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=script, args=(kube,), daemon=True)
+    thread.start()
+    try:
+        with tracked(job, "kubernetes", train, kube._print, namespace=kube.namespace) as t:
+            t.recorder.result = run_kubernetes(job, settings, api_client=kube.launcher_client(), log_sink=t.sink)
+    finally:
+        thread.join(30)
+    assert not errors, errors
+    assert seen["logs"] == (EXIT_OK, "")
+    err = capsys.readouterr().err
+    assert re.search(rf'tfk8s: worker-1 has no log yet \(pod {name}-worker-1-\w+\): container "tensorflow" in pod '
+                     rf'"{name}-worker-1-\w+" is waiting to start: ContainerCreating', err), err
+    assert "worker-0 has no log" not in err

@@ -165,6 +165,7 @@ def test_pod_is_non_root_without_istio_sidecar_and_keeps_its_failure_message():
                                     "runAsNonRoot": True}
     assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert pod["spec"]["enableServiceLinks"] is False
+    assert pod["spec"]["shareProcessNamespace"] is True  # the program is not PID 1: SIGTERM ends it at once
     assert "volumes" not in pod["spec"] and "volumeMounts" not in c
 
 

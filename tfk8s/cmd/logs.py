@@ -84,7 +84,11 @@ class Options:
 
 
 def _pod_logs(ctx: Context, r: dict[str, Any], labels: list[str], follow: bool) -> int:
+    """Every chosen replica's log from its live pod (the volume has none yet). A pod whose container has not
+    started (pulling its image, or failing to) has no log: a real kubelet answers 400 ``container ... is waiting
+    to start: ...``; that replica is said so on stderr and the others are still printed."""
     from tfk8s.launcher.kubernetes.api import close_stream, iter_lines
+    from tfk8s.launcher.kubernetes.errors import KubernetesApiError
     from tfk8s.launcher.kubernetes.objects import CONTAINER_NAME
 
     api = ctx.api(r.get("namespace") or ctx.namespace)
@@ -96,15 +100,20 @@ def _pod_logs(ctx: Context, r: dict[str, Any], labels: list[str], follow: bool) 
         if not pod:
             ctx.warn(f"{label} has no pod")
             continue
-        if follow and len(labels) == 1:
-            resp = api.open_log(pod, CONTAINER_NAME)
-            try:
-                for line in iter_lines(resp):
-                    ctx.say(line)
-            finally:
-                close_stream(resp)
-        else:
-            for line in api.read_log_tail(pod, CONTAINER_NAME, 10**6):
-                ctx.say(f"[{label}] {line}" if prefix else line)
+        try:
+            if follow and len(labels) == 1:
+                resp = api.open_log(pod, CONTAINER_NAME)
+                try:
+                    for line in iter_lines(resp):
+                        ctx.say(line)
+                finally:
+                    close_stream(resp)
+            else:
+                for line in api.read_log_tail(pod, CONTAINER_NAME, 10**6):
+                    ctx.say(f"[{label}] {line}" if prefix else line)
+        except KubernetesApiError as e:
+            if e.status != 400:
+                raise
+            ctx.warn(f"{label} has no log yet (pod {pod}): {str(e).split(': 400 ', 1)[-1]}")
     return EXIT_OK
 

@@ -248,6 +248,12 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
                             "runAsGroup": settings.run_as_user, "fsGroup": settings.run_as_user,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
+        # The pause container is the pod's PID 1, the program is not: the kernel drops a signal of default
+        # disposition sent to a PID namespace's init, so a program without a SIGTERM handler (python) as PID 1
+        # ignores the kubelet's SIGTERM and is SIGKILLed (137) only after the grace period; here it ends at
+        # once (143: a ps, an idle worker), and `kubectl exec ... kill -9 PID` reaches it. (A real node showed
+        # all three; docs/kubernetes.md, "What the simulated nodes got wrong".)
+        "shareProcessNamespace": True,
     }
     if settings.pvc_name:
         container["volumeMounts"] = [{"name": VOLUME_NAME, "mountPath": settings.volume_mount_path}]

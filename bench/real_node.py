@@ -1,0 +1,201 @@
+"""Benchmark 7, the launch step on the real one-node cluster (``make test-e2e``'s, :mod:`tests.realnode`).
+
+    python bench/real_node.py [--replicas 2,4] [--reps 1]      # as root, after `make test-e2e` built everything
+
+Brings up the real node (kubelet, containerd, runc, CNI, CoreDNS, kube-proxy on the test control plane), imports
+the project image (``make image-archive``'s archive), and runs the launch step **in a pod** as the
+``tfk8s-launcher`` ServiceAccount, exactly as the e2e tests do (:mod:`tests.e2e_pods`): MultiWorkerMirroredStrategy
+over N workers, one epoch of 2,048 MNIST examples at global batch 64 on a hostPath PersistentVolume. Per job it
+times, from the creation of the launcher's pod:
+
+- ``real_node_running_s_N``: until every replica's pod is ``Running`` (the API's watch: scheduling, the
+  sandbox, CNI, the container started), / 1 s;
+- ``real_node_first_step_s_N``: until the first training step is reported (the coordinator's progress file on
+  the volume says ``step >= 1``: TensorFlow imported, peers found by DNS, the collective set up, the first step
+  traced and run), / 1 s;
+- ``real_node_vs_local``: the launch step's wall time on the real node (the launcher pod created -> Succeeded)
+  / the same training on the local backend (``python -m components.launch_training --backend local``, each
+  replica a process on this machine), 2 workers; the two interleaved.
+
+Where the node cannot run here (not root, binaries or image not built) and with ``--smoke`` (``make
+bench-smoke`` and ``make test`` run it beside a colleague's e2e run, and a node is this machine's alone), it
+prints why and no figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import (
+    Figure,
+    common_args,
+    interleaved,
+    median,
+    prepared_mnist,
+    report,
+    reps_of,
+    usable_cores,
+)
+
+NOTE = ("real one-node cluster (tests/realnode.py: kubelet 1.37, containerd 2.4, runc, CNI bridge, CoreDNS, "
+        "kube-proxy); launcher in a pod; MWMS, 2048 examples x 1 epoch, batch 64, 250m CPU requested per replica")
+BATCH = 64
+
+
+def unavailable() -> str:
+    """Why the real node cannot be brought up here ("" when it can)."""
+    from tests import realnode
+    from tests.e2e_pods import image_archive
+
+    if os.geteuid() != 0:
+        return "needs root (mounts, cgroups, a bridge, iptables)"
+    if realnode.node_binaries_dir() is None or realnode.images_dir() is None or realnode.binaries_dir() is None:
+        return "the control plane's and the node's binaries are not built (make test-e2e builds them)"
+    if image_archive() is None:
+        return "no project image archive (make image-archive)"
+    if (realnode.ROOT / realnode.STATE).exists():
+        return f"another e2e run holds {realnode.ROOT} (the node is this machine's alone)"
+    return ""
+
+
+def _watch_running(p, job: str, n: int, t0: float, out: dict) -> threading.Thread:
+    """Record in ``out["running"]`` the seconds after ``t0`` when ``n`` pods of ``job`` are Running."""
+    from tests.e2e_pods import wait_for
+
+    def run() -> None:
+        def all_running() -> bool:
+            pods = [x for x in p.pods_of(job) if not x["metadata"].get("deletionTimestamp")]
+            return len(pods) == n and all(x["status"].get("phase") == "Running" for x in pods)
+
+        wait_for(all_running, f"{n} Running pods", 300, poll_s=0.1)
+        out["running"] = time.monotonic() - t0
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def measure_real(p, workers: int, tag: str) -> dict:
+    """One job of ``workers`` MWMS workers launched in a pod; seconds to all Running, to the first step, to
+    the launcher pod's success."""
+    from tests.e2e_pods import MOUNT, small_job, unique, wait_for
+    from tfk8s.core.layout import RunLayout
+
+    run = unique(f"bench-{tag}")
+    job = p.job_of(run)
+    progress = p.volume.host(RunLayout(MOUNT, run).train_dir) / "progress" / "worker-0.json"
+    out: dict = {}
+    t0 = time.monotonic()
+    launcher = p.launch(run, "--workers", str(workers), *small_job(batch=BATCH))
+    watcher = _watch_running(p, job, workers, t0, out)
+
+    def first_step() -> bool:
+        try:
+            return int(json.loads(progress.read_text()).get("step") or 0) >= 1
+        except (OSError, ValueError):
+            return False
+
+    wait_for(first_step, "the first training step", 300, poll_s=0.1, explain=lambda: p.tail(launcher))
+    out["first_step"] = time.monotonic() - t0
+    pod = p.e2e.wait_phase(launcher, "Succeeded", "Failed", timeout=300)
+    out["wall"] = time.monotonic() - t0
+    assert pod["status"]["phase"] == "Succeeded", p.tail(launcher)
+    watcher.join(5)
+    print(f"  real node, {workers} workers: Running {out.get('running', float('nan')):.1f}s, first step "
+          f"{out['first_step']:.1f}s, launch step {out['wall']:.1f}s", file=sys.stderr, flush=True)
+    return out
+
+
+def measure_local(data_dir: Path, workers: int) -> float:
+    """The same training on the local backend: the launch step's wall time (seconds)."""
+    from bench.common import REPO, python_env
+
+    with tempfile.TemporaryDirectory(prefix="tfk8s-bench-local-") as root:
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "components.launch_training", "--backend", "local",
+                               "--data-dir", str(data_dir), "--volume-root", root, "--run-id", "bench-local",
+                               "--workers", str(workers), "--epochs", "1", "--batch-size", str(BATCH)],
+                              cwd=REPO, env=python_env(), capture_output=True, text=True, timeout=600, check=False)
+        wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"the local launch step failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    print(f"  local backend, {workers} workers: launch step {wall:.1f}s", file=sys.stderr, flush=True)
+    return wall
+
+
+def run(replicas: list[int], reps: int, cache_dir: str) -> list[Figure]:
+    """Bring the node up, measure, tear it down; the figures."""
+    from tests.e2e_fixtures import new_namespace
+    from tests.e2e_pods import (
+        MNIST_EXAMPLES,
+        MNIST_SHARDS,
+        ProjectPods,
+        apply_rbac,
+        image_archive,
+        import_image,
+        make_volume,
+        remove_namespace,
+    )
+    from tests.realnode import running_real_cluster
+    from tfk8s import DEFAULT_IMAGE
+
+    data = prepared_mnist(cache_dir, MNIST_EXAMPLES, MNIST_SHARDS)
+    work = Path(tempfile.mkdtemp(prefix="tfk8s-bench-node-"))
+    real: dict[int, list[dict]] = {n: [] for n in replicas}
+    walls: dict[str, list[float]] = {}
+    with running_real_cluster(work) as cluster:
+        print(f"bench real_node: node up ({cluster.node.timings}); importing the image", file=sys.stderr, flush=True)
+        import_image(cluster.node, image_archive())
+        e2e = new_namespace(cluster, "bench")
+        apply_rbac(e2e)
+        volume = make_volume(e2e, data)
+        p = ProjectPods(e2e, DEFAULT_IMAGE, volume)
+        try:
+            for n in replicas:
+                for r in range(reps):
+                    real[n].append(measure_real(p, n, f"{n}w{r}"))
+            variants = {"real_node": lambda: measure_real(p, 2, "cmp")["wall"],
+                        "local": lambda: measure_local(data, 2)}
+            walls = interleaved(variants, reps)
+        finally:
+            remove_namespace(e2e, volume)
+            e2e.close()
+    cores = usable_cores()
+    figures = []
+    for n in replicas:
+        figures.append(Figure(f"real_node_running_s_{n}", median([m["running"] for m in real[n] if "running" in m]),
+                              "launch_to_all_running", 1.0, "unit", "s", "", cores, f"{NOTE}; {n} workers"))
+        figures.append(Figure(f"real_node_first_step_s_{n}", median([m["first_step"] for m in real[n]]),
+                              "launch_to_first_step", 1.0, "unit", "s", "", cores, f"{NOTE}; {n} workers"))
+    figures.append(Figure("real_node_vs_local", median(walls["real_node"]), "real_node", median(walls["local"]),
+                          "local_backend", "s", "", cores,
+                          f"{NOTE}; launch step wall time, 2 workers, median of {reps} interleaved"))
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common_args(p, reps=1)
+    p.add_argument("--replicas", default="2,4", help="worker counts to time (default: %(default)s)")
+    a = p.parse_args(argv)
+    why = "--smoke: a real node is not brought up by the smoke run" if a.smoke else unavailable()
+    if why:
+        print(f"bench real_node: skipped, no figures ({why})", flush=True)
+        report([], a.out)
+        return 0
+    report(run([int(x) for x in a.replicas.split(",")], reps_of(a), a.cache_dir), a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
