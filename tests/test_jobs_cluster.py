@@ -96,10 +96,11 @@ def test_logs_of_a_replica_whose_container_has_not_started_say_so_and_print_the_
     waiting to start``, which is said about worker-1 alone; worker-0's log is still read."""
     name = "tfk8s-held-1"
     train = tmp_path / "runs" / "held-1" / "train"
-    job = TrainingJob(name, ReplicaCounts(worker=2), ("python", "-m", "trainer.task"), grace_period_s=0.5)
+    job = TrainingJob(name, ReplicaCounts(worker=2), ("python", "-m", "trainer.task"), grace_period_s=0.5,
+                      stop_grace_s=1)
     base = KubernetesSettings.from_params(namespace=kube.namespace, image="tfk8s:test", cpu="100m", memory="128Mi")
     settings = dataclasses.replace(base, log_wait_s=2.0, cleanup_timeout_s=60, create_retry_s=30,
-                                   stop_grace_period_s=1, group_settle_s=2.0)
+                                   group_settle_s=2.0)
     kube.jobs.add(name)
     kube.job_name = name
     kube.kubelet.hold = lambda pod: pod["metadata"]["labels"].get("tfk8s.dev/replica-index") == "1"
