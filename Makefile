@@ -31,13 +31,16 @@ test-cluster: $(STAMP)
 
 # Real containers on a real one-node cluster on this machine (root): the control plane above plus a kubelet,
 # containerd + runc + CNI, kube-proxy and CoreDNS (hack/node/build.sh: built once from the Go module proxy and
-# Debian's packages, cached under ~/.cache/tfk8s/node/), and the project image (image-archive, below: cached,
-# seconds when only .py files changed), which the tests import into the node's containerd; then the tests
-# marked `e2e` (tests/test_e2e_*.py). The session's teardown leaves the machine as it found it;
-# `hack/node/cleanup.sh --check` after it proves it (cleanup.sh without --check undoes what a killed run left).
+# Debian's packages, cached under ~/.cache/tfk8s/node/), Argo Workflows v3.7.3's controller, executor and CLI
+# (hack/argo/build.sh, cached under ~/.cache/tfk8s/argo/) for the pipeline's Argo runs on that node, and the
+# project image (image-archive, below: cached, seconds when only .py files changed), which the tests import into
+# the node's containerd; then the tests marked `e2e` (tests/test_e2e_*.py, tests/test_argo_e2e.py). The
+# session's teardown leaves the machine as it found it; `hack/node/cleanup.sh --check` after it proves it
+# (cleanup.sh without --check undoes what a killed run left).
 test-e2e: $(STAMP)
 	bash hack/controlplane/build.sh
 	bash hack/node/build.sh
+	bash hack/argo/build.sh
 	$(MAKE) --no-print-directory image-archive
 	TFK8S_TEST_E2E=1 TFK8S_E2E_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) $(PY) -m pytest -q -ra --durations=0 -m e2e; rc=$$?; \
 	    bash hack/node/cleanup.sh --check || rc=1; exit $$rc
@@ -52,6 +55,7 @@ lint: $(STAMP)
 compile: $(STAMP)
 	$(PY) pipelines/train.py --compile
 	$(PY) pipelines/train.py --compile --format argo
+	$(PY) pipelines/train.py --compile --format argo --schedule '0 2 * * *'
 
 # Benchmarks printing ratios (README, "Benchmarks"): one line per figure, each also appended to $(BENCH_OUT).
 BENCHES   := trainer_overhead worker_scaling input_headroom pipeline_overhead launcher_scale time_to_accuracy real_node

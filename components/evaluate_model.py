@@ -3,6 +3,7 @@ confusion matrix, shown in the KFP UI, and the quality gate's verdict (blessing)
 
 import argparse
 import os
+from pathlib import Path
 from typing import NamedTuple
 
 from kfp import dsl
@@ -92,7 +93,9 @@ def main(argv: list[str] | None = None) -> None:
         data_dir=a.data_dir,
         min_accuracy=a.min_accuracy,
         max_accuracy_drop=a.max_accuracy_drop,
-        serving_base=a.serving_base or serving_base(a.volume_root, a.model_name),
+        # no name: the export's own, <root>/models/<name>/<version> (as the pipeline's model metadata says)
+        serving_base=a.serving_base or serving_base(a.volume_root,
+                                                    a.model_name or Path(a.model_dir.rstrip("/")).parent.name),
         split=a.split,
         gate_metric=a.gate_metric,
         eval_command=a.eval_command,

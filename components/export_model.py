@@ -53,13 +53,15 @@ def main(argv: list[str] | None = None) -> None:
         "--saved-model-dir", required=True, help="the chief's SavedModel (<train dir>/saved_model)"
     )
     add_volume_root_argument(p)
-    p.add_argument("--model-name", default="mnist-cnn", help="names the export base <root>/models/<name>")
+    p.add_argument("--model-name", default="", help="names the export base <root>/models/<name> (empty: from "
+                   "the data set, as the pipeline: <data set>-cnn for the built-in trainer, <data set>-model else)")
     add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from tfk8s.steps.export_model import export_model_step
+    from tfk8s.steps.export_model import export_model_step, model_name_of
 
     r = export_model_step(
-        saved_model_dir=a.saved_model_dir, volume_root=a.volume_root, model_name=a.model_name
+        saved_model_dir=a.saved_model_dir, volume_root=a.volume_root,
+        model_name=a.model_name or model_name_of(a.saved_model_dir),
     )
     out = {"path": r.path, "version": r.version, "serving_signature": r.signature}
     emit(out, a.results_dir)

@@ -23,6 +23,13 @@ CLI_IO = {
     "outputs": {"model": "saved_model"},
     # the ServiceAccount this step runs as in the Argo export: it creates the replicas' Jobs and Services
     "service_account": "tfk8s-launcher",
+    # Argo: a launcher stopped by SIGTERM (its pod deleted or evicted, a node drain: exit 143) or whose pod
+    # vanished (node Error) is started again; it stopped its replicas on the way out, the new one creates them
+    # under the same job name (the trainer is meant to resume from its backup; not yet seen on Argo). A failed
+    # training (exit 1) is not retried, and neither is a stopped or terminated Workflow (Argo retries nothing
+    # while it shuts down). Not on KFP: its retry policy cannot tell a drain from a failure.
+    "retry": {"limit": 2, "retryPolicy": "Always",
+              "expression": "asInt(lastRetry.exitCode) == 143 || lastRetry.status == 'Error'"},
 }
 
 

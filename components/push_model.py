@@ -3,12 +3,19 @@ atomically and without overwriting; point TF Serving's model base path there. ``
 run with the gate's reasons when the pipeline is asked to fail on an unblessed model."""
 
 import argparse
+import sys
 
 from kfp import dsl
 from kfp.dsl import Input, Model, Output
 
 from components import DEFAULT_IMAGE
-from tfk8s.steps.cli import add_results_dir_argument, add_volume_root_argument, emit, main_guard
+from tfk8s.steps.cli import (
+    add_results_dir_argument,
+    add_volume_root_argument,
+    emit,
+    main_guard,
+    write_termination_message,
+)
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine), per component of this module: each input artifact ->
@@ -17,12 +24,13 @@ CLI_IO = {
         "inputs": {"exported_model": "--model-dir"},
         "outputs": {"pushed_model": "path"},
     },
-    # reject_model has no CLI of its own: run the component's function itself with its one argument.
+    # reject_model has no CLI of its own: run the component's function itself with its one argument
+    # (reject_cli: its failure as one error line and the termination message, like the other steps' CLIs).
     "reject_model": {
         "command": [
             "python",
             "-c",
-            "import sys; from components.push_model import reject_model as r; r.python_func(reasons=sys.argv[-1])",
+            "import sys; from components.push_model import reject_cli; reject_cli(sys.argv[-1])",
         ],
     },
 }
@@ -57,18 +65,37 @@ def reject_model(reasons: str):
     raise RuntimeError(f"model not blessed, so not pushed: {reasons}")
 
 
+def reject_cli(reasons: str) -> None:
+    """The Argo export's reject-model step: :func:`reject_model`'s function, its failure printed as
+    ``reject_model: error: ...`` and written as the container's termination message (``argo get`` shows it).
+
+    Raises:
+        SystemExit: 1, always (a model that is not blessed fails the run).
+    """
+    try:
+        reject_model.python_func(reasons=reasons)
+    except RuntimeError as e:
+        print(f"reject_model: error: {e}", file=sys.stderr)
+        write_termination_message(f"reject_model: error: {e}")
+        raise SystemExit(1) from None
+
+
 @main_guard
 def main(argv: list[str] | None = None) -> None:
     """CLI: ``python -m components.push_model --help``; prints the pushed path and version as JSON."""
     p = argparse.ArgumentParser(prog="python -m components.push_model", description=__doc__)
     p.add_argument("--model-dir", required=True, help="the blessed export <root>/models/<name>/<version>")
     add_volume_root_argument(p)
-    p.add_argument("--model-name", default="mnist-cnn")
+    p.add_argument("--model-name", default="",
+                   help="the served name (empty: the export's, <root>/models/<name>/<version>)")
     add_results_dir_argument(p)
     a = p.parse_args(argv)
+    from pathlib import Path
+
     from tfk8s.steps.push_model import push_model_step
 
-    r = push_model_step(model_dir=a.model_dir, volume_root=a.volume_root, model_name=a.model_name)
+    r = push_model_step(model_dir=a.model_dir, volume_root=a.volume_root,
+                        model_name=a.model_name or Path(a.model_dir.rstrip("/")).parent.name)
     out = {"path": r.path, "version": r.version, "serving_signature": r.signature}
     emit(out, a.results_dir)
 

@@ -2,6 +2,7 @@
 
     python pipelines/train.py --compile [--output compiled/train.yaml]   # pipeline IR YAML for KFP
     python pipelines/train.py --compile --format argo                     # compiled/train.argo.yaml
+    python pipelines/train.py --compile --format argo --schedule '0 2 * * *'   # compiled/train.cron.yaml
     python pipelines/train.py --local [--param key=value ...]             # run every step on this machine
     python pipelines/train.py --run --host URL [--param key=value ...]    # one run on a KFP cluster
     python pipelines/train.py --schedule '0 0 2 * * *' --host URL         # nightly recurring run
@@ -49,6 +50,7 @@ from tfk8s.localrun.outcome import print_outcome
 from tfk8s.steps.params import LAUNCH_PARAMETERS as LAUNCH
 from tfk8s.submit.checks import check_run_params
 from tfk8s.submit.cli import add_arguments as add_cluster_arguments
+from tfk8s.submit.cli import check_mode as check_cluster_mode
 from tfk8s.submit.cli import handle as handle_cluster
 
 PIPELINE_NAME = "tfk8s-train"
@@ -128,7 +130,8 @@ def train_pipeline(
         eval_command: evaluates the exported model when the built-in evaluation does not fit it (same contract;
             TFK8S_MODEL_DIR is the export); empty: such a model is "not evaluated" and gated on its training
             metrics.
-        image: container image of the replicas (your program's image, FROM the project image).
+        image: container image of every step and of the replicas (your program's image, FROM the project
+            image).
         chief: chief replicas, 0 or 1 (1 is required with ps).
         workers: worker replicas.
         ps: parameter servers (ParameterServerStrategy; needs chief=1 and workers >= 1).
@@ -218,6 +221,9 @@ def train_pipeline(
     with dsl.Else(name="not-blessed"), dsl.If(fail_on_unblessed == True, name="fail-on-unblessed"):
         reject = reject_model(reasons=evaluate.outputs["reasons"]).set_display_name("reject model")
 
+    # Every step runs the `image` parameter, not only the replicas: KFP (2.4+) resolves it when the run starts.
+    for task in (volume, prepare, launch, export, evaluate, push, reject):
+        task.set_container_image(image)
     for task in (prepare, launch, export, evaluate, push, reject):
         kfp_kubernetes.mount_pvc(task, pvc_name=pvc_name, mount_path=VOLUME_MOUNT_PATH)
         # Nothing here may come from the cache: the data, checkpoints and models live on the volume, which
@@ -286,6 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     server = None
     try:
         a = p.parse_args(argv)
+        check_cluster_mode(p, a)  # one of --compile/--local/--run/--schedule (--compile --format argo --schedule)
         server = (early or runner.start_step_server()) if a.local and not a.verbose else None
         _main(a, server)
     except KeyboardInterrupt:  # Ctrl-C before or after the steps (during them: tfk8s.localrun.signals)
@@ -302,7 +309,8 @@ def _main(a: argparse.Namespace, server) -> None:
         raise SystemExit("tfk8s: --param applies to --local, --run and --schedule; a compiled pipeline takes its "
                          "parameters when a run starts")
     params = {}
-    if a.run or a.schedule is not None or a.local:  # --schedule '' is a bad cron, not "no schedule"
+    # --schedule '' is a bad cron, not "no schedule"; --compile --schedule is the Argo CronWorkflow export
+    if a.run or (a.schedule is not None and not a.compile) or a.local:
         params = _check_params(a.param, local=a.local, volume=a.volume)
     if handle_cluster(a, compile_pipeline, components):  # --run / --schedule / --compile --format argo
         return

@@ -133,14 +133,18 @@ def test_argo_and_ir_have_the_same_steps_images_commands_and_dependencies(commit
         image = re.sub(
             r"\{\{workflow\.parameters\.(\w+)\}\}", lambda mt: defaults[mt.group(1)], container["image"]
         )
-        assert image == ir_container["image"] == DEFAULT_IMAGE, name
+        # the IR's image is the task's input `pipelinechannel--image`, the pipeline's `image` (test_compile.py)
+        assert ir_container["image"] == "{{$.inputs.parameters['pipelinechannel--image']}}", name
+        assert container["image"] == "{{workflow.parameters.image}}" and image == DEFAULT_IMAGE, name
         fn = function_name(ir, ir_task["component"])
         if container["command"][:2] == ["python", "-m"]:
             module = importlib.import_module(container["command"][2])
             assert container["command"] == ["python", "-m", f"components.{module.__name__.split('.')[1]}"]
             assert hasattr(module, fn), (name, fn)  # the module that defines the component runs it
-        else:  # a component without a CLI of its own runs its function
-            assert f"{fn}" in " ".join(container["command"]) and "python_func" in container["command"][-1]
+        else:  # a component without a CLI of its own: a python -c program of the module that defines it
+            assert container["command"][:2] == ["python", "-c"], name
+            module = importlib.import_module(re.search(r"from (components\.\w+) import", container["command"][2])[1])
+            assert hasattr(module, fn), (name, fn)
     assert argo_tasks["launch-training"]["dependencies"] == ["prepare-dataset"]
     assert templates["prepare-dataset"]["container"]["command"] == [
         "python",
@@ -222,7 +226,7 @@ def _resolve(value: str, task_args: dict, template_inputs: dict) -> str:
     return re.sub(r"\{\{inputs\.parameters\.(\w+)\}\}", inp, value)
 
 
-def test_each_steps_cli_accepts_the_arguments_argo_passes(committed, monkeypatch):
+def test_each_steps_cli_accepts_the_arguments_argo_passes(committed, monkeypatch, tmp_path):
     """Every flag Argo passes exists in the step's argparse parser and parses (no step logic runs)."""
     defaults = {p["name"]: p.get("value", "") for p in committed["spec"]["arguments"]["parameters"]}
     real_parse = argparse.ArgumentParser.parse_args
@@ -243,8 +247,14 @@ def test_each_steps_cli_accepts_the_arguments_argo_passes(committed, monkeypatch
         command = template["container"]["command"]
         if command[:2] != ["python", "-m"]:
             monkeypatch.setattr(sys, "argv", ["-c", *argv])
-            with pytest.raises(RuntimeError, match=r"not blessed.*accuracy 0\.5 < 0\.98"):
+            log = tmp_path / "termination-log"
+            log.write_text("")
+            monkeypatch.setenv("TFK8S_TERMINATION_LOG", str(log))
+            with pytest.raises(SystemExit) as done:
                 exec(command[2], {})  # noqa: S102 (the template's own python -c program)
+            assert done.value.code == 1
+            assert re.fullmatch(r"reject_model: error: model not blessed, so not pushed: .*accuracy 0\.5 < 0\.98.*",
+                                log.read_text()), log.read_text()
             continue
         with pytest.raises(_Parsed) as done:
             importlib.import_module(command[2]).main(argv)
@@ -271,7 +281,7 @@ def test_results_dir_writes_the_files_argo_reads_as_outputs(committed, tmp_path,
 
     fake = ExportResult(path="/mnt/tfk8s/models/m/7", version=7, signature={"inputs": "image"})
     monkeypatch.setattr(tfk8s.steps.export_model, "export_model_step", lambda **kw: fake)
-    export_model.main(["--saved-model-dir", "/sm", "--results-dir", str(tmp_path)])
+    export_model.main(["--saved-model-dir", "/sm", "--model-name", "m", "--results-dir", str(tmp_path)])
 
     (out,) = _templates(committed)["export-model"]["outputs"]["parameters"]
     read_by_argo = tmp_path / Path(out["valueFrom"]["path"]).relative_to(RESULTS_DIR)
@@ -344,7 +354,7 @@ def test_compile_format_argo_writes_the_workflow_and_never_over_the_kfp_package(
 
     written = []
     monkeypatch.setattr(
-        "tfk8s.submit.argo.compile_argo", lambda output, source, components: written.append(Path(output)) or output
+        "tfk8s.submit.argo.compile_argo", lambda output, **kw: written.append(Path(output)) or output
     )
     cli_extras.handle(p.parse_args(["--compile", "--format", "argo"]), compile_pipeline, components)
     assert written == [DEFAULT_OUTPUT]  # the KFP package's default --output is not overwritten
@@ -378,3 +388,32 @@ def test_every_steps_service_account_may_report_its_outputs_as_workflowtaskresul
                          if d["kind"] == "Role")
     assert all("argoproj.io" not in r["apiGroups"] for r in launcher_role["rules"])
     assert ("argoproj.io", "workflowtaskresults") not in required_rules()
+
+
+def test_the_launch_step_is_retried_after_a_drain_not_after_a_failure(committed):
+    """A launcher stopped by SIGTERM (its pod deleted or evicted) exits 143 after stopping its replicas, and its
+    pod's node may instead be an Error (pod gone): only those are retried; a training that failed (exit 1) is
+    not. The other steps are never retried (each does its work once; a retry would not change a verdict)."""
+    templates = _templates(committed)
+    assert templates["launch-training"]["retryStrategy"] == {
+        "limit": 2, "retryPolicy": "Always",
+        "expression": "asInt(lastRetry.exitCode) == 143 || lastRetry.status == 'Error'"}
+    assert [t["name"] for t in committed["spec"]["templates"] if "retryStrategy" in t] == ["launch-training"]
+
+
+def test_a_launcher_stopped_by_sigterm_exits_143_and_says_so(tmp_path, monkeypatch, capsys):
+    from tfk8s.core.errors import LauncherTerminatedError
+    from tfk8s.steps.cli import TERMINATED_EXIT_CODE, main_guard
+
+    log = tmp_path / "termination-log"
+    log.write_text("")
+    monkeypatch.setenv("TFK8S_TERMINATION_LOG", str(log))
+
+    @main_guard
+    def stopped():
+        raise LauncherTerminatedError("the launcher got SIGTERM (its pod evicted): every replica stopped")
+
+    with pytest.raises(SystemExit) as done:
+        stopped()
+    assert done.value.code == TERMINATED_EXIT_CODE == 143
+    assert "error: the launcher got SIGTERM" in log.read_text()

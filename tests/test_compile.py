@@ -44,12 +44,43 @@ def test_committed_ir_parses_into_the_pipeline_spec_proto():
     assert params["dataset_name"].default_value.string_value == "mnist"
 
 
+def _container_tasks(spec: dict) -> dict[str, tuple[dict, list[dict]]]:
+    """Every container task (sub-DAGs walked) -> (task, [the tasks of the sub-DAGs enclosing it, outermost first])."""
+    out: dict[str, tuple[dict, list[dict]]] = {}
+
+    def walk(dag: dict, outer: list[dict]) -> None:
+        for name, task in dag["tasks"].items():
+            comp = spec["components"][task["componentRef"]["name"]]
+            if "dag" in comp:
+                walk(comp["dag"], [*outer, task])
+            else:
+                out[name] = (task, outer)
+
+    walk(spec["root"]["dag"], [])
+    return out
+
+
 def test_components_install_nothing_at_start():
     spec = next(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))
     for name, executor in spec["deploymentSpec"]["executors"].items():
         command = " ".join(executor["container"]["command"])
         assert "pip install" not in command, name
-        assert executor["container"]["image"] == "ghcr.io/tfk8s/tfk8s:0.1.0"
+
+
+def test_every_step_runs_the_image_parameter_resolved_when_the_run_starts():
+    """set_container_image(image) on every task: each executor's image is a placeholder of the task's input
+    `pipelinechannel--image`, which leads (through the enclosing sub-DAGs' inputs) to the pipeline's `image`."""
+    spec = next(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))
+    placeholder = "{{$.inputs.parameters['pipelinechannel--image']}}"
+    tasks = _container_tasks(spec)
+    assert len(tasks) == 7
+    for name, (task, outer) in tasks.items():
+        executor = spec["components"][task["componentRef"]["name"]]["executorLabel"]
+        assert spec["deploymentSpec"]["executors"][executor]["container"]["image"] == placeholder, name
+        source = task["inputs"]["parameters"]["pipelinechannel--image"]["componentInputParameter"]
+        for dag_task in reversed(outer):  # up through dsl.If / dsl.Else to the root
+            source = dag_task["inputs"]["parameters"][source]["componentInputParameter"]
+        assert source == "image", name
 
 
 def test_every_step_mounts_the_volume_and_the_launcher_knows_its_pod():
@@ -114,3 +145,70 @@ def test_tfds_downloads_by_default_and_evaluate_outputs_an_html_report():
     assert params["tfds_download"]["defaultValue"] is True
     outputs = spec["components"]["comp-evaluate-model"]["outputDefinitions"]["artifacts"]
     assert outputs["report"]["artifactType"]["schemaTitle"] == "system.HTML"
+
+
+def _cel(condition: str, values: dict) -> bool:
+    """A KFP trigger condition (CEL over inputs.parameter_values, as the IR writes them: ==, !, &&, ||, true,
+    false) evaluated with ``values`` (task input name -> value)."""
+    import re
+
+    text = re.sub(r"inputs\.parameter_values\['([^']+)'\]", lambda m: repr(values[m.group(1)]), condition)
+    text = text.replace("&&", " and ").replace("||", " or ").replace("!(", " not (")
+    text = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", text))
+    assert re.fullmatch(r"[\s()A-Za-z'=\-_.0-9]*", text), text  # nothing but comparisons of literals
+    return bool(eval(text, {"__builtins__": {}}))  # the IR's own literal comparisons, checked above
+
+
+def _runs(spec: dict, params: dict, blessed: bool) -> dict[str, dict]:
+    """Walk the IR as KFP's driver does for one run: each DAG task's inputs from its scope (the enclosing DAG's
+    inputs; evaluate-model's `blessed` output), its trigger condition decides; -> the container tasks that run,
+    each with its resolved ``inputs`` and its DAG's ``scope`` (where kfp-kubernetes names the claim)."""
+    ran: dict[str, dict] = {}
+
+    def walk(dag: dict, scope: dict) -> None:
+        for name, task in dag["tasks"].items():
+            values = {}
+            for key, src in task.get("inputs", {}).get("parameters", {}).items():
+                if "componentInputParameter" in src:
+                    values[key] = scope[src["componentInputParameter"]]
+                elif "taskOutputParameter" in src:
+                    out = src["taskOutputParameter"]
+                    values[key] = blessed if (out["producerTask"], out["outputParameterKey"]) == (
+                        "evaluate-model", "blessed") else f"<{out['producerTask']}.{out['outputParameterKey']}>"
+                else:
+                    values[key] = src.get("runtimeValue", {}).get("constant")
+            condition = task.get("triggerPolicy", {}).get("condition")
+            if condition and not _cel(condition, values):
+                continue
+            comp = spec["components"][task["componentRef"]["name"]]
+            if "dag" in comp:
+                walk(comp["dag"], values)
+            else:
+                ran[name] = {"inputs": values, "scope": scope}
+
+    walk(spec["root"]["dag"], params)
+    return ran
+
+
+def test_the_gates_conditions_run_push_or_reject_for_every_blessed_and_fail_on_unblessed():
+    """What KFP's driver decides for each of the four runs, from the committed IR: blessed -> push; not blessed ->
+    reject only with fail_on_unblessed; the five steps before the gate always; every step's image and claim
+    name are the pipeline's parameters, also inside the conditions."""
+    docs = list(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))
+    spec, platform = docs[0], docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    root = {k: v.get("defaultValue") for k, v in spec["root"]["inputDefinitions"]["parameters"].items()}
+    root.update(image="registry.example/mine:1", pvc_name="my-claim")
+    before = {"ensure-volume", "prepare-dataset", "launch-training", "export-model", "evaluate-model"}
+    for blessed in (True, False):
+        for fail_on_unblessed in (True, False):
+            ran = _runs(spec, {**root, "fail_on_unblessed": fail_on_unblessed}, blessed)
+            gate = {"push-model"} if blessed else ({"reject-model"} if fail_on_unblessed else set())
+            assert set(ran) == before | gate, (blessed, fail_on_unblessed)
+            for name, task in ran.items():
+                assert task["inputs"]["pipelinechannel--image"] == "registry.example/mine:1", name
+                executor = spec["components"][f"comp-{name}"]["executorLabel"]
+                for mount in platform.get(executor, {}).get("pvcMount", []):
+                    claim = mount["pvcNameParameter"]["componentInputParameter"]
+                    assert task["scope"][claim] == "my-claim", name
+            mounted = {n for n in ran if platform.get(spec["components"][f"comp-{n}"]["executorLabel"])}
+            assert mounted == set(ran) - {"ensure-volume"}

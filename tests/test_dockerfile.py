@@ -244,7 +244,9 @@ def test_make_image_builds_the_tag_the_pipeline_runs():
     )
     spec = next(yaml.safe_load_all((REPO / "compiled" / "train.yaml").read_text()))
     assert spec["root"]["inputDefinitions"]["parameters"]["image"]["defaultValue"] == DEFAULT_IMAGE
-    assert {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()} == {DEFAULT_IMAGE}
+    # every step runs the `image` parameter (test_compile.py follows each placeholder to it)
+    assert {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()} == {
+        "{{$.inputs.parameters['pipelinechannel--image']}}"}
 
 
 def test_dockerignore_keeps_the_context_small_but_complete():

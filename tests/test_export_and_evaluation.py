@@ -198,3 +198,30 @@ def test_push_with_the_exports_signature_does_not_load_the_model_again(saved_mod
     # without it (the CLI), or for a folder that holds no SavedModel, the model is loaded and checked
     push_saved_model(exported.path, tmp_path / "serving" / "n")
     assert loads == [exported.path]
+
+
+def test_the_clis_name_the_model_as_the_pipeline_does_when_no_name_is_given(saved_model, tmp_path, capsys):
+    """The Argo export passes `--model-name ''` (the pipeline's default): export names the model after the data
+    set recorded in the launch step's training_summary.json (`mnist-cnn`, or `<set>-model` for your program);
+    push serves it under the export's own name."""
+    import json
+    import shutil
+
+    from components import export_model, push_model
+
+    train = tmp_path / "runs" / "r1" / "train"
+    shutil.copytree(saved_model, train / "saved_model")
+    (train / "training_summary.json").write_text(json.dumps({"dataset": "mnist", "builtin_trainer": True}))
+    export_model.main(["--saved-model-dir", str(train / "saved_model"), "--volume-root", str(tmp_path),
+                       "--model-name", ""])
+    exported = json.loads(capsys.readouterr().out)["path"]
+    assert exported == str(tmp_path / "models" / "mnist-cnn" / "1")
+    push_model.main(["--model-dir", exported, "--volume-root", str(tmp_path), "--model-name", ""])
+    assert json.loads(capsys.readouterr().out)["path"] == str(tmp_path / "serving" / "mnist-cnn" / "1")
+    (train / "training_summary.json").write_text(json.dumps({"dataset": "fashion_mnist", "builtin_trainer": False}))
+    export_model.main(["--saved-model-dir", str(train / "saved_model"), "--volume-root", str(tmp_path)])
+    assert json.loads(capsys.readouterr().out)["path"] == str(tmp_path / "models" / "fashion_mnist-model" / "1")
+    (train / "training_summary.json").unlink()
+    with pytest.raises(SystemExit):
+        export_model.main(["--saved-model-dir", str(train / "saved_model"), "--volume-root", str(tmp_path)])
+    assert "no model name given and no training summary" in capsys.readouterr().err

@@ -46,6 +46,11 @@ def test_the_pipeline_defaults_pass():
     ({"pvc_name": "Bad_Name"}, ("pvc_name 'Bad_Name' is not a valid PersistentVolumeClaim name: a DNS-1123 "
                                 "subdomain: at most 253 lower-case letters, digits, '-' and '.', starting and ending "
                                 "with a letter or digit")),
+    ({"pvc_name": "data.v1"}, ("pvc_name 'data.v1' is a valid claim name, but KFP names each step's pod volume "
+                               "after the claim, which must be a DNS-1123 label: at most 63 lower-case letters, "
+                               "digits and '-', starting and ending with a letter or digit, no dots, e.g. "
+                               "'tfk8s-data': rename the claim, e.g. 'data-v1'")),
+    ({"pvc_name": "d" * 64}, "which must be a DNS-1123 label: at most 63"),
     ({"progress_timeout_s": -1}, "progress_timeout_s must be >= 0, got -1"),
     ({"timeout_s": -5}, "timeout_s must be >= 0, got -5"),
     ({"stop_grace_s": -1}, "stop_grace_s must be >= 0, got -1"),
@@ -180,13 +185,30 @@ def test_one_definition_of_the_launch_parameters_for_pipeline_component_and_cli(
     assert "cpu" in LAUNCH_PARAMETERS["kubernetes"].help and set(KubernetesParams.SHARED) <= set(LAUNCH_PARAMETERS)
 
 
-def test_component_clis_print_expected_errors_as_one_line():
+def test_component_clis_print_expected_errors_as_one_line(tmp_path):
+    """On stderr as the error says it; in the container's termination message (what Argo shows as the step's
+    message, Kubernetes as the pod's) on one line."""
+    import os
+
+    log = tmp_path / "termination-log"
+    log.write_text("")  # in a pod the kubelet mounts it; a CLI never creates it
     r = subprocess.run([sys.executable, "-m", "components.launch_training", "--dry-run", "--data-dir", "D",
-                        "--chief", "1", "--workers", "2", "--ps", "1"], check=False, cwd=REPO, capture_output=True,
-                       text=True, timeout=120)
+                        "--chief", "1", "--workers", "2", "--ps", "1", "--batch-size", "100"], check=False, cwd=REPO,
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "TFK8S_TERMINATION_LOG": str(log)})
     assert r.returncode == 1
     assert r.stderr.startswith("launch_training: error: invalid pipeline parameters:\n  - pvc_name is empty")
     assert "Traceback" not in r.stderr
+    assert log.read_text() == "launch_training: error: invalid pipeline parameters: pvc_name is empty: name the " \
+        "PersistentVolumeClaim for data, checkpoints and models (without it the model would be written to a pod's " \
+        "ephemeral storage)"
+
+
+def test_without_a_termination_log_nothing_is_written(tmp_path, monkeypatch):
+    from tfk8s.steps.cli import write_termination_message
+
+    monkeypatch.setenv("TFK8S_TERMINATION_LOG", str(tmp_path / "absent"))
+    assert write_termination_message("x: error: y") is False
+    assert not (tmp_path / "absent").exists()
 
 
 def test_a_run_id_placeholder_left_unreplaced_by_an_old_kfp_backend_names_the_version_needed():
@@ -199,3 +221,14 @@ def test_a_run_id_placeholder_left_unreplaced_by_an_old_kfp_backend_names_the_ve
     msg = str(err.value)
     assert "run id '{{$.pipeline_job_uuid}}' is a KFP placeholder the backend did not replace" in msg
     assert "older than 2.5" in msg and "to 2.5 or newer" in msg
+
+
+def test_ensure_volume_refuses_a_claim_name_kfp_cannot_mount_before_asking_the_cluster(monkeypatch):
+    """data.v1 is a legal claim name; KFP would accept the run and fail at the first step that mounts it."""
+    import tfk8s.steps.ensure_volume as ev
+
+    monkeypatch.setattr(ev, "ensure_pvc", lambda *a, **k: pytest.fail("the cluster was asked"), raising=False)
+    with pytest.raises(ValueError, match=r"pvc_name 'data\.v1' is a valid claim name, but KFP names each step's "
+                                         r"pod volume after the claim.*rename the claim, e\.g\. 'data-v1'"):
+        ev.ensure_volume_step(backend="kubernetes", volume_root="/mnt/tfk8s", pvc_name="data.v1")
+    assert problems({**DEFAULTS, "pvc_name": "d" * 63}) == []

@@ -61,18 +61,58 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+TERMINATION_LOG = "/dev/termination-log"
+"""Kubernetes' default ``terminationMessagePath``: what a container writes there becomes its terminated state's
+``message``, which Argo puts in the step's node message (``argo get``) and ``kubectl describe pod`` shows."""
+TERMINATION_LOG_ENV = "TFK8S_TERMINATION_LOG"
+TERMINATED_EXIT_CODE = 143
+"""What a step's CLI exits with when SIGTERM stopped it (after its cleanup): 128 + 15, as if the signal had."""
+_TERMINATION_MAX = 1024  # the kubelet keeps 4096 bytes per container; the reason's head is what matters
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line: its lines stripped (and their list dashes) and joined with ``; ``, or a space
+    after a line ending in ``:`` ("invalid pipeline parameters: a; b")."""
+    out = ""
+    for line in (ln.strip(" -") for ln in str(message).splitlines()):
+        if line:
+            out += (" " if out.endswith(":") else "; " if out else "") + line
+    return out
+
+
+def write_termination_message(message: str) -> bool:
+    """Write ``message`` (on one line, at most 1024 characters) to the container's termination message file,
+    ``$TFK8S_TERMINATION_LOG`` or :data:`TERMINATION_LOG`, when that file exists (in a pod the kubelet mounts
+    it; elsewhere nothing is written). Returns whether it was written; never raises."""
+    path = Path(os.environ.get(TERMINATION_LOG_ENV) or TERMINATION_LOG)
+    try:
+        if not path.is_file():
+            return False
+        path.write_text(one_line(message)[:_TERMINATION_MAX], encoding="utf-8")
+    except OSError:
+        return False
+    return True
+
+
 def main_guard(main: _F) -> _F:
     """Wrap a CLI ``main``: an expected error (:func:`expected_errors`) prints ``<prog>: error: <message>`` on
-    stderr and exits 1; anything else keeps its traceback (a bug to report)."""
+    stderr, writes it on one line as the container's termination message (:func:`write_termination_message`:
+    Argo's step message, ``kubectl describe pod``) and exits 1, or :data:`TERMINATED_EXIT_CODE` when SIGTERM
+    stopped the launcher; anything else keeps its traceback (a bug to report)."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
         try:
             return main(*args, **kwargs)
         except expected_errors() as e:
+            from tfk8s.core.errors import LauncherTerminatedError
+
             prog = main.__module__ if main.__module__ != "__main__" else Path(sys.argv[0]).stem
             print(f"{prog}: error: {e}", file=sys.stderr)
-            raise SystemExit(1) from None
+            write_termination_message(f"{prog}: error: {e}")
+            # stopped by SIGTERM (cancelled, or its pod deleted or evicted): 143 = 128 + SIGTERM, as a process the
+            # signal killed, so that an orchestrator can tell it from a failure (the Argo export retries on it)
+            raise SystemExit(TERMINATED_EXIT_CODE if isinstance(e, LauncherTerminatedError) else 1) from None
 
     return wrapper  # type: ignore[return-value]
 

@@ -19,6 +19,28 @@ def default_model_name(dataset: str, builtin_trainer: bool = True) -> str:
     return f"{base}-{'cnn' if builtin_trainer else 'model'}"
 
 
+def model_name_of(saved_model_dir: str) -> str:
+    """The model name a run without ``model_name`` gets, as the KFP component derives it from the launch step's
+    Model metadata, here from the launch step's ``training_summary.json`` beside the SavedModel (what the Argo
+    export and the CLI have): :func:`default_model_name` of its ``dataset`` and ``builtin_trainer``.
+
+    Raises:
+        ValueError: no summary there (pass ``--model-name``).
+    """
+    import json
+    from pathlib import Path
+
+    from tfk8s.core.layout import TrainLayout
+
+    summary = TrainLayout(Path(saved_model_dir).parent).summary
+    try:
+        data = json.loads(summary.read_text())
+    except (OSError, ValueError):
+        raise ValueError(f"no model name given and no training summary {summary} to derive it from (the launch "
+                         f"step writes it): pass --model-name") from None
+    return default_model_name(data.get("dataset") or "model", bool(data.get("builtin_trainer", True)))
+
+
 def export_model_step(*, saved_model_dir: str, volume_root: str, model_name: str):
     """Export ``saved_model_dir`` (any SavedModel) as the next version under ``<volume_root>/models/<model_name>``.
 

@@ -161,6 +161,19 @@ class NoSavedModelError(LaunchError):
     """The coordinator exited 0 but left no SavedModel in its ``TFK8S_MODEL_DIR``."""
 
 
+def _dataset_name(data_dir: str) -> str:
+    """The ``dataset`` of the prepared data's ``metadata.json`` in ``data_dir``; "" when there is none (a
+    tf.data snapshot, your own files)."""
+    import json
+
+    from tfk8s.core.data_format import METADATA_FILE
+
+    try:
+        return str(json.loads((Path(data_dir) / METADATA_FILE).read_text()).get("dataset") or "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
 def collect(job: TrainingJob, result: LaunchResult, train_dir: str | os.PathLike, *,
             log_sink: Callable[[str], None] | None = None) -> TrainingOutcome:
     """After a successful job: check the coordinator's SavedModel, read its metrics, write the summary.
@@ -217,6 +230,9 @@ def collect(job: TrainingJob, result: LaunchResult, train_dir: str | os.PathLike
             "tensorboard_command": tensorboard_command(train),
         },
         "saved_model": str(saved_model),
+        # what names the model when the pipeline gives no model_name (tfk8s.steps.export_model.model_name_of)
+        "dataset": _dataset_name(job.data_dir),
+        "builtin_trainer": builtin_trainer.is_builtin(job.command),
         "metrics": reported,
         **({"evaluator": evaluator} if evaluator else {}),
         "notes": notes,

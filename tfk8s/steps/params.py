@@ -40,7 +40,7 @@ from tfk8s.core.policy import (
 )
 from tfk8s.launcher.backends import BACKENDS
 from tfk8s.launcher.kubernetes.settings import KubernetesParams, KubernetesSettings
-from tfk8s.launcher.kubernetes.values import parse_json
+from tfk8s.launcher.kubernetes.values import DNS1123_LABEL, DNS1123_LABEL_RULE, DNS1123_SUBDOMAIN, parse_json
 
 # A job-level deadline by default, so that a program that hangs without ever reporting progress (which the
 # progress watchdog cannot judge) fails within a day instead of at the Kubernetes backstop (7 days); MNIST trains
@@ -313,7 +313,23 @@ def problems(params: Mapping[str, Any]) -> list[str]:
         out += _kubernetes_problems(params)
     else:  # not used by this backend, but a typo, a bad quantity or claim name is said now, not on a cluster
         out += _kubernetes_problems({k: params[k] for k in ("kubernetes", "pvc_name") if params.get(k)})
+    out += _claim_name_as_volume_name(params.get("pvc_name"))  # the KFP pipeline mounts it on every backend
     return out
+
+
+def _claim_name_as_volume_name(pvc_name: Any) -> list[str]:
+    """A claim name Kubernetes accepts (a DNS-1123 subdomain, which the launcher checks) that KFP cannot mount:
+    kfp-kubernetes' ``mount_pvc`` names the pod's volume after the claim, and a pod's volume name must be a
+    DNS-1123 label (no dots, at most 63 characters). Without this, ``data.v1`` passes ensure-volume and the first
+    step that mounts it fails at pod creation ("spec.volumes[0].name: Invalid value")."""
+    name = str(pvc_name or "")
+    if not DNS1123_SUBDOMAIN.match(name) or len(name) > 253:
+        return []  # not a claim name at all: the launcher's own check says so
+    if DNS1123_LABEL.match(name) and len(name) <= 63:
+        return []
+    fixed = name.replace(".", "-")[:63].strip("-")
+    return [(f"pvc_name {name!r} is a valid claim name, but KFP names each step's pod volume after the claim, "
+             f"which must be {DNS1123_LABEL_RULE}: rename the claim, e.g. {fixed!r}")]
 
 
 def _kubernetes_problems(params: Mapping[str, Any]) -> list[str]:

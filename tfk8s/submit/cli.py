@@ -3,6 +3,8 @@
     python pipelines/train.py --run --host URL [--experiment NAME] [--param key=value ...] [--upload]
     python pipelines/train.py --schedule "0 0 2 * * *" --host URL [--experiment NAME] [--param key=value ...]
     python pipelines/train.py --compile --format argo [--output compiled/train.argo.yaml]
+    python pipelines/train.py --compile --format argo --schedule "0 2 * * *" [--timezone Europe/Berlin]
+                                                      # an Argo CronWorkflow, compiled/train.cron.yaml
 
 ``--run`` and ``--schedule`` compile the pipeline afresh (into a temporary file; ``--package PATH`` submits an
 existing one instead) and submit it with :mod:`tfk8s.submit.kfp_client`. Bad values fail before any request with one
@@ -23,25 +25,40 @@ from pathlib import Path
 from typing import Any
 
 from tfk8s.submit import kfp_client
-from tfk8s.submit.cron import validate_cron
+from tfk8s.submit.cron import argo_schedule, check_timezone, validate_cron
 from tfk8s.submit.errors import KfpClientError
 from tfk8s.submit.params import parse_param_items
 
 COMPILE_FORMATS = ("kfp", "argo")
 
 
+MODES = ("compile", "local", "run", "schedule")
+
+
 def add_arguments(parser: argparse.ArgumentParser, mode_group) -> None:
-    """Add ``--run`` and ``--schedule`` to the (mutually exclusive) ``mode_group``, and their options plus
-    ``--format`` to ``parser``. ``parser`` must already have ``--output`` and ``--param`` (train.py's)."""
+    """Add ``--run`` to the (mutually exclusive) ``mode_group``, ``--schedule`` (a mode of its own, or with
+    ``--compile --format argo`` the CronWorkflow's schedule) and the options to ``parser``; the group stops being
+    required: :func:`check_mode` does that check after parsing. ``parser`` must already have ``--output`` and
+    ``--param`` (train.py's)."""
+    mode_group.required = False
     mode_group.add_argument(
         "--run", action="store_true", help="compile, then start one run on a KFP cluster (needs --host)"
     )
-    mode_group.add_argument(
+    parser.add_argument(
         "--schedule",
         metavar="CRON",
         help="compile, then create a recurring run on a KFP cluster (needs --host). KFP cron has 6 fields, "
         "seconds minutes hours day-of-month month day-of-week, in the scheduler's time zone (usually UTC): "
-        "'0 0 2 * * *' is 02:00 daily. One run at a time, no backfill of missed runs, enabled",
+        "'0 0 2 * * *' is 02:00 daily. One run at a time, no backfill of missed runs, enabled. With --compile "
+        "--format argo: export an Argo CronWorkflow (compiled/train.cron.yaml) instead; Argo's cron has 5 fields "
+        "(no seconds: '0 2 * * *'), and a KFP cron whose seconds are 0 is converted",
+    )
+    parser.add_argument(
+        "--timezone",
+        default="",
+        metavar="TZ",
+        help="--compile --format argo --schedule: the IANA time zone the CronWorkflow's schedule is read in, "
+        "e.g. Europe/Berlin (default: the Argo controller's, usually UTC)",
     )
     parser.add_argument(
         "--format",
@@ -89,6 +106,20 @@ def add_arguments(parser: argparse.ArgumentParser, mode_group) -> None:
     )
 
 
+def check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """After ``parser.parse_args``: exactly one of --compile, --local, --run, --schedule, except that --schedule
+    goes with --compile --format argo (the CronWorkflow export). Exits through ``parser.error`` (usage + one line)."""
+    given = [m for m in MODES if getattr(args, m, None) not in (None, False)]
+    if not given:
+        parser.error("one of the arguments --compile --local --run --schedule is required")
+    if "schedule" in given and len(given) > 1:
+        if given != ["compile", "schedule"]:
+            parser.error(f"--schedule is not allowed with --{' --'.join(g for g in given if g != 'schedule')}")
+        if getattr(args, "format", "kfp") != "argo":
+            parser.error("--compile --schedule exports an Argo CronWorkflow: add --format argo (a KFP recurring "
+                         "run is --schedule CRON --host URL, without --compile)")
+
+
 def _is_default_output(output: str | None, compile_fn: Callable) -> bool:
     """True if ``--output`` was left at the KFP package's default (so ``--format argo`` uses its own)."""
     if not output:
@@ -124,8 +155,15 @@ def handle(args: argparse.Namespace, compile_fn: Callable[[Path], Path], compone
     """
     fmt = getattr(args, "format", "kfp")
     run, schedule = getattr(args, "run", False), getattr(args, "schedule", None)
+    compiling = getattr(args, "compile", False)
+    timezone = getattr(args, "timezone", "") or ""
     try:
-        if run or schedule is not None:  # --schedule '' is a malformed cron, never a local run
+        if run or (schedule is not None and not compiling):  # --schedule '' is a malformed cron, never a local run
+            if timezone:
+                raise SystemExit(
+                    "error: --timezone applies to the Argo CronWorkflow (--compile --format argo --schedule); a "
+                    "KFP recurring run follows its scheduler's time zone (usually UTC)"
+                )
             if fmt != "kfp":
                 raise SystemExit(
                     "error: --format argo applies to --compile only; submit that file with `argo submit`"
@@ -156,20 +194,32 @@ def handle(args: argparse.Namespace, compile_fn: Callable[[Path], Path], compone
     except (KfpClientError, FileNotFoundError) as e:
         raise SystemExit(f"error: {e}") from None
     if fmt == "argo":
-        if not getattr(args, "compile", False):
+        if not compiling:
             raise SystemExit("error: --format applies to --compile")
-        from tfk8s.submit.argo import DEFAULT_OUTPUT, ArgoExportError, compile_argo
+        from tfk8s.submit.argo import DEFAULT_CRON_OUTPUT, DEFAULT_OUTPUT, ArgoExportError, compile_argo
 
-        output = (
-            DEFAULT_OUTPUT if _is_default_output(getattr(args, "output", None), compile_fn) else args.output
-        )
+        default = DEFAULT_OUTPUT if schedule is None else DEFAULT_CRON_OUTPUT
+        output = default if _is_default_output(getattr(args, "output", None), compile_fn) else args.output
         if components is None:
             raise SystemExit("error: the Argo export needs the components package (pipelines/train.py passes it)")
         try:
+            if schedule is not None:  # before compiling: a bad cron or zone is said at once
+                argo_schedule(schedule)
+                check_timezone(timezone)
+            elif timezone:
+                raise SystemExit("error: --timezone applies to a schedule: add --schedule CRON")
             with tempfile.TemporaryDirectory(prefix="tfk8s-") as tmp:
-                path = compile_argo(output, source=compile_fn(Path(tmp) / "train.yaml"), components=components)
-        except ArgoExportError as e:
+                path = compile_argo(output, source=compile_fn(Path(tmp) / "train.yaml"), components=components,
+                                    schedule=schedule, timezone=timezone)
+        except (ArgoExportError, KfpClientError) as e:
             raise SystemExit(f"error: {e}") from None
-        print(f"compiled the pipeline to {path} (an Argo Workflow; submit with `argo submit {path}`)")
+        if schedule is None:
+            print(f"compiled the pipeline to {path} (an Argo Workflow; submit with `argo submit {path}`)")
+        else:
+            print(f"compiled the pipeline to {path} (an Argo CronWorkflow, schedule {argo_schedule(schedule)!r}"
+                  f"{' in ' + timezone if timezone else ''}, one run at a time, no catch-up; create it with "
+                  f"`argo cron create {path}`)")
         return True
+    if timezone:
+        raise SystemExit("error: --timezone applies to --compile --format argo --schedule")
     return False

@@ -187,9 +187,29 @@ def cli_of(ir: PipelineIR, comp_ref: str) -> tuple[list[str], dict]:
     return list(io.get("command") or ["python", "-m", module.__name__]), dict(io)
 
 
-def _constant(task: str, value: Any, ptype: str) -> str:
+_INPUT_REF = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
+
+
+def resolve_input_refs(task: str, value: str, inputs: Mapping[str, Value]) -> str:
+    """``value`` with each ``{{$.inputs.parameters['name']}}`` (a task's own input, as KFP writes a
+    ``set_container_image(pipeline_parameter)``) replaced by that input's Argo expression.
+
+    Raises:
+        ArgoExportError: the task has no input of that name.
+    """
+
+    def sub(match: re.Match) -> str:
+        if match.group(1) not in inputs:
+            raise ArgoExportError(f"task {task!r}: {match.group(0)} names no input of the task")
+        return inputs[match.group(1)].expr
+
+    return _INPUT_REF.sub(sub, value)
+
+
+def _constant(task: str, value: Any, ptype: str, inputs: Mapping[str, Value] | None = None) -> str:
     if not isinstance(value, str):
         return format_value(value, ptype)
+    value = resolve_input_refs(task, value, inputs or {})
     for kfp_placeholder, argo_variable in _PLACEHOLDERS.items():
         value = value.replace(kfp_placeholder, argo_variable)
     value = value.replace("{{$.pipeline_task_name}}", task)
@@ -232,6 +252,7 @@ def _resolve_inputs(
     comp = ir.spec["components"][task["componentRef"]["name"]]
     declared = comp.get("inputDefinitions", {}).get("parameters", {})
     resolved: dict[str, Value] = {}
+    constants: dict[str, tuple[Any, str]] = {}
     for kind in ("parameters", "artifacts"):
         for name, src in task.get("inputs", {}).get(kind, {}).items():
             ptype = declared.get(name, {}).get("parameterType", "STRING")
@@ -253,10 +274,14 @@ def _resolve_inputs(
                     )
                 resolved[name] = Value(outputs[(producer, key)], ptype, producer)
             elif "runtimeValue" in src:
-                resolved[name] = Value(_constant(task_name, src["runtimeValue"]["constant"], ptype), ptype)
+                constants[name] = (src["runtimeValue"]["constant"], ptype)
             else:
                 raise ArgoExportError(f"task {task_name!r}: input {name!r} comes from {src}, not translated")
-    return resolved
+    # constants last: one may name another input (KFP's base_image = {{$.inputs.parameters['pipelinechannel--image']}})
+    for name, (constant, ptype) in constants.items():
+        resolved[name] = Value(_constant(task_name, constant, ptype, resolved), ptype)
+    order = [n for kind in ("parameters", "artifacts") for n in task.get("inputs", {}).get(kind, {})]
+    return {n: resolved[n] for n in order}
 
 
 def topological(tasks: dict) -> list[str]:

@@ -14,6 +14,9 @@ from typing import Any
 DNS1123_SUBDOMAIN_RULE = ("a DNS-1123 subdomain: at most 253 lower-case letters, digits, '-' and '.', starting and "
                           "ending with a letter or digit, e.g. 'tfk8s-data'")
 
+DNS1123_LABEL_RULE = ("a DNS-1123 label: at most 63 lower-case letters, digits and '-', starting and ending with a "
+                      "letter or digit, no dots, e.g. 'tfk8s-data'")
+
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
