@@ -647,8 +647,15 @@ class FakeCluster:
         """The names of the Jobs Kueue holds (suspended, no pod)."""
         return sorted(j["metadata"]["name"] for j in self.objects("jobs") if (j.get("spec") or {}).get("suspend"))
 
-    def admit(self, job_name: str) -> None:
-        """Kueue admits a held Job: it is unsuspended and the Job controller creates its pod."""
+    def admit(self, job_name: str, pod_first: bool = False) -> None:
+        """Kueue admits a held Job: it is unsuspended and the Job controller creates its pod. With ``pod_first``
+        the launcher's pod watch sees the pod before its Job watch sees the Job unsuspended (two streams, no
+        order between them)."""
+        if pod_first:
+            job = next(j for j in self.objects("jobs") if j["metadata"]["name"] == job_name)
+            self._run(self.server._job_controller({**job, "spec": {**job["spec"], "suspend": False}}, admitted=True))
+            self._run(self.server.patch(JOBS, self.namespace, job_name, {"spec": {"suspend": False}}))
+            return
         raw = self._run(self.server.patch(JOBS, self.namespace, job_name, {"spec": {"suspend": False}}))
         self._run(self.server._job_controller(raw, admitted=True))
 

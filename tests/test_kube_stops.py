@@ -70,9 +70,11 @@ def test_a_preempted_job_succeeds_with_its_preemptions_counted_apart(cluster):
     assert (result.restarts, result.preemptions, result.exit_codes) == (0, 1, {"worker-0": 0})
 
 
-def test_a_kueue_suspension_is_a_preemption_and_waits_for_readmission(cluster):
+@pytest.mark.parametrize("pod_first", [False, True], ids=["job-update-first", "pod-first"])
+def test_a_kueue_suspension_is_a_preemption_and_waits_for_readmission(cluster, pod_first):
     """Kueue suspends a running replica's Job (its workload preempted): the set is recreated, not counted, and
-    the new Jobs wait, suspended, until the queue admits them again."""
+    the new Jobs wait, suspended, until the queue admits them again. A re-admitted Job whose pod is seen before
+    the Job's own update (``pod_first``) is not taken for a second suspension."""
     admitted: list[str] = []
 
     def script(c: FakeCluster) -> None:
@@ -83,7 +85,7 @@ def test_a_kueue_suspension_is_a_preemption_and_waits_for_readmission(cluster):
         held = c.wait_for(lambda: len(c.held_jobs()) == 2 and c.held_jobs(), "both new Jobs held by the queue")
         time.sleep(1)  # held, the launcher waits (schedule_timeout_s is 20 s)
         for job in held:
-            c.admit(job)
+            c.admit(job, pod_first=pod_first)
             admitted.append(job)
         c.wait_pods("worker-0", "worker-1", attempt=1)
         c.run()

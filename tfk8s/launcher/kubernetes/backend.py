@@ -229,6 +229,12 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
         if kind == "pods":
             rep.pods[obj["metadata"]["name"]] = obj
         else:
+            suspended = classify_job(obj).suspended
+            was_running = rep.job is not None and not classify_job(rep.job).suspended
+            if not suspended:
+                rep.suspended_after_pod = False
+            elif was_running and rep.pods:
+                rep.suspended_after_pod = True
             rep.job, rep.job_seen = obj, True
 
     def _pod_deleted(self, rep: ReplicaState, pod: dict[str, Any]) -> None:
@@ -244,7 +250,7 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
         for rep in self.replicas.values():
             pod = rep.pod()
             rep.view = classify_pod(pod, self.job.restart_exit_code) if pod else None
-            if rep.job and rep.pods and classify_job(rep.job).suspended and not rep.terminal:
+            if rep.suspended_after_pod and not rep.terminal:
                 # Kueue took back the admission of a Job whose pod ran (a higher-priority workload): preempted
                 rep.view = PodState(Phase.FAILED, True, True, None, Failure(
                     FailureKind.PREEMPTED, "Suspended", f"Job {rep.name} was suspended while its pod ran (its "

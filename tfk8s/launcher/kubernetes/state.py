@@ -27,6 +27,9 @@ class ReplicaState:
     gone_pods: set[str] = field(default_factory=set)  # deleted by someone else before they finished
     job_seen: bool = False
     job_deleted: bool = False
+    # Its Job went from running to suspended after one of its pods was seen (Kueue took the admission back): a
+    # Job held since its creation is not, even when its pod arrives before the Job's own update (two watches).
+    suspended_after_pod: bool = False
     job_failed_at: float | None = None
     failure_seen_at: float | None = None  # monotonic seconds when the launcher first saw this attempt fail
     quota_checked_at: float | None = None  # monotonic seconds of the last look for a quota refusal
@@ -53,7 +56,7 @@ class ReplicaState:
         """Start tracking a new attempt (created at monotonic time ``now``)."""
         self.attempt, self.created_at = attempt, now
         self.job, self.pods, self.gone_pods = None, {}, set()
-        self.job_seen = self.job_deleted = self.reported = False
+        self.job_seen = self.job_deleted = self.reported = self.suspended_after_pod = False
         self.job_failed_at, self.view, self.scheduled_at = None, None, None
         self.failure_seen_at = self.quota_checked_at = None
         if self.progress is not None:
