@@ -1,4 +1,4 @@
-"""The exported pipeline run by a real Argo Workflows controller (v3.7.3) on the real node (``make test-e2e``).
+"""The exported pipeline run by a real Argo Workflows controller (v3.7.3) on the real node (``make test-argo``).
 
 ``compiled/train.argo.yaml`` and ``compiled/train.cron.yaml`` are submitted unchanged with the ``argo`` CLI and
 ``-p`` parameters for a small run (1 worker, 1 epoch of a 512-example MNIST subset): every step runs in a real

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds Argo Workflows at a pinned version from the Go module proxy, once (make test-e2e, tests/argo_fixtures.py):
+# Builds Argo Workflows at a pinned version from the Go module proxy, once (make test-argo, tests/argo_fixtures.py):
 #   workflow-controller   the controller (run as a process next to the e2e node's control plane)
 #   argoexec              the executor (emissary): static, packed by tests/argo_fixtures.py into a one-file image
 #   argo                  the CLI (argo submit / get / cron create), for the tests and the commands in docs/kfp.md
