@@ -186,6 +186,12 @@ def test_kubernetes_job_carries_the_contract_env_next_to_tf_config_and_a_per_rep
         assert c["command"] == ["python", "train.py", "--model_dir", want["TFK8S_MODEL_DIR"]]
     ps = jobs["tfk8s-r1-ps-0"]["spec"]["template"]["spec"]["containers"][0]
     assert ps["command"] == ["python", "ps.py", "--index", "0"]
+    # SM_NUM_GPUS: the replica type's gpus, which only this backend knows
+    gpus = KubernetesSettings.from_params(image="img:1", gpus=1, replica_overrides='{"ps": {"gpus": 0}}')
+    jobs = {m["metadata"]["name"]: m for m in render_manifests(job, gpus) if m["kind"] == "Job"}
+    assert {n: next(e["value"] for e in j["spec"]["template"]["spec"]["containers"][0]["env"]
+                    if e["name"] == "SM_NUM_GPUS") for n, j in jobs.items()} == {
+        "tfk8s-r1-chief-0": "1", "tfk8s-r1-worker-0": "1", "tfk8s-r1-worker-1": "1", "tfk8s-r1-ps-0": "0"}
 
 
 def test_kubernetes_settings_refuse_env_that_would_hide_the_contract_and_bad_override_placeholders():

@@ -97,6 +97,8 @@ PLATFORM_CONSTANTS: dict[str, str] = {
 ENV_SM_HOSTS = "SM_HOSTS"
 ENV_SM_CURRENT_HOST = "SM_CURRENT_HOST"
 ENV_SM_RESOURCE_CONFIG = "SM_RESOURCE_CONFIG"
+ENV_SM_NUM_GPUS = "SM_NUM_GPUS"
+"""Set by the Kubernetes backend only (the replica type's ``gpus``): :func:`replica_env` cannot know it."""
 
 PLATFORM_ENV = (*PLATFORM_ALIASES, *PLATFORM_CONSTANTS, ENV_SM_HOSTS, ENV_SM_CURRENT_HOST, ENV_SM_RESOURCE_CONFIG)
 """Every Vertex AI / SageMaker variable :func:`replica_env` sets besides :data:`CONTRACT_ENV`."""
