@@ -11,7 +11,7 @@ wrote their pid files, 30 s at most) or
 ``"report:<seconds>"`` (report progress every 0.1 s for that long, then exit 0) or ``"train:<seconds>"`` (2 epochs
 of 10 steps over that long, a progress report with epoch, steps and examples/sec and a line per step, exit 0). Unlisted replicas exit 0 at
 once, except ps and evaluator, which sleep forever (as real parameter servers do).
-It prints its TF_CONFIG, its contract variables (``TFK8S_ENV=<json>``), its proxy exemptions
+It prints its TF_CONFIG, its contract variables (``TFK8S_ENV=<json>``: ``TFK8S_*`` and the platform aliases), its proxy exemptions
 (``PROXY_ENV=<json>``) and its argv (``ARGV=<json>``) and,
 if FAKE_PIDFILE_DIR is set, writes its pid to ``<dir>/<label>.pid``. Progress goes to ``$TFK8S_PROGRESS_FILE``
 (tfk8s.core.progress). The attempt number is counted in ``$FAKE_STATE_DIR/<label>.starts`` (always 0 without it).
@@ -28,7 +28,7 @@ from tfk8s.core.progress import ProgressReporter
 cfg = json.loads(os.environ["TF_CONFIG"])
 label = f"{cfg['task']['type']}-{cfg['task']['index']}"
 print(f"TF_CONFIG={os.environ['TF_CONFIG']}", flush=True)
-print("TFK8S_ENV=" + json.dumps({k: v for k, v in os.environ.items() if k.startswith("TFK8S_")}), flush=True)
+print("TFK8S_ENV=" + json.dumps({k: v for k, v in os.environ.items() if k.startswith(("TFK8S_", "AIP_", "SM_", "CLOUD_ML_"))}), flush=True)
 print("PROXY_ENV=" + json.dumps({k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy", "no_grpc_proxy")}), flush=True)
 print("ARGV=" + json.dumps(sys.argv[1:]), flush=True)
 if os.environ.get("FAKE_PIDFILE_DIR"):

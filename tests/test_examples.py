@@ -1,6 +1,8 @@
-"""The three example programs (examples/): each trains on a real MNIST subset through the local launcher with 2
+"""The example programs (examples/): each trains on a real MNIST subset through the local launcher with 2
 workers and leaves what the contract asks (a SavedModel with a serving signature in the coordinator's
-TFK8S_MODEL_DIR); each renders the right Kubernetes Jobs; each documents the exact `make run` line."""
+TFK8S_MODEL_DIR); each renders the right Kubernetes Jobs; each documents the exact `make run` line. The Vertex AI
+and SageMaker programs read only their platform's variables, run through the launch step's `command` and are
+exported from where the alias pointed."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ EXAMPLES = {
     "keras_mwms": ReplicaCounts(worker=2),
     "runtime_resnet": ReplicaCounts(worker=2),
     "pss_custom_loop": ReplicaCounts(chief=1, worker=2, ps=1),
+    "vertex_ai": ReplicaCounts(worker=2),
+    "sagemaker": ReplicaCounts(worker=2),
 }
 ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
@@ -137,3 +141,64 @@ def test_custom_loop_example_trains_under_parameter_servers_and_the_chief_saves(
     done = read_progress(train / "progress" / "chief-0.json")  # runtime.progress from the custom loop
     assert (done.state, done.epoch, done.step, done.steps) == ("done", 1, 40, 40)
     assert _serving_input(train / "saved_model") == ("uint8", [None, 28, 28, 1])
+
+
+@pytest.mark.parametrize("example, names", [
+    ("vertex_ai", {"TF_CONFIG", "AIP_TRAINING_DATA_URI", "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR",
+                   "AIP_TENSORBOARD_LOG_DIR"}),
+    ("sagemaker", {"SM_MODEL_DIR", "SM_CHANNEL_TRAIN", "SM_HOSTS", "SM_CURRENT_HOST"}),
+])
+def test_the_platform_examples_read_their_platforms_variables_only_and_tfk8s_sets_each(example, names):
+    from tfk8s.core import contract
+
+    text = (REPO / "examples" / example / "train.py").read_text()
+    assert not re.search(r"^\s*(import|from)\s+tfk8s", text, re.MULTILINE)
+    assert set(re.findall(r'"((?:TFK8S|AIP|SM|CLOUD_ML)_[A-Z_]+|TF_CONFIG)"', text)) == names - {"TF_CONFIG"}
+    assert names - {"TF_CONFIG"} <= set(contract.PLATFORM_ENV)
+
+
+def _launch_and_export(tmp_path, data_dir, command):
+    """The launch step with ``command`` on 2 local workers, then the export step on what it found."""
+    from tfk8s.steps.export_model import export_model_step
+    from tfk8s.steps.launch_training import launch_training_step
+
+    volume = tmp_path / "vol"
+    lines: list[str] = []
+    try:
+        outcome = launch_training_step(data_dir=str(data_dir), volume_root=str(volume), run_id="r1", backend="local",
+                                       params={"command": command, "workers": 2}, log_sink=lines.append)
+    except Exception:
+        print("\n".join(lines[-40:]))
+        raise
+    exported = export_model_step(saved_model_dir=outcome.saved_model_dir, volume_root=str(volume), model_name="m")
+    return volume / "runs" / "r1" / "train", outcome, exported, lines
+
+
+@pytest.mark.slow
+def test_a_vertex_ai_program_runs_unchanged_on_two_workers_and_is_exported(tmp_path, mnist_subset_dir):
+    from tfk8s.steps.evaluation import evaluate_saved_model
+
+    train, outcome, exported, lines = _launch_and_export(
+        tmp_path, mnist_subset_dir,
+        f"python {REPO}/examples/vertex_ai/train.py --epochs 1 --steps_per_epoch 15 --per_worker_batch 64")
+    assert {ln.split("]")[0] for ln in lines if "final accuracy" in ln} == {"[worker-0", "[worker-1"}
+    assert outcome.saved_model_dir == str(train / "saved_model")  # AIP_MODEL_DIR of worker-0, the coordinator
+    assert (exported.version, Path(exported.path)) == (1, tmp_path / "vol" / "models" / "m" / "1")
+    assert _serving_input(Path(exported.path)) == ("uint8", [None, 28, 28, 1])
+    assert evaluate_saved_model(exported.path, mnist_subset_dir).accuracy > 0.5  # 15 steps of 128; chance 0.1
+    assert list((train / "logs" / "train").glob("events.out.tfevents.*"))  # AIP_TENSORBOARD_LOG_DIR
+    assert (train / "checkpoints").is_dir()  # AIP_CHECKPOINT_DIR: BackupAndRestore, removed after success
+
+
+@pytest.mark.slow
+def test_a_sagemaker_program_runs_unchanged_on_two_workers_and_is_exported(tmp_path, mnist_subset_dir):
+    train, outcome, exported, lines = _launch_and_export(
+        tmp_path, mnist_subset_dir,
+        f"python {REPO}/examples/sagemaker/train.py --epochs 1 --steps-per-epoch 15 --batch-size 64")
+    hosts = "['worker-0', 'worker-1']"
+    assert sorted(ln.split("] ", 1)[1].split(":")[0] for ln in lines if "final accuracy" in ln) == [
+        f"worker-0 of {hosts}", f"worker-1 of {hosts}"]
+    accuracy = float(next(ln for ln in lines if "final accuracy" in ln).split()[-1])
+    assert accuracy > 0.3, accuracy  # the mean over 15 steps of 128 (measured 0.48); chance 0.1
+    assert outcome.saved_model_dir == str(train / "saved_model")  # SM_MODEL_DIR of hosts[0], the coordinator
+    assert (exported.version, _serving_input(Path(exported.path))) == (1, ("float32", [None, 28, 28, 1]))

@@ -26,6 +26,11 @@ The same values are placeholders in the user's command, substituted per replica 
 ``{replica_type}``, ``{replica_index}``; a literal brace is written ``{{`` / ``}}`` (Python's
 ``str.format`` rules). The launch step (not the program) writes ``<train dir>/training_summary.json``.
 
+Programs written for Vertex AI custom training or SageMaker run unchanged: :func:`replica_env` also sets those
+platforms' variables that have a meaning here, as aliases of the ``TFK8S_*`` values (:data:`PLATFORM_ALIASES`,
+one table), plus SageMaker's host list (:func:`sagemaker_hosts`). Which ones, and which have no equivalent:
+``docs/training-program.md`` ("Programs from Vertex AI and SageMaker").
+
 Plain Python: no TensorFlow, KFP or Kubernetes, so user programs, the trainer and the launchers import it.
 """
 
@@ -43,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tfk8s.core.cluster import Replica, ReplicaType
+from tfk8s.core.cluster import Replica, ReplicaCounts, ReplicaType, cluster_spec
 from tfk8s.core.layout import TrainLayout
 from tfk8s.core.progress import PROGRESS_FILE_ENV
 
@@ -60,6 +65,43 @@ ENV_METRICS_FILE = "TFK8S_METRICS_FILE"
 CONTRACT_ENV = (ENV_JOB_NAME, ENV_REPLICA_TYPE, ENV_REPLICA_INDEX, ENV_DATA_DIR, ENV_MODEL_DIR,
                 ENV_CHECKPOINT_DIR, ENV_TENSORBOARD_DIR, ENV_PROGRESS_FILE, ENV_METRICS_FILE)
 """Every variable :func:`replica_env` sets (a user's ``env`` may not set them: the launcher does)."""
+
+PLATFORM_ALIASES: dict[str, tuple[str, str]] = {
+    # Vertex AI custom training (CustomJobSpec.baseOutputDirectory; aiplatform.training_utils): Cloud Storage
+    # URIs of folders, ending in "/" (``<base output dir>/model/``); used as they are by model.save and callbacks.
+    "AIP_MODEL_DIR": (ENV_MODEL_DIR, "/"),
+    "AIP_CHECKPOINT_DIR": (ENV_CHECKPOINT_DIR, "/"),
+    "AIP_TENSORBOARD_LOG_DIR": (ENV_TENSORBOARD_DIR, "/"),
+    # Vertex AI managed datasets: a wildcard URI of a split's files (``gs://bucket/path/training-*``)
+    "AIP_TRAINING_DATA_URI": (ENV_DATA_DIR, "/train-*"),
+    "AIP_TEST_DATA_URI": (ENV_DATA_DIR, "/test-*"),
+    "CLOUD_ML_JOB_ID": (ENV_JOB_NAME, ""),
+    # SageMaker (sagemaker-training-toolkit ENVIRONMENT_VARIABLES.md): local folders, no trailing "/"
+    "SM_MODEL_DIR": (ENV_MODEL_DIR, ""),
+    "SM_CHANNEL_TRAIN": (ENV_DATA_DIR, ""),
+    "SM_CHANNEL_TRAINING": (ENV_DATA_DIR, ""),
+    "SM_CHANNEL_TEST": (ENV_DATA_DIR, ""),
+    "SM_CHANNEL_TESTING": (ENV_DATA_DIR, ""),
+    "SM_OUTPUT_DATA_DIR": (ENV_TENSORBOARD_DIR, ""),
+}
+"""Another platform's variable -> ``(the TFK8S_* variable it aliases, a suffix)``: its value is the
+``TFK8S_*`` value followed by the suffix. The only place the aliases are defined."""
+
+PLATFORM_CONSTANTS: dict[str, str] = {
+    "AIP_DATA_FORMAT": "tfrecord",  # what AIP_*_DATA_URI name (Vertex's own values: jsonl, csv, bigquery)
+    "SM_CHANNELS": json.dumps(sorted(k.removeprefix("SM_CHANNEL_").lower() for k in PLATFORM_ALIASES
+                                     if k.startswith("SM_CHANNEL_")), separators=(",", ":")),
+}
+"""Platform variables whose value is the same for every replica of every job."""
+
+ENV_SM_HOSTS = "SM_HOSTS"
+ENV_SM_CURRENT_HOST = "SM_CURRENT_HOST"
+ENV_SM_RESOURCE_CONFIG = "SM_RESOURCE_CONFIG"
+ENV_SM_NUM_GPUS = "SM_NUM_GPUS"
+"""Set by the Kubernetes backend only (the replica type's ``gpus``): :func:`replica_env` cannot know it."""
+
+PLATFORM_ENV = (*PLATFORM_ALIASES, *PLATFORM_CONSTANTS, ENV_SM_HOSTS, ENV_SM_CURRENT_HOST, ENV_SM_RESOURCE_CONFIG)
+"""Every Vertex AI / SageMaker variable :func:`replica_env` sets besides :data:`CONTRACT_ENV`."""
 
 PLACEHOLDERS: dict[str, str] = {
     "data_dir": ENV_DATA_DIR,
@@ -92,9 +134,32 @@ def metrics_file(train_dir: str | os.PathLike, replica: Replica) -> Path:
     return TrainLayout(train_dir).metrics_file(replica.label)
 
 
+def sagemaker_hosts(counts: ReplicaCounts | None, replica: Replica) -> list[str]:
+    """``SM_HOSTS``: the names of the training cluster's replicas, ``<type>-<index>`` (``["worker-0",
+    "worker-1"]``), in TF_CONFIG's order (chief, workers, ps; by index), so ``hosts[0]`` is the coordinator, as
+    SageMaker programs that save on ``hosts[0]`` expect. Names, not addresses (SageMaker's ``algo-1`` has no
+    port): the addresses are TF_CONFIG's, in the same order. The evaluator is not in the cluster, so not here.
+
+    Args:
+        counts: the job's replica counts; None: a one-process run, ``[replica's name]``.
+        replica: the replica asking (used only without ``counts``).
+    """
+    if counts is None:
+        return [replica.label]
+    return [name for names in cluster_spec(counts, lambda r: r.label).values() for name in names]
+
+
+def platform_aliases(env: Mapping[str, str]) -> dict[str, str]:
+    """The :data:`PLATFORM_ALIASES` of the ``TFK8S_*`` values in ``env`` (those present): e.g. ``AIP_MODEL_DIR``
+    is ``env["TFK8S_MODEL_DIR"] + "/"``. A caller that changes a ``TFK8S_*`` value after :func:`replica_env`
+    (the evaluate step's ``eval_command``) updates its aliases with this."""
+    return {alias: env[source] + suffix for alias, (source, suffix) in PLATFORM_ALIASES.items() if source in env}
+
+
 def replica_env(job_name: str, replica: Replica, coordinator: Replica, train_dir: str | os.PathLike,
-                data_dir: str | os.PathLike) -> dict[str, str]:
-    """The contract's environment variables of one replica (every name of :data:`CONTRACT_ENV`).
+                data_dir: str | os.PathLike, counts: ReplicaCounts | None = None) -> dict[str, str]:
+    """The contract's environment variables of one replica: every name of :data:`CONTRACT_ENV` and of
+    :data:`PLATFORM_ENV` (the Vertex AI / SageMaker aliases).
 
     Pure: computes paths, creates nothing. Both backends call it, next to TF_CONFIG.
 
@@ -104,10 +169,24 @@ def replica_env(job_name: str, replica: Replica, coordinator: Replica, train_dir
         coordinator: the replica whose model is the job's (:func:`tfk8s.core.cluster.coordinator`).
         train_dir: the run's train folder on the shared volume (``RunLayout.train_dir``).
         data_dir: the prepared data folder (shards + metadata.json).
+        counts: the job's replica counts, for ``SM_HOSTS`` (:func:`sagemaker_hosts`); None: one process.
 
     Returns:
-        ``{"TFK8S_JOB_NAME": ..., ..., "TFK8S_METRICS_FILE": ...}``, all values strings.
+        ``{"TFK8S_JOB_NAME": ..., ..., "TFK8S_METRICS_FILE": ..., "AIP_MODEL_DIR": ..., "SM_HOSTS": ...}``,
+        all values strings (``SM_HOSTS``, ``SM_CHANNELS`` and ``SM_RESOURCE_CONFIG`` JSON, as SageMaker's).
     """
+    env = _tfk8s_env(job_name, replica, coordinator, train_dir, data_dir)
+    hosts = sagemaker_hosts(counts, replica)
+    env.update(platform_aliases(env))
+    env.update(PLATFORM_CONSTANTS)
+    env[ENV_SM_HOSTS] = json.dumps(hosts, separators=(",", ":"))
+    env[ENV_SM_CURRENT_HOST] = replica.label
+    env[ENV_SM_RESOURCE_CONFIG] = json.dumps({"current_host": replica.label, "hosts": hosts}, separators=(",", ":"))
+    return env
+
+
+def _tfk8s_env(job_name: str, replica: Replica, coordinator: Replica, train_dir: str | os.PathLike,
+               data_dir: str | os.PathLike) -> dict[str, str]:
     train = TrainLayout(train_dir)
     return {
         ENV_JOB_NAME: job_name,

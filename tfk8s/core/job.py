@@ -126,7 +126,7 @@ class TrainingJob:
         if not self.train_dir:
             return {}
         return contract.replica_env(self.name, replica, coordinator(self.counts), self.train_dir,
-                                    self.data_dir)
+                                    self.data_dir, self.counts)
 
     def replica_command(self, replica: Replica, command: tuple[str, ...] | None = None) -> tuple[str, ...]:
         """``command`` (default: the job's; a per-type override otherwise) with this replica's placeholder

@@ -51,6 +51,7 @@ def run_eval_command(command: str, *, model_dir: str, data_dir: str, train_dir: 
     env = contract.replica_env(job_name, worker, worker, train, data_dir)
     env.update({contract.ENV_MODEL_DIR: str(model_dir), contract.ENV_METRICS_FILE: str(metrics),
                 contract.ENV_PROGRESS_FILE: str(layout.progress_file(EVALUATION_NAME))})
+    env.update(contract.platform_aliases(env))  # AIP_MODEL_DIR, SM_MODEL_DIR: the exported version too
     try:
         argv = contract.local_python(contract.substitute(contract.parse_command(command), env))
     except ValueError as e:

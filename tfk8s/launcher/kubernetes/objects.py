@@ -20,6 +20,7 @@ import math
 from typing import Any
 
 from tfk8s.core.cluster import ClusterSpec, Replica, ReplicaType, cluster_spec, replica_name, tf_config_json
+from tfk8s.core.contract import ENV_SM_NUM_GPUS
 from tfk8s.core.job import LABEL_JOB_NAME, TrainingJob
 from tfk8s.core.proxy import no_proxy_env
 from tfk8s.launcher.kubernetes.settings import KubernetesSettings
@@ -223,7 +224,12 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
     job_labels = {**labels, KUEUE_QUEUE_LABEL: settings.kueue_queue} if settings.kueue_queue else labels
     # The job's env, this type's, then the contract's (tfk8s.core.contract.replica_env), NO_PROXY (the user's entries and
     # the peers') and TF_CONFIG: the launcher's win.
-    env = {k: v for k, v in {**job.env, **rs.env, **job.contract_env(replica),
+    # SM_NUM_GPUS (SageMaker's "GPUs available in the current container") is this type's gpus: only this
+    # backend knows it (locally the replicas share the host's GPUs, and it is not set).
+    contract_env = job.contract_env(replica)
+    if contract_env:
+        contract_env[ENV_SM_NUM_GPUS] = str(rs.gpus)
+    env = {k: v for k, v in {**job.env, **rs.env, **contract_env,
                              **no_proxy_env(no_proxy_hosts(job, settings), job.env, rs.env)}.items() if k != "TF_CONFIG"}
     env_list = [{"name": k, "value": v} for k, v in env.items()]
     env_list.append({"name": "TF_CONFIG", "value": tf_config_json(training_cluster_spec(job, settings), replica)})

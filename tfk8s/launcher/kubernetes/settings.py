@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from tfk8s import DEFAULT_IMAGE
 from tfk8s.core.cluster import ReplicaType
-from tfk8s.core.contract import CONTRACT_ENV, check_command
+from tfk8s.core.contract import CONTRACT_ENV, PLATFORM_ENV, check_command
 from tfk8s.core.layout import DEFAULT_ROOT
 from tfk8s.launcher.kubernetes.values import (
     DNS1123_LABEL,
@@ -149,7 +149,7 @@ class ReplicaSettings:
         bad = [k for k in env if not ENV_NAME.match(k)]
         require(not bad, f"env: invalid variable names {bad}")
         require("TF_CONFIG" not in env, "env must not set TF_CONFIG: the launcher builds it for every replica")
-        taken = sorted(set(env) & set(CONTRACT_ENV))
+        taken = sorted(set(env) & {*CONTRACT_ENV, *PLATFORM_ENV})
         require(not taken, f"env must not set {taken}: the launcher sets them for every replica "
                             "(docs/training-program.md); use the command's placeholders to pass them differently")
         object.__setattr__(self, "command", tuple(self.command))
