@@ -92,12 +92,15 @@ def own_work(volume: Path, scratch: Path) -> dict[str, float]:
     import tensorflow as tf  # noqa: F401 - imported first: its start-up is not a step's own work
 
     from tfk8s.core.data_format import load_metadata
+    from tfk8s.core.layout import DATA_RECORD_FILE
     from tfk8s.steps.evaluation import evaluate_saved_model
     from tfk8s.steps.model_versions import export_saved_model, push_saved_model
     from tfk8s.steps.prepare_dataset import default_tfds_data_dir, prepare_dataset
 
     (run,) = [d for d in (volume / "runs").iterdir() if d.is_dir()]
-    data, train = run / "data", run / "train"
+    record = run / DATA_RECORD_FILE  # the run's data record: the store folder it read (or its own data/)
+    data = Path(json.loads(record.read_text())["path"]) if record.is_file() else run / "data"
+    train = run / "train"
     meta = load_metadata(data)
     shards = len(meta.files_for("train"))
     examples = meta.splits["train"].num_examples

@@ -20,14 +20,8 @@ waits for it and then reuses what it published. Where the file system has no loc
 second prepares its own copy in its own staging folder and the rename decides: the first rename wins, the loser
 finds ``<key>/`` taken, checks it and reuses it, and removes its copy. Nothing is ever half-written in place.
 
-Reuse is checked against the manifest (:func:`verify`): every file listed is there with its size and mtime (as
-``stat`` says, nanoseconds), plus a cheap content check, the sha256 of each file's first and last 64 KiB. That
-costs one ``stat`` and at most 128 KiB read per file whatever the data set's size (a full sha256 of MNIST's 55 MB
-takes ~0.15 s here, of a 150 GB data set minutes), and catches what happens in practice: a deleted or truncated
-shard (size), a file rewritten in place (mtime), a file replaced by another of the same size with its times
-kept (``cp -p``, ``rsync -t`` of a sibling shard: the sampled bytes). A change of content that keeps the size,
-the mtime and the first and last 64 KiB is not seen; ``verify(deep=True)`` (``tfk8s datasets --verify``)
-compares the full sha256 the manifest also holds. A folder that fails is moved aside and prepared again.
+Reuse is checked against the folder's manifest (:mod:`tfk8s.core.data_manifest`: sizes, mtimes and a cheap content
+check; why that and not a full sha256 is said there). A folder that fails is moved aside and prepared again.
 
 Each run writes its data record ``<root>/runs/<run id>/data.json`` (:func:`write_data_record`): the folder its
 replicas read, its key and who prepared it, so a run stays reproducible after later runs, and ``tfk8s datasets``
@@ -48,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+from tfk8s.core.data_manifest import STORE_FORMAT, fsync_dir, read_manifest, verify, write_manifest
 from tfk8s.core.layout import (
     LOCK_SUFFIX,
     MANIFEST_FILE,
@@ -57,9 +52,6 @@ from tfk8s.core.layout import (
     VolumeLayout,
 )
 
-STORE_FORMAT = 1
-"""The manifest's ``format`` (and part of every key: a new store format never reuses an old folder)."""
-SAMPLE_BYTES = 64 * 1024  # read from each end of a file for the cheap content check
 KEY_LEN = 16  # hex digits of the identity's sha256 that name the folder (64 bits)
 WAIT_S = 2 * 3600.0  # how long a run waits for another run preparing the same key before preparing its own copy
 POLL_S = 0.2
@@ -121,131 +113,6 @@ def data_key(identity: Mapping[str, Any]) -> str:
     doc = {**identity, "store_format": STORE_FORMAT}
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_LEN]
-
-
-def _hashes(path: Path) -> tuple[str, str]:
-    """``(sha256 of the whole file, sha256 of its first and last SAMPLE_BYTES)``, reading it once (the sample
-    is the same bytes :func:`_sample_hash` reads; the two ends overlap in a small file)."""
-    full = hashlib.sha256()
-    with open(path, "rb") as f:
-        head = f.read(SAMPLE_BYTES)
-        full.update(head)
-        tail = head
-        while chunk := f.read(1 << 20):
-            full.update(chunk)
-            tail = (tail + chunk)[-SAMPLE_BYTES:]
-    return full.hexdigest(), hashlib.sha256(head + tail).hexdigest()
-
-
-def _sample_hash(path: Path, size: int) -> str:
-    """The sha256 of ``path``'s first and last :data:`SAMPLE_BYTES` (at most 128 KiB read, whatever its size)."""
-    with open(path, "rb") as f:
-        head = f.read(SAMPLE_BYTES)
-        f.seek(max(0, size - SAMPLE_BYTES))
-        tail = f.read(SAMPLE_BYTES)
-    return hashlib.sha256(head + tail).hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some file systems cannot fsync a directory; the rename is still atomic
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_manifest(folder: str | os.PathLike, identity: Mapping[str, Any], key: str, prepared_by: str) -> dict:
-    """fsync every file in ``folder`` and write its ``manifest.json`` (temp file, fsync, rename, fsync the folder).
-
-    Lists the folder's regular files whose name does not start with ``.`` (the shards and metadata.json), each
-    with ``size`` (bytes), ``mtime_ns``, ``sha256`` and ``sample_sha256`` (first and last 64 KiB).
-
-    Returns:
-        The manifest as written: ``{"format", "key", "identity", "prepared_by", "host", "created", "files"}``.
-
-    Raises:
-        OSError: the volume's (the caller wraps it, :func:`tfk8s.core.volume.volume_writes`).
-    """
-    folder = Path(folder)
-    files: dict[str, dict[str, Any]] = {}
-    for p in sorted(folder.iterdir()):
-        if p.name.startswith(".") or p.name == MANIFEST_FILE or not p.is_file():
-            continue
-        with open(p, "rb+") as f:
-            os.fsync(f.fileno())
-        st = p.stat()
-        full, sample = _hashes(p)
-        files[p.name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": full, "sample_sha256": sample}
-    manifest = {"format": STORE_FORMAT, "key": key, "identity": dict(identity), "prepared_by": prepared_by,
-                "host": socket.gethostname(), "created": time.time(), "files": files}
-    tmp = folder / f".{MANIFEST_FILE}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(manifest, f, indent=2)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, folder / MANIFEST_FILE)
-    _fsync_dir(folder)
-    return manifest
-
-
-def read_manifest(folder: str | os.PathLike) -> dict | None:
-    """``<folder>/manifest.json`` as a dict; None when it is missing, unreadable or not of this store format."""
-    try:
-        doc = json.loads((Path(folder) / MANIFEST_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(doc, dict) or doc.get("format") != STORE_FORMAT or not isinstance(doc.get("files"), dict):
-        return None
-    return doc
-
-
-def verify(folder: str | os.PathLike, *, deep: bool = False, key: str | None = None) -> str:
-    """What is wrong with store folder ``folder``; ``""`` when it may be reused.
-
-    Args:
-        deep: also compare each file's full sha256 (reads every byte); default: size, mtime and the first and
-            last 64 KiB (see the module docstring for why).
-        key: the key the folder must hold (its manifest's ``key``), when known.
-
-    Returns:
-        ``""``, or one phrase naming the first problem: no (valid) manifest, a key mismatch, a file missing,
-        of another size, modified (mtime), or of other content.
-    """
-    folder = Path(folder)
-    manifest = read_manifest(folder)
-    if manifest is None:
-        return f"{folder} has no valid {MANIFEST_FILE} (a preparation that did not finish, or not a store folder)"
-    if key is not None and manifest.get("key") != key:
-        return f"{folder}/{MANIFEST_FILE} is of key {manifest.get('key')!r}, not {key!r}"
-    if not manifest["files"]:
-        return f"{folder}/{MANIFEST_FILE} lists no files"
-    for name, want in manifest["files"].items():
-        p = folder / name
-        try:
-            st = p.stat()
-        except OSError:
-            return f"{p} is missing"
-        try:
-            if st.st_size != want["size"]:
-                return f"{p} has {st.st_size} bytes, the manifest says {want['size']}"
-            if st.st_mtime_ns != want["mtime_ns"]:
-                return f"{p} was modified after it was prepared (mtime differs from the manifest's)"
-            if deep:
-                if _hashes(p)[0] != want["sha256"]:
-                    return f"{p} differs from what was prepared (sha256)"
-            elif _sample_hash(p, st.st_size) != want["sample_sha256"]:
-                return f"{p} differs from what was prepared (sha256 of its first and last 64 KiB)"
-        except (KeyError, TypeError):
-            return f"{folder}/{MANIFEST_FILE} is malformed at {name!r}"
-        except OSError as e:
-            return f"{p} cannot be read: {e}"
-    return ""
 
 
 def _owner() -> str:
@@ -376,7 +243,7 @@ def prepare(volume: str | os.PathLike, dataset: str, version: str, identity: Map
                                      f"verify ({verify(final, key=key)}): remove it (tfk8s datasets delete "
                                      f"{key}) and run again") from None
                 return hit
-            _fsync_dir(final.parent)
+            fsync_dir(final.parent)
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
