@@ -68,7 +68,7 @@ def test_a_second_run_of_the_same_key_prepares_nothing_and_says_who_prepared_it(
     assert manifest["files"]["train-00001-of-00003.tfrecord"]["size"] == 150_000
     second = _prepare(tmp_path, "run-2", writer)
     assert (second.reused, second.prepared_by, second.path, writer.calls) == (True, "run-1", first.path, 1)
-    assert second.message().startswith(f"reused data prepared by run run-1 at ")
+    assert second.message().startswith("reused data prepared by run run-1 at ")
     assert f"{first.path} (key {first.key}" in second.message()
     # the data set's folder holds the key and its lock file, nothing half-written
     assert sorted(p.name for p in first.path.parent.iterdir()) == [first.key, f"{first.key}.lock"]

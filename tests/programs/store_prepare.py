@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tfk8s.core import data_store  # noqa: E402
+from tfk8s.core import data_store
 
 IDENTITY = {"dataset": "toy", "version": "1.0.0", "splits": ["train"], "max_examples": None, "num_shards": 3}
 
