@@ -464,6 +464,7 @@ def prepare_dataset_step(
         print(f"tfk8s: prepared a fresh copy of the data (reuse_data=false) into {out}", flush=True)
         return {**json.loads(md.to_json()), **record, "data_record": str(run.data_record)}
 
+    t0 = time.perf_counter()
     builder = check_dataset(dataset_name, source, download)
     if not builder.is_prepared():  # its files decide the key: download them first
         builder.download_and_prepare()
@@ -477,7 +478,8 @@ def prepare_dataset_step(
         record = {"path": str(done.path), "key": done.key, "reused": done.reused, "prepared_by": done.prepared_by,
                   "reuse_data": True}
         data_store.write_data_record(volume_root, run_id, record)
-    print(f"tfk8s: {done.message()}", flush=True)
+    took = f" ({time.perf_counter() - t0:.2f}s)" if done.reused else ""
+    print(f"tfk8s: {done.message()}{took}", flush=True)
     md = load_metadata(done.path)
     return {**json.loads(md.to_json()), **record, "data_record": str(run.data_record)}
 
