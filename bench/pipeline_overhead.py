@@ -17,7 +17,13 @@ Figures:
   ``tfk8s/localrun/step_server.py`` a step only forks, and the first one waits for that interpreter's imports) and,
   for the launch step, the replicas' start-up (TensorFlow import, the cluster's rendezvous, building the
   model), saving and the waits;
-- ``pipeline_launch_replica = trainer's wall time / its epochs`` (the replica's share of that).
+- ``pipeline_launch_replica = trainer's wall time / its epochs`` (the replica's share of that);
+- with reuse (unless ``--no-reuse``: each repetition then runs the pipeline a second time on the same volume,
+  which reuses the first run's prepared data, :mod:`tfk8s.core.data_store`):
+  ``pipeline_overhead_reuse = second run end to end / the first run's own work`` (the same work the result
+  needs, the data set prepared once, by the first run: what a nightly run costs against what it gets) and
+  ``pipeline_overhead_reuse_own = second run end to end / its own work`` (the preparation's share replaced by
+  the reuse check's own seconds, as the step prints them).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from bench.common import (
 _STEP = re.compile(r"^(\d\d:\d\d:\d\d\.\d+) - INFO - (?:Executing task '([\w-]+)'|Task '([\w-]+)' finished)")
 _SHORT = re.compile(r"^tfk8s: ([\w-]+) ok \(([\d.]+)s\)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_REUSED = re.compile(r"^tfk8s: reused data prepared by run .*\(([\d.]+)s\)$", re.MULTILINE)
 
 
 def step_walls(log: str) -> dict[str, float]:
@@ -92,12 +99,15 @@ def own_work(volume: Path, scratch: Path) -> dict[str, float]:
     import tensorflow as tf  # noqa: F401 - imported first: its start-up is not a step's own work
 
     from tfk8s.core.data_format import load_metadata
+    from tfk8s.core.layout import DATA_RECORD_FILE
     from tfk8s.steps.evaluation import evaluate_saved_model
     from tfk8s.steps.model_versions import export_saved_model, push_saved_model
     from tfk8s.steps.prepare_dataset import default_tfds_data_dir, prepare_dataset
 
     (run,) = [d for d in (volume / "runs").iterdir() if d.is_dir()]
-    data, train = run / "data", run / "train"
+    record = run / DATA_RECORD_FILE  # the run's data record: the store folder it read (or its own data/)
+    data = Path(json.loads(record.read_text())["path"]) if record.is_file() else run / "data"
+    train = run / "train"
     meta = load_metadata(data)
     shards = len(meta.files_for("train"))
     examples = meta.splits["train"].num_examples
@@ -125,17 +135,24 @@ def own_work(volume: Path, scratch: Path) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> list[Figure]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="pipeline parameter")
+    p.add_argument("--no-reuse", action="store_true", help="skip the second run on the same volume (reuse)")
     common_args(p, reps=2)
     a = p.parse_args(argv)
     params = list(a.param)
     if a.smoke:
         params += ["max_examples=1024", "epochs=1", "min_accuracy=0", "workers=1"]
-    walls, owns, steps, trainer = [], [], {}, []
+    walls, owns, steps, trainer, reused, prepare_owns = [], [], {}, [], [], []
     for r in range(reps_of(a)):
         tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
         try:
             wall, log = run_pipeline(tmp / "volume", params)
             own = own_work(tmp / "volume", tmp / "scratch")
+            if not a.no_reuse:
+                wall2, log2 = run_pipeline(tmp / "volume", params)
+                check = _REUSED.search(log2)
+                if check is None:
+                    raise RuntimeError("the second run did not reuse the first one's data:\n" + log2[-3000:])
+                reused.append((wall2, float(check.group(1))))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         step = step_walls(log)
@@ -145,6 +162,7 @@ def main(argv: list[str] | None = None) -> list[Figure]:
               file=sys.stderr, flush=True)
         walls.append(wall)
         owns.append(total_own)
+        prepare_owns.append(own.get("prepare-dataset", 0.0))
         for k, v in step.items():
             steps.setdefault(k, []).append((v, own.get(k, 0.0)))
         trainer.append((own["trainer_wall"], own["launch-training"]))
@@ -152,6 +170,16 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     note = f"params {' '.join(params) or 'defaults'}; median of {reps_of(a)}"
     figures = [Figure("pipeline_overhead", median(walls), "end_to_end", median(owns), "own_work", "s", "<= 1.3",
                       cores, note)]
+    if reused:
+        figures.append(Figure("pipeline_overhead_reuse", median([w for w, _ in reused]), "end_to_end_reuse",
+                              median(owns), "own_work", "s", "<= 1.3", cores,
+                              note + "; a second run on the same volume (its data reused) / the first run's own "
+                              "work"))
+        figures.append(Figure("pipeline_overhead_reuse_own", median([w for w, _ in reused]), "end_to_end_reuse",
+                              median([o - own_prepare + c for o, own_prepare, (_, c)
+                                      in zip(owns, prepare_owns, reused, strict=True)]),
+                              "own_work_reuse", "s", "", cores,
+                              note + "; own work with the preparation replaced by the reuse check"))
     for k, pairs in steps.items():
         if all(own > 0 for _, own in pairs):
             figures.append(Figure(f"pipeline_step_{k}", median([w for w, _ in pairs]), "step_wall",

@@ -32,10 +32,12 @@ def prepare_dataset(
     chief: int = 0,
     download: bool = True,
     data_dir: str = "",
+    reuse_data: bool = True,
 ):
-    """Shard a TFDS data set into TFRecords + metadata.json on the volume, or (with ``data_dir``) check the
-    folder the user prepared; the Dataset artifact carries the metadata (splits, examples, shard files) and the
-    data folder's ``path``."""
+    """Shard a TFDS data set into TFRecords + metadata.json in the volume's store, reusing an earlier run's
+    preparation of the same key (``reuse_data``; false: a fresh copy in the run's folder), or (with ``data_dir``)
+    check the folder the user prepared; the Dataset artifact carries the metadata (splits, examples, shard
+    files), the data folder's ``path`` and, for prepared data, its ``key``, ``reused`` and ``prepared_by``."""
     import json  # the body runs on its own under KFP: module imports are not there
 
     from tfk8s.steps.prepare_dataset import prepare_dataset_step
@@ -51,6 +53,7 @@ def prepare_dataset(
         chief=chief,
         download=download,
         data_dir=data_dir,
+        reuse_data=reuse_data,
     )
     with open(dataset.path, "w") as f:
         json.dump(md, f, indent=2)
@@ -63,6 +66,7 @@ def prepare_dataset(
             "num_classes": md.get("num_classes", 0),
             "splits": {s: v["num_examples"] for s, v in md["splits"].items()},
             "shards": {s: len(v["files"]) for s, v in md["splits"].items()},
+            **{k: md[k] for k in ("key", "reused", "prepared_by", "data_record") if k in md},
         }
     )
 
@@ -86,6 +90,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-examples", type=int, default=0, help="cap per split (0: all)")
     p.add_argument("--data-dir", default="", help="a folder you prepared (TFRecords + metadata.json, or a "
                    "tf.data snapshot): checked, nothing prepared")
+    p.add_argument("--reuse-data", type=boolean, default=True, metavar="{true,false}",
+                   help="reuse the volume's preparation of the same data set, version, splits, cap and shards "
+                        "(default: true); false: prepare a fresh copy in the run's folder")
     add_results_dir_argument(p)
     a = p.parse_args(argv)
     from tfk8s.steps.prepare_dataset import prepare_dataset_step
@@ -101,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         chief=a.chief,
         download=a.download,
         data_dir=a.data_dir,
+        reuse_data=a.reuse_data,
     )
     emit(md, a.results_dir)
 

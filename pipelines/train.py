@@ -80,6 +80,7 @@ def train_pipeline(
     tfds_download: bool = True,
     num_shards: int = 0,
     max_examples: int = 0,
+    reuse_data: bool = True,
     command: str = LAUNCH["command"].default,
     eval_command: str = "",
     image: str = LAUNCH["image"].default,
@@ -124,6 +125,9 @@ def train_pipeline(
             within seconds saying how to point tfds_data_dir at a copy); false: never download.
         num_shards: TFRecord files per split (0: 4 per chief/worker replica; at least one per replica).
         max_examples: examples per split to use (0: all), for smoke runs.
+        reuse_data: reuse the data an earlier run prepared on the volume for the same data set, TFDS version,
+            source files, max_examples and num_shards (<volume>/datasets/<name>/<version>/<key>/, checked
+            against its manifest); false: prepare a fresh copy in the run's own folder.
         command: the program every replica runs, a JSON list (argv) or a shell-style string, with placeholders
             {data_dir} {model_dir} {checkpoint_dir} {tensorboard_dir} {job_name} {replica_type} {replica_index}
             (empty: the built-in trainer). Contract: docs/training-program.md.
@@ -187,7 +191,7 @@ def train_pipeline(
     prepare = prepare_dataset(
         dataset_name=dataset_name, tfds_data_dir=tfds_data_dir, volume_root=volume_root, run_id=run_id,
         num_shards=num_shards, num_workers=workers, chief=chief, max_examples=max_examples,
-        download=tfds_download, data_dir=data_dir,
+        download=tfds_download, data_dir=data_dir, reuse_data=reuse_data,
     ).set_display_name("prepare dataset").after(volume)
 
     launch = launch_training(

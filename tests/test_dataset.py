@@ -265,3 +265,76 @@ def test_a_bad_dataset_name_is_refused_before_a_local_run_or_a_submission_naming
 
     assert check_dataset("my_images", "/mnt/tfk8s/tfds", local=False) is None
     assert check_dataset("fashion_mnist", None, local=False) is None
+
+
+# --- the prepare step and the volume's store (tfk8s.core.data_store) --------------------------------------------
+
+def _step(volume: Path, run_id: str, source: str, **kw) -> dict:
+    from tfk8s.steps.prepare_dataset import prepare_dataset_step
+
+    return prepare_dataset_step(**{"dataset_name": "mnist", "tfds_data_dir": source, "volume_root": str(volume),
+                                   "run_id": run_id, "num_shards": 2, "num_workers": 2, "max_examples": 40, **kw})
+
+
+def test_a_second_run_reuses_the_prepared_data_and_says_so_and_reuse_data_false_prepares_fresh(
+        tmp_path, mnist_tfds_data_dir, capfd):
+    first = _step(tmp_path, "run-1", mnist_tfds_data_dir)
+    key_dir = Path(first["path"])
+    assert key_dir.parent == tmp_path / "datasets" / "mnist" / "3.0.1" and first["key"] == key_dir.name
+    assert (first["reused"], first["prepared_by"]) == (False, "run-1")
+    assert first["splits"]["train"]["num_examples"] == 40 and len(first["splits"]["test"]["files"]) == 2
+    assert f"tfk8s: prepared data into {key_dir} (key {first['key']}" in capfd.readouterr().out
+    shards = {p.name: p.stat().st_mtime_ns for p in key_dir.iterdir()}
+
+    second = _step(tmp_path, "run-2", mnist_tfds_data_dir)
+    assert (second["path"], second["reused"], second["prepared_by"]) == (str(key_dir), True, "run-1")
+    assert {p.name: p.stat().st_mtime_ns for p in key_dir.iterdir()} == shards  # nothing rewritten
+    out = capfd.readouterr().out
+    assert "tfk8s: reused data prepared by run run-1 at " in out and str(key_dir) in out
+    # each run's data record names the folder it read: reproducible after later runs
+    record = json.loads((tmp_path / "runs" / "run-2" / "data.json").read_text())
+    assert (record["path"], record["key"], record["reused"], record["prepared_by"]) == (
+        str(key_dir), first["key"], True, "run-1")
+    assert second["data_record"] == str(tmp_path / "runs" / "run-2" / "data.json")
+    assert load_metadata(key_dir).splits == load_metadata(first["path"]).splits
+
+    fresh = _step(tmp_path, "run-3", mnist_tfds_data_dir, reuse_data=False)
+    assert (fresh["path"], fresh["key"], fresh["reused"]) == (str(tmp_path / "runs" / "run-3" / "data"), "", False)
+    assert "prepared a fresh copy of the data (reuse_data=false)" in capfd.readouterr().out
+    assert _read_shard(load_metadata(fresh["path"]).files_for("train")[1]) == _read_shard(
+        load_metadata(key_dir).files_for("train")[1])  # the same examples
+    assert {p.name: p.stat().st_mtime_ns for p in key_dir.iterdir()} == shards  # the store left alone
+    assert sorted(p.name for p in key_dir.parent.iterdir()) == [first["key"], f"{first['key']}.lock"]
+
+
+def test_other_shards_caps_or_source_files_of_the_same_version_get_their_own_key(tmp_path, mnist_tfds_data_dir):
+    import shutil
+
+    base = _step(tmp_path, "run-1", mnist_tfds_data_dir)
+    other_cap = _step(tmp_path, "run-2", mnist_tfds_data_dir, max_examples=30)
+    other_shards = _step(tmp_path, "run-3", mnist_tfds_data_dir, num_shards=3)
+    # the same name and version, other files (as a TFDS download of MNIST is, in hashed order): another key
+    copy = tmp_path / "tfds"
+    shutil.copytree(Path(mnist_tfds_data_dir) / "mnist", copy / "mnist")
+    info = copy / "mnist" / "3.0.1" / "dataset_info.json"
+    info.chmod(0o644)
+    info.write_text(info.read_text().replace("Original order kept.", "Reordered."))
+    other_source = _step(tmp_path, "run-4", str(copy))
+    keys = [r["key"] for r in (base, other_cap, other_shards, other_source)]
+    assert len(set(keys)) == 4 and not any(r["reused"] for r in (other_cap, other_shards, other_source))
+    # a copy of the same files elsewhere is the same data: reused
+    same = tmp_path / "tfds-same"
+    shutil.copytree(Path(mnist_tfds_data_dir) / "mnist", same / "mnist")
+    again = _step(tmp_path, "run-5", str(same))
+    assert (again["key"], again["reused"], again["prepared_by"]) == (base["key"], True, "run-1")
+
+
+def test_a_half_deleted_store_folder_is_prepared_again_by_the_next_run(tmp_path, mnist_tfds_data_dir, capfd):
+    first = _step(tmp_path, "run-1", mnist_tfds_data_dir)
+    gone = Path(first["path"]) / first["splits"]["train"]["files"][1]
+    gone.unlink()
+    capfd.readouterr()
+    second = _step(tmp_path, "run-2", mnist_tfds_data_dir)
+    assert (second["path"], second["reused"], second["prepared_by"]) == (first["path"], False, "run-2")
+    assert f"prepared data again ({gone} is missing)" in capfd.readouterr().out
+    assert gone.is_file() and len(_read_shard(str(gone))) == 20

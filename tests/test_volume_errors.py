@@ -60,12 +60,19 @@ def test_a_read_only_volume_fails_the_prepare_step_with_the_fix(tmp_path, monkey
         raise OSError(errno.EROFS, "Read-only file system", str(out))
 
     monkeypatch.setattr("tfk8s.steps.prepare_dataset.prepare_dataset", read_only)
+    fix = ("the volume is read-only: mount it read-write (a ReadWriteMany PVC, not mounted readOnly; locally "
+           "a writable --volume folder)")
     with pytest.raises(VolumeWriteError) as err:
         prepare_dataset_step(dataset_name="mnist", tfds_data_dir="", volume_root=str(tmp_path), run_id="r1",
+                             num_shards=2, num_workers=2, max_examples=10, reuse_data=False)
+    assert str(err.value) == f"cannot write the prepared data set to {tmp_path}/runs/r1/data: {fix}"
+    with pytest.raises(VolumeWriteError) as err:  # the store's staging folder, beside where the key would go
+        prepare_dataset_step(dataset_name="mnist", tfds_data_dir="", volume_root=str(tmp_path), run_id="r1",
                              num_shards=2, num_workers=2, max_examples=10)
-    assert str(err.value) == (f"cannot write the prepared data set to {tmp_path}/runs/r1/data: the volume is "
-                              "read-only: mount it read-write (a ReadWriteMany PVC, not mounted readOnly; locally "
-                              "a writable --volume folder)")
+    base = tmp_path / "datasets" / "mnist" / "3.0.1"
+    assert str(err.value).startswith(f"cannot write the prepared data set to {base}/.staging-")
+    assert str(err.value).endswith(f": {fix}")
+    assert [p.suffix for p in base.iterdir()] == [".lock"]  # no key folder, no staging folder left
 
 
 def test_a_volume_root_that_cannot_exist_says_which_folder_is_missing(tmp_path):

@@ -5,6 +5,8 @@ import ast
 import inspect
 from pathlib import Path
 
+import pytest
+
 from tfk8s.core import data_format, layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -12,7 +14,8 @@ NAMES = {v for k, v in vars(layout).items() if k.isupper() and isinstance(v, str
 # names distinctive enough that any string constant equal to one is the volume's (words such as "train",
 # "logs" or "checkpoints" are also split names, dict keys and flags: for them only path joins count)
 DISTINCT = {layout.REPLICA_LOG_DIR, layout.RECORD_FILE, layout.SUMMARY_FILE, layout.EVALUATION_FILE,
-            layout.REPORT_FILE, layout.PIPELINE_ROOT_DIR, layout.DEFAULT_ROOT, data_format.METADATA_FILE}
+            layout.REPORT_FILE, layout.PIPELINE_ROOT_DIR, layout.DEFAULT_ROOT, data_format.METADATA_FILE,
+            layout.DATA_RECORD_FILE, layout.MANIFEST_FILE}
 DEFINED_IN = {"tfk8s/core/layout.py": NAMES | DISTINCT, "tfk8s/core/data_format.py": {data_format.METADATA_FILE}}
 
 
@@ -66,3 +69,18 @@ def test_the_components_literal_volume_roots_are_the_layouts():
             if "volume_root" in params:  # reject_model has none
                 default = params["volume_root"].default
                 assert default == layout.DEFAULT_ROOT, fn.python_func.__name__
+
+
+def test_the_prepared_data_store_lives_under_datasets_by_name_version_and_key():
+    from tfk8s.core.layout import VolumeLayout
+
+    v = VolumeLayout("/mnt/tfk8s")
+    assert v.datasets == Path("/mnt/tfk8s/datasets")
+    assert v.prepared("mnist", "3.0.1", "80fb68cab23bf6dd") == Path("/mnt/tfk8s/datasets/mnist/3.0.1/80fb68cab23bf6dd")
+    assert v.prepared_lock("mnist", "3.0.1", "k1") == Path("/mnt/tfk8s/datasets/mnist/3.0.1/k1.lock")
+    assert v.prepared_staging("mnist", "3.0.1", "k1", "host-12") == Path(
+        "/mnt/tfk8s/datasets/mnist/3.0.1/.staging-k1-host-12")
+    assert v.run("r1").data_record == Path("/mnt/tfk8s/runs/r1/data.json")
+    for bad in (("../x", "3.0.1", "k"), ("mnist", "3/0", "k"), ("mnist", "3.0.1", "..")):
+        with pytest.raises(ValueError, match="must be a single path segment"):
+            v.prepared(*bad)

@@ -8,6 +8,7 @@
     tfk8s wait JOB [--timeout S]             until it ends; exit 0 Succeeded, 1 Failed, 3 timed out
     tfk8s delete JOB                         stop a running job (its files stay on the volume)
     tfk8s report RUN                         write the run's HTML report (curves, confusion matrix...)
+    tfk8s datasets [delete KEY]              the prepared data sets: size, the runs that read them; delete one
     tfk8s run [ARGS...]                      python pipelines/train.py --local ARGS (source checkout only)
 
 Jobs are read from the job records on the volume (``--volume DIR``, default ``./volume``, the folder
@@ -29,12 +30,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from tfk8s.cmd import delete, describe, get, logs, report, run, wait
+from tfk8s.cmd import datasets, delete, describe, get, logs, report, run, wait
 from tfk8s.cmd.context import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_TIMEOUT, Context, CtlError
 
 __all__ = ["EXIT_FAILED", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_TIMEOUT", "build_parser", "entry_point", "main"]
 VERBS = {"get": get, "describe": describe, "logs": logs, "wait": wait, "delete": delete, "report": report,
-         "run": run}
+         "datasets": datasets, "run": run}
 
 
 def build_parser() -> argparse.ArgumentParser:

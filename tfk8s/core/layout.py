@@ -4,7 +4,8 @@
 
     <root>/                                 the PVC's mount path (DEFAULT_ROOT) in a cluster, --volume locally
       runs/<run id>/
-        data/                               sharded TFRecords + metadata.json              (prepare dataset)
+        data.json                           the run's data record: the prepared folder it read (prepare dataset)
+        data/                               sharded TFRecords + metadata.json, only with reuse_data=false
         train/                              the launch step's train dir (TrainLayout):
           saved_model/                        the coordinator's TFK8S_MODEL_DIR, exported by the next step
           scratch/<type>-<index>/saved_model/ every other replica's TFK8S_MODEL_DIR, removed after the job
@@ -16,6 +17,11 @@
           job.json                            the job record (tfk8s.tracking.records)
           training_summary.json               the job plus the coordinator's metrics (launch step)
         evaluation.json, report.html        the evaluation and the HTML report              (evaluate)
+      datasets/<data set>/<version>/        the prepared-data store (tfk8s.core.data_store)  (prepare dataset)
+        <key>/                              sharded TFRecords + metadata.json + manifest.json, reused by
+                                            every run of the same key (data set, version, splits, caps...)
+        <key>.lock                          held (flock) by the one run preparing <key>
+        .staging-<key>-<host>-<pid>/        a preparation in progress, renamed to <key>/ when complete
       models/<model name>/<version>/        every exported SavedModel, TF Serving layout     (export)
       serving/<model name>/<version>/       blessed versions only: point TF Serving here     (push)
       pipeline-root/                        kfp.local's artifacts (--local runs only)
@@ -37,6 +43,12 @@ DEFAULT_ROOT = "/mnt/tfk8s"
 
 RUNS_DIR = "runs"
 DATA_DIR = "data"
+DATA_RECORD_FILE = "data.json"  # under the run dir: which prepared folder the run read
+DATASETS_DIR = "datasets"  # the prepared-data store
+MANIFEST_FILE = "manifest.json"  # in a store folder: its key's identity and every file's size, mtime, sha256
+LOCK_SUFFIX = ".lock"
+STAGING_PREFIX = ".staging-"
+TRASH_PREFIX = ".removing-"  # a store folder being deleted (renamed first, so it is never half-read as valid)
 TRAIN_DIR = "train"
 MODELS_DIR = "models"
 SERVING_DIR = "serving"
@@ -243,6 +255,38 @@ class VolumeLayout:
         """Every job record, ``<root>/runs/*/train/job.json``, unsorted."""
         return list(self.runs.glob(f"*/{TRAIN_DIR}/{RECORD_FILE}"))
 
+    def data_records(self) -> list[Path]:
+        """Every run's data record, ``<root>/runs/*/data.json``, unsorted."""
+        return list(self.runs.glob(f"*/{DATA_RECORD_FILE}"))
+
+    @property
+    def datasets(self) -> Path:
+        """``<root>/datasets``: the prepared-data store (:mod:`tfk8s.core.data_store`)."""
+        return self.root / DATASETS_DIR
+
+    def dataset_base(self, dataset: str, version: str) -> Path:
+        """``<root>/datasets/<data set>/<version>``: every prepared key of one TFDS data set version.
+
+        Raises:
+            ValueError: a name or version that is not one path segment.
+        """
+        return self.datasets / _check_segment("data set name", dataset) / _check_segment("data set version",
+                                                                                         version)
+
+    def prepared(self, dataset: str, version: str, key: str) -> Path:
+        """``<root>/datasets/<data set>/<version>/<key>``: one complete preparation (shards, metadata.json,
+        manifest.json)."""
+        return self.dataset_base(dataset, version) / _check_segment("data key", key)
+
+    def prepared_lock(self, dataset: str, version: str, key: str) -> Path:
+        """``<...>/<key>.lock``: the lock file the run preparing ``key`` holds (``fcntl.flock``)."""
+        return self.dataset_base(dataset, version) / (_check_segment("data key", key) + LOCK_SUFFIX)
+
+    def prepared_staging(self, dataset: str, version: str, key: str, owner: str) -> Path:
+        """``<...>/.staging-<key>-<owner>``: where ``owner`` (``<host>-<pid>``) writes ``key`` before renaming
+        it into place (same folder, so the rename is atomic)."""
+        return self.dataset_base(dataset, version) / f"{STAGING_PREFIX}{_check_segment('data key', key)}-{owner}"
+
 
 @dataclass(frozen=True)
 class RunLayout:
@@ -274,8 +318,14 @@ class RunLayout:
 
     @property
     def data_dir(self) -> Path:
-        """Sharded TFRecords and metadata.json."""
+        """The run's own sharded TFRecords and metadata.json (prepared only with ``reuse_data=false``; else the
+        run reads a store folder, :meth:`VolumeLayout.prepared`, named by :attr:`data_record`)."""
         return self.run_dir / DATA_DIR
+
+    @property
+    def data_record(self) -> Path:
+        """``<run dir>/data.json``: the folder the run's replicas read, its key and who prepared it."""
+        return self.run_dir / DATA_RECORD_FILE
 
     @property
     def train_dir(self) -> Path:

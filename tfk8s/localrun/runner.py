@@ -120,10 +120,12 @@ def run_local(pipeline_func: Any, volume: str | os.PathLike, params: dict, verbo
         task = pipeline_func(**args)
     out = task.outputs
     metrics, exported = out["metrics"].metadata, out["exported_model"].metadata
-    # the run's folder: the launch step's train dir's parent (the data folder may be a user's, elsewhere)
+    # the run's folder: the launch step's train dir's parent (the data folder may be a user's or the store's,
+    # elsewhere), else beside the run's data record
     summary_file = out["model"].metadata.get("training_summary")
+    data = out["dataset"].metadata
     train = TrainLayout(Path(summary_file).parent if summary_file
-                        else Path(out["dataset"].metadata["path"]).parent / TRAIN_DIR)
+                        else Path(data.get("data_record") or data["path"]).parent / TRAIN_DIR)
     run_dir = train.run_dir
     return {"accuracy": metrics.get("accuracy"), "loss": metrics.get("loss"), "export_path": exported["path"],
             "run_dir": str(run_dir), "metrics": dict(metrics), "model_name": exported.get("model_name"),

@@ -8,6 +8,7 @@ component (``components/prepare_dataset.py``) calls :func:`prepare_dataset_step`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -18,12 +19,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tfk8s.core.data_format import (
+    FORMAT_VERSION,
     METADATA_FILE,
     SHARD_SUFFIX,
     DatasetMetadata,
     SplitMetadata,
     inspect_data_dir,
     join_path,
+    load_metadata,
     shard_name,
 )
 
@@ -336,6 +339,54 @@ if __name__ == "__main__":  # pragma: no cover
     _main()
 
 
+WRITER_VERSION = 1
+"""The writer's own version (part of every store key, :func:`data_identity`): bump it when this module writes
+different bytes for the same inputs without the format (:data:`tfk8s.core.data_format.FORMAT_VERSION`) changing,
+so that no run reuses what the old writer prepared."""
+SPLITS = ("train", "test")  # what the pipeline's prepare step writes
+
+
+def source_identity(builder) -> dict:
+    """What identifies the TFDS files a preparation reads: the sha256 of the version folder's
+    ``dataset_info.json`` and every file's name and size (``<data_dir>/<name>/[<config>/]<version>/``).
+
+    The same name and version can hold other examples: a TFDS download stores MNIST in hashed order, the
+    shared copy in the original order (``../shared/data/README``), and a user's own files in a
+    ``tfds_data_dir`` have whatever version their builder says. TFDS rewrites ``dataset_info.json`` (split
+    sizes, byte counts, description) whenever it prepares the files; hashing it and listing the sizes costs
+    milliseconds whatever the data set's size, where hashing the files themselves would read all of them
+    (mtimes are left out on purpose: a nightly run that downloads the same version again must find its key).
+    """
+    folder = str(builder.data_dir)
+    info_name = "dataset_info.json"
+    if "://" in folder:  # gs://...: TensorFlow's file system
+        import tensorflow as tf
+
+        names = sorted(tf.io.gfile.listdir(folder))
+        files = [[n, tf.io.gfile.stat(join_path(folder, n)).length] for n in names
+                 if not tf.io.gfile.isdir(join_path(folder, n))]
+        with tf.io.gfile.GFile(join_path(folder, info_name), "rb") as f:
+            info = f.read()
+    else:
+        root = Path(folder)
+        files = [[p.name, p.stat().st_size] for p in sorted(root.iterdir()) if p.is_file()]
+        info = (root / info_name).read_bytes()
+    return {"dataset_info_sha256": hashlib.sha256(info).hexdigest(), "files": files}
+
+
+def data_identity(builder, *, splits: Sequence[str], max_examples: int | None, num_shards: int) -> dict:
+    """Everything that decides what :func:`prepare_dataset` writes for ``builder`` (the store key's input,
+    :func:`tfk8s.core.data_store.data_key`): the data set, its config and TFDS version, the source files'
+    identity (:func:`source_identity`), the splits in order, ``max_examples`` (None: all), the shard count,
+    the format's version and :data:`WRITER_VERSION`. Not in it: where the TFDS files are (a copy elsewhere is
+    the same data) and the run."""
+    config = getattr(builder, "builder_config", None)
+    return {"dataset": builder.name, "config": getattr(config, "name", "") or "",
+            "version": str(builder.info.version), "source": source_identity(builder), "splits": list(splits),
+            "max_examples": max_examples, "num_shards": int(num_shards), "data_format": FORMAT_VERSION,
+            "writer": WRITER_VERSION}
+
+
 def prepare_dataset_step(
     *,
     dataset_name: str,
@@ -348,29 +399,42 @@ def prepare_dataset_step(
     chief: int = 0,
     download: bool = True,
     data_dir: str = "",
+    reuse_data: bool = True,
 ) -> dict:
-    """Prepare the data set under ``<volume_root>/runs/<run_id>/data``, or check the user's ``data_dir``.
+    """Prepare the data set in the volume's store (reusing a preparation of the same key), or check the user's
+    ``data_dir``; writes the run's data record ``<volume_root>/runs/<run_id>/data.json``.
+
+    With ``reuse_data`` the folder is ``<volume_root>/datasets/<data set>/<version>/<key>``, the key the digest
+    of :func:`data_identity`: a run whose key is there and intact prepares nothing and says so ("reused data
+    prepared by run X"), a second run of a key being prepared waits for it, a folder whose files were deleted
+    or altered is prepared again (:mod:`tfk8s.core.data_store`). Without it the run prepares a fresh copy of
+    its own in ``<volume_root>/runs/<run_id>/data`` and the store is left alone.
 
     Args:
         num_shards: shards per split; 0 chooses 4 per chief/worker replica (tf.data's FILE auto-shard policy
             needs at least as many files as readers).
         num_workers, chief: worker and chief replicas; together they read the shards.
         max_examples: cap per split (0: all), for smoke runs.
-        download: let TFDS download the data set when it is not in the data directory (the default; offline
-            it fails within seconds with the fix).
+        download: let TFDS download the data set when it is not in the data directory (the default; offline it
+            fails within seconds with the fix).
         data_dir: a folder the user prepared (TFRecords + metadata.json, or a ``tf.data`` snapshot), absolute
             or relative to ``volume_root``; when given nothing is prepared (:func:`tfk8s.steps.prepare_dataset.inspect_data_dir`).
+        reuse_data: reuse the store's preparation of the same key (default); False: prepare a fresh copy.
 
     Returns:
         The metadata as a dict (see :class:`tfk8s.steps.prepare_dataset.DatasetMetadata`), plus ``path`` (the data folder);
         for a user's folder without metadata.json: ``dataset``, ``format``, ``path``, ``splits`` (may be empty).
+        Prepared or reused data adds ``key`` ("" with ``reuse_data=false``), ``reused``, ``prepared_by`` (a run
+        id) and ``data_record`` (the run's ``data.json``).
 
     Raises:
         ValueError: fewer shards than readers, no reader at all, or a user ``data_dir`` that is missing, empty
             or of no known layout (the message names it and the accepted layouts).
         tfk8s.steps.prepare_dataset.DatasetUnavailableError: the data set is not there and cannot be downloaded.
+        tfk8s.core.volume.VolumeWriteError: the volume cannot be written (read-only, full...).
     """
-    from tfk8s.core.layout import RunLayout
+    from tfk8s.core import data_store
+    from tfk8s.core.layout import RunLayout, VolumeLayout
     from tfk8s.core.volume import volume_writes
 
     if data_dir:
@@ -383,17 +447,41 @@ def prepare_dataset_step(
         raise ValueError(
             f"num_shards={shards} < {readers} chief/worker replicas: each needs its own shard file"
         )
-    out = RunLayout(volume_root, run_id).data_dir
-    with volume_writes(out, "the prepared data set"):
-        md = prepare_dataset(
-            dataset_name,
-            out,
-            tfds_data_dir=tfds_data_dir or default_tfds_data_dir(),
-            num_shards=shards,
-            max_examples=max_examples or None,
-            download=download,
-        )
-    return {**json.loads(md.to_json()), "path": str(out)}
+    source = tfds_data_dir or default_tfds_data_dir()
+    cap = max_examples or None
+
+    def write(out: str | os.PathLike) -> DatasetMetadata:
+        return prepare_dataset(dataset_name, out, tfds_data_dir=source, num_shards=shards, max_examples=cap,
+                               download=download)
+
+    run = RunLayout(volume_root, run_id)
+    if not reuse_data:
+        out = run.data_dir
+        with volume_writes(out, "the prepared data set"):
+            md = write(out)
+            record = {"path": str(out), "key": "", "reused": False, "prepared_by": run_id, "reuse_data": False}
+            data_store.write_data_record(volume_root, run_id, record)
+        print(f"tfk8s: prepared a fresh copy of the data (reuse_data=false) into {out}", flush=True)
+        return {**json.loads(md.to_json()), **record, "data_record": str(run.data_record)}
+
+    t0 = time.perf_counter()
+    builder = check_dataset(dataset_name, source, download)
+    if not builder.is_prepared():  # its files decide the key: download them first
+        builder.download_and_prepare()
+    identity = data_identity(builder, splits=SPLITS, max_examples=cap, num_shards=shards)
+    config = identity["config"]
+    name = builder.name + (f".{config}" if config else "")
+    base = VolumeLayout(volume_root).dataset_base(name, identity["version"])
+    with volume_writes(base, "the prepared data set"):
+        done = data_store.prepare(volume_root, name, identity["version"], identity, write, run_id=run_id,
+                                  say=lambda line: print(f"tfk8s: {line}", flush=True))
+        record = {"path": str(done.path), "key": done.key, "reused": done.reused, "prepared_by": done.prepared_by,
+                  "reuse_data": True}
+        data_store.write_data_record(volume_root, run_id, record)
+    took = f" ({time.perf_counter() - t0:.2f}s)" if done.reused else ""
+    print(f"tfk8s: {done.message()}{took}", flush=True)
+    md = load_metadata(done.path)
+    return {**json.loads(md.to_json()), **record, "data_record": str(run.data_record)}
 
 
 def resolve_data_dir(data_dir: str, volume_root: str) -> str:
