@@ -95,7 +95,9 @@ def test_evaluator_evaluates_each_new_checkpoint_and_exits_0_on_sigterm(mnist_su
     env = {**os.environ, "TF_CONFIG": _tf_config(2, 0, rtype=ReplicaType.EVALUATOR), "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainer.task", "--data-dir", str(mnist_subset_dir), "--train-dir", str(model_dir),
-         "--batch-size", "500"], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+         # 5 epochs: checkpoints 1 and 2 are not the final one (ckpt-<epochs>), which would end it by itself
+         "--batch-size", "500", "--epochs", "5"],
+        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         q, seen = _lines(proc), []
         first = EVAL_LINE.search(_wait_for(q, "evaluator: checkpoint 1:", seen, 120))

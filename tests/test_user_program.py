@@ -90,7 +90,10 @@ def test_a_tutorial_program_runs_with_two_workers_is_exported_and_said_not_evalu
 
     # again on the data just prepared, as a user's own data_dir (nothing prepared), evaluated by the user's
     # eval_command under the same contract: a new version, evaluated, blessed, reported in its own run folder
-    r2 = run_local(volume, {"workers": 2, "command": command, "data_dir": f"runs/{run_dir.name}/data",
+    # the first run's data record names the store folder it prepared (datasets/mnist/<version>/<key>)
+    prepared = Path(json.loads((run_dir / "data.json").read_text())["path"])
+    assert prepared.parent.parent.parent == volume / "datasets"
+    r2 = run_local(volume, {"workers": 2, "command": command, "data_dir": str(prepared.relative_to(volume)),
                             "eval_command": f"python {EVAL}", "min_accuracy": 0.5})
     assert (r2["model_name"], r2["version"]) == ("mnist-model", 2)
     assert r2["metrics"]["evaluated"] is True and r2["metrics"]["how"] == "eval_command"
