@@ -417,3 +417,23 @@ def test_a_launcher_stopped_by_sigterm_exits_143_and_says_so(tmp_path, monkeypat
         stopped()
     assert done.value.code == TERMINATED_EXIT_CODE == 143
     assert "error: the launcher got SIGTERM" in log.read_text()
+
+
+def test_a_launcher_stopped_by_ctrl_c_exits_130_which_the_retry_does_not_take(monkeypatch, capsys):
+    """Ctrl-C of ``python -m components.launch_training`` exits 130 (128 + SIGINT) like the local pipeline run,
+    not 143: the Argo export's retry (exit 143, a drain) must not start again what a person interrupted."""
+    import signal
+
+    from tfk8s.core.errors import LauncherTerminatedError
+    from tfk8s.steps.cli import main_guard
+
+    monkeypatch.setenv("TFK8S_TERMINATION_LOG", "/nonexistent/termination-log")
+
+    @main_guard
+    def interrupted():
+        raise LauncherTerminatedError.by_signal(signal.SIGINT, "tfk8s-1")
+
+    with pytest.raises(SystemExit) as done:
+        interrupted()
+    assert done.value.code == 130
+    assert "error: the launcher was interrupted by the user (SIGINT" in capsys.readouterr().err

@@ -257,6 +257,7 @@ def test_the_watchdog_spares_programs_that_never_report_keep_reporting_or_left_a
     write_progress(progress_file(train, "worker-1"), Progress("worker-1", time.time() - 3600, step=5))
     job = _policy_job(ReplicaCounts(worker=3), {"worker-0": "report:2.5", "worker-1": "sleep:2.5",
                                                 "worker-2": "sleep:2.5"},
-                      tmp_path, train_dir=str(train), progress_timeout_s=0.5, success_policy="AllWorkers")
+                      tmp_path, train_dir=str(train), progress_timeout_s=0.5, success_policy="AllWorkers",
+                      startup_timeout_s=0.5)  # the start-up deadline too: only a program that said "starting"
     result = run_local(job, log_sink=lambda _: None, stop_grace_s=2)
     assert result.restarts == 0 and result.exit_codes == {"worker-0": 0, "worker-1": 0, "worker-2": 0}

@@ -75,6 +75,7 @@ from tfk8s.core.builtin_trainer import (  # the measured defaults, shared with t
 from tfk8s.core.cluster import ClusterConfigError, ReplicaCounts, Strategy
 from tfk8s.core.contract import write_metrics
 from tfk8s.core.data_format import DatasetMetadata
+from tfk8s.core.layout import TENSORBOARD_EVAL  # the evaluator's folder under the TensorBoard dir
 from tfk8s.runtime.shards import load_metadata
 
 _START = time.perf_counter()
@@ -82,7 +83,6 @@ _START = time.perf_counter()
 EXIT_USAGE = 2
 TRAIN_SPLIT = "train"
 EVAL_SPLIT = "test"
-EVAL_LOGS_DIR = "eval"  # under the TensorBoard dir, beside "train"
 
 ROLE_TRAIN = "train"  # runs model.fit (every trainer; under ParameterServerStrategy the coordinator)
 ROLE_SERVE = "serve"  # ps and workers under ParameterServerStrategy: a tf.distribute.Server, joined
@@ -423,7 +423,7 @@ def evaluate_checkpoints(args: argparse.Namespace, plan: Plan) -> int:
                 print(f"evaluator: checkpoint {number}: loss={loss:.4f} accuracy={accuracy:.4f} "
                       f"examples={examples} time={time.perf_counter() - t0:.1f}s", flush=True)
                 if writer is None:
-                    writer = tf.summary.create_file_writer(os.path.join(plan.ctx.tensorboard_dir, EVAL_LOGS_DIR))
+                    writer = tf.summary.create_file_writer(os.path.join(plan.ctx.tensorboard_dir, TENSORBOARD_EVAL))
                 runtime.write_scalars(writer, {"epoch_loss": loss, "epoch_accuracy": accuracy}, max(0, number - 1))
                 history.append({"checkpoint": number, "loss": loss, "accuracy": accuracy})
                 if plan.ctx.metrics_file:

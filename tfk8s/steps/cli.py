@@ -66,7 +66,8 @@ TERMINATION_LOG = "/dev/termination-log"
 ``message``, which Argo puts in the step's node message (``argo get``) and ``kubectl describe pod`` shows."""
 TERMINATION_LOG_ENV = "TFK8S_TERMINATION_LOG"
 TERMINATED_EXIT_CODE = 143
-"""What a step's CLI exits with when SIGTERM stopped it (after its cleanup): 128 + 15, as if the signal had."""
+"""What a step's CLI exits with when SIGTERM stopped it (after its cleanup): 128 + 15, as if the signal had;
+SIGINT (Ctrl-C) gives 130, 128 + 2, likewise."""
 _TERMINATION_MAX = 1024  # the kubelet keeps 4096 bytes per container; the reason's head is what matters
 
 
@@ -97,8 +98,9 @@ def write_termination_message(message: str) -> bool:
 def main_guard(main: _F) -> _F:
     """Wrap a CLI ``main``: an expected error (:func:`expected_errors`) prints ``<prog>: error: <message>`` on
     stderr, writes it on one line as the container's termination message (:func:`write_termination_message`:
-    Argo's step message, ``kubectl describe pod``) and exits 1, or :data:`TERMINATED_EXIT_CODE` when SIGTERM
-    stopped the launcher; anything else keeps its traceback (a bug to report)."""
+    Argo's step message, ``kubectl describe pod``) and exits 1, or 128 + the signal when a stop signal stopped
+    the launcher (:data:`TERMINATED_EXIT_CODE` for SIGTERM, 130 for SIGINT); anything else keeps its traceback
+    (a bug to report)."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
@@ -111,8 +113,9 @@ def main_guard(main: _F) -> _F:
             print(f"{prog}: error: {e}", file=sys.stderr)
             write_termination_message(f"{prog}: error: {e}")
             # stopped by SIGTERM (cancelled, or its pod deleted or evicted): 143 = 128 + SIGTERM, as a process the
-            # signal killed, so that an orchestrator can tell it from a failure (the Argo export retries on it)
-            raise SystemExit(TERMINATED_EXIT_CODE if isinstance(e, LauncherTerminatedError) else 1) from None
+            # signal killed, so that an orchestrator can tell it from a failure (the Argo export retries on it);
+            # by Ctrl-C: 130, which nothing retries
+            raise SystemExit(128 + e.signum if isinstance(e, LauncherTerminatedError) else 1) from None
 
     return wrapper  # type: ignore[return-value]
 

@@ -98,7 +98,7 @@ def _int_version(version):
     return int(version) if isinstance(version, float) and version.is_integer() else version
 
 
-def write_report_step(*, data_dir: str, evaluation, export: dict, output: str | None = None,
+def write_report_step(*, evaluation, export: dict, output: str | None = None,
                       run_dir: str | None = None) -> str:
     """Save the evaluation as ``<run dir>/evaluation.json`` and write the run's HTML report
     (:mod:`tfk8s.steps.report`) to ``<run dir>/report.html`` and, if given, to ``output`` (the KFP HTML artifact).
@@ -108,18 +108,22 @@ def write_report_step(*, data_dir: str, evaluation, export: dict, output: str | 
             the gate saw and ``not_evaluated`` when there is none).
 
     ``run_dir``: the run's folder (``<root>/runs/<run id>``, :class:`tfk8s.core.layout.RunLayout`: the launch step's
-    train dir's parent); default the data dir's parent (where prepare_dataset writes it; not for a user's
-    data_dir).
+    train dir's parent); without one (no training summary named it), the folder of ``output``. The data dir is
+    never used: prepared data lives apart from the runs that read it (``<root>/datasets/...``).
 
     Returns:
         the path of ``<run dir>/report.html``.
+
+    Raises:
+        ValueError: neither ``run_dir`` nor ``output`` was given.
     """
     import shutil
-    from pathlib import Path
 
     from tfk8s.steps.report import write_evaluation, write_run_report
 
-    run_dir = Path(run_dir) if run_dir else Path(data_dir).parent
+    if not run_dir and not output:
+        raise ValueError("write_report_step: give run_dir (the run's folder) or output (the report's path)")
+    run_dir = Path(run_dir) if run_dir else Path(output).parent
     fields = evaluation.result.to_dict() if evaluation.result is not None else dict(evaluation.metrics)
     write_evaluation(run_dir, {**fields, "blessed": evaluation.blessing.blessed,
                                "reasons": evaluation.blessing.reasons, "evaluated": evaluation.evaluated,
@@ -189,7 +193,7 @@ def evaluate_and_report(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     Returns:
         :class:`EvaluateOutputs`.
     """
-    from tfk8s.core.layout import TRAIN_DIR, VolumeLayout
+    from tfk8s.core.layout import VolumeLayout
     from tfk8s.steps.launch_training import read_summary_file
     from tfk8s.steps.summary import run_files, run_summary_markdown
 
@@ -219,10 +223,11 @@ def evaluate_and_report(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     if outcome.result is not None:
         confusion = (list(outcome.result.label_names), outcome.result.confusion_matrix)
     version = _int_version(exported["version"])
-    train = train_dir or str(Path(dataset["path"]).parent / TRAIN_DIR)  # where prepare_dataset wrote it
+    # the run's files are beside its training summary; without one (a training step that reported none) the
+    # run's folder is unknown: the prepared data lives apart from every run (datasets/<name>/<version>/<key>)
     text = run_summary_markdown(training=training, export=exported, evaluation=outcome,
                                 pushed_to=f"{serving_base}/{version}" if outcome.blessing.blessed else None,
-                                files=run_files(train))
-    page = write_report_step(data_dir=dataset["path"], evaluation=outcome, export=dict(exported),
+                                files=run_files(train_dir) if train_dir else {})
+    page = write_report_step(evaluation=outcome, export=dict(exported),
                              output=report_output, run_dir=os.path.dirname(train_dir) if train_dir else None)
     return EvaluateOutputs(outcome, metrics, metadata, confusion, text, page)
