@@ -1,6 +1,6 @@
 """Benchmark 5, the Kubernetes launcher at scale: API requests, creation time and verdict latency.
 
-    python bench/launcher_scale.py [--replicas 8,64,256]
+    python bench/launcher_scale.py [--replicas 8,64,256,1024]
 
 Runs the real Kubernetes backend (``tfk8s.launcher.kubernetes.backend`` through ``run_kubernetes``, the real ``kubernetes``
 client) against the **real control plane** of the cluster tests (``tests/controlplane.py``: etcd,
@@ -31,7 +31,12 @@ Figures per N:
 - ``launcher_create_s_N``: the same time against the first size's scaled linearly (``t_N / (t_8 * N / 8)``;
   goal <= 1: creation grows sublinearly);
 - ``launcher_cleanup_vs_one_by_one_N = seconds from the verdict to the end of the cleanup (every Job, Service
-  and pod deleted and gone), deletes concurrent / one after the other`` (the same comparison; goal <= 1).
+  and pod deleted and gone), deletes concurrent / one after the other`` (the same comparison; goal <= 1);
+- on the real control plane, where the launcher runs in a process of its own: ``launcher_cpu_ms_per_replica_N``
+  (its user + system CPU from launch to the end of the cleanup, all threads), ``launcher_peak_rss_N`` (its peak
+  resident set against its own after the imports), and each size against the one before it scaled linearly,
+  ``launcher_cpu_vs_linear_N`` and ``launcher_memory_vs_linear_N`` (peak memory above the imports; goal <= 1
+  for both: nothing the launcher spends grows faster than the replica count).
 """
 
 from __future__ import annotations
@@ -222,22 +227,90 @@ def one_by_one(enabled: bool):
         creation.run_all = cleanup.run_all = real
 
 
-def measure_control_plane(n: int, wait_s: float, nodes: int) -> dict:
+def _vm_rss_kib() -> int:
+    """This process's resident set now, KiB (``VmRSS`` of ``/proc/self/status``; 0 where there is none)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def launcher_child(spec: dict) -> dict:
+    """The launcher of :func:`measure_control_plane`, in a process of its own (``--child``), so that its CPU
+    seconds and peak memory are the launcher's alone, not the fake kubelet's or the benchmark's.
+
+    Args:
+        spec: ``url``, ``ca`` (the API server and its CA file), ``token`` (the ``tfk8s-launcher``
+            ServiceAccount's), ``namespace``, ``n`` (workers), ``one_by_one`` (bool, :func:`one_by_one`).
+
+    Returns:
+        ``t0`` / ``done`` (``time.monotonic()``: the launch and the end of the cleanup; the clock is the
+        machine's, so the parent compares it with its own), ``verdict_at`` (list, empty without a verdict),
+        ``calls`` (every request: ``[time, method, url]``), ``cpu_s`` (user + system seconds of the launch,
+        all threads), ``rss_start_kib`` (resident set after the imports, before the launch) and
+        ``peak_rss_kib`` (the process's peak resident set, ``ru_maxrss``).
+    """
+    import resource
+
+    from kubernetes import client
+
+    from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.core.job import TrainingJob
+    from tfk8s.launcher.kubernetes import run_kubernetes
+    from tfk8s.launcher.kubernetes.settings import KubernetesSettings
+
+    cfg = client.Configuration()
+    cfg.host, cfg.ssl_ca_cert = spec["url"], spec["ca"]
+    cfg.api_key = {"authorization": f"Bearer {spec['token']}"}
+    api = client.ApiClient(cfg)
+    counter = _Counter(api)
+    n = spec["n"]
+    job = TrainingJob(f"bench-{n}", ReplicaCounts(worker=n), ("python", "-m", "trainer.task"),
+                      success_policy="AllWorkers", grace_period_s=0.0, stop_grace_s=0)
+    settings = dataclasses.replace(
+        KubernetesSettings.from_params(namespace=spec["namespace"], image="img:1", cpu="10m", memory="16Mi"),
+        log_wait_s=0.5, cleanup_timeout_s=600)
+    verdict_at: list[float] = []
+
+    def sink(line: str) -> None:
+        if not verdict_at and " succeeded in " in line and line.startswith("[launcher]"):
+            verdict_at.append(time.monotonic())
+
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    rss_start = _vm_rss_kib()
+    t0 = time.monotonic()
+    with one_by_one(spec["one_by_one"]):
+        run_kubernetes(job, settings, api_client=api, log_sink=sink)
+    done = time.monotonic()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"t0": t0, "done": done, "verdict_at": verdict_at, "calls": counter.since(0.0), "cpu_s": cpu,
+            "rss_start_kib": rss_start, "peak_rss_kib": after.ru_maxrss}
+
+
+def measure_control_plane(n: int, wait_s: float, nodes: int, sequential: bool = False) -> dict:
     """The same as :func:`measure` on the real control plane of ``tests/controlplane.py`` (etcd, kube-apiserver,
     controller manager, scheduler, KWOK nodes) with the fake kubelet of ``tests/fake_kubelet.py``; the launcher
-    authenticates as the ``tfk8s-launcher`` ServiceAccount of ``manifests/rbac.yaml``."""
+    authenticates as the ``tfk8s-launcher`` ServiceAccount of ``manifests/rbac.yaml`` and runs in a process of
+    its own (:func:`launcher_child`), whose CPU seconds and peak memory are also returned (``cpu_s``,
+    ``rss_start_kib``, ``peak_rss_kib``). ``nodes`` is raised to hold every pod (110 pods a node).
+    ``sequential``: the launcher creates and deletes one object at a time (:func:`one_by_one`)."""
+    import json
+    import signal
+    import subprocess
     import tempfile
     import uuid
 
     from tests.cluster_fixtures import RealCluster, add_node, node_name, wait
     from tests.controlplane import free_port, running_control_plane
     from tests.fake_kubelet import FakeKubelet
-    from tfk8s.core.cluster import ReplicaCounts
-    from tfk8s.core.job import TrainingJob
-    from tfk8s.launcher.kubernetes import run_kubernetes
-    from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 
+    nodes = max(nodes, -(-n // 100))
     out: dict = {}
+    marks: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-cp-") as work:
         port = free_port()
         with running_control_plane(Path(work), port) as cp:
@@ -253,40 +326,26 @@ def measure_control_plane(n: int, wait_s: float, nodes: int) -> dict:
                     wait(lambda: len(core.list_node().items) == nodes, f"{nodes} nodes", 60)
                 c = RealCluster(cp, kubelet, f"bench-{uuid.uuid4().hex[:6]}")
                 c.create_namespace()
-                job = TrainingJob(f"bench-{n}", ReplicaCounts(worker=n), ("python", "-m", "trainer.task"),
-                                  success_policy="AllWorkers", grace_period_s=0.0, stop_grace_s=0)
-                settings = dataclasses.replace(
-                    KubernetesSettings.from_params(namespace=c.namespace, image="img:1", cpu="10m", memory="16Mi"),
-                    log_wait_s=0.5, cleanup_timeout_s=300)
-                api = c.launcher_client()
-                counter = _Counter(api)
-                verdict_at: list[float] = []
-
-                def sink(line: str) -> None:
-                    if not verdict_at and " succeeded in " in line and line.startswith("[launcher]"):
-                        verdict_at.append(time.monotonic())
+                c.job_name = f"bench-{n}"
+                result = Path(work) / "launcher.json"
+                spec = {"url": cp.url, "ca": str(cp.pki.path("ca.crt")), "token": c.token(),
+                        "namespace": c.namespace, "n": n, "one_by_one": sequential, "result": str(result)}
+                child = subprocess.Popen([sys.executable, __file__, "--child"], stdin=subprocess.PIPE, text=True)
+                child.stdin.write(json.dumps(spec))
+                child.stdin.close()
 
                 def script() -> None:
-                    c.job_name = job.name
-                    c.wait_for(lambda: len(c.pods()) >= n, f"{n} pods", 300)
-                    calls = counter.since(out["t0"])
-                    # launch -> the last Job create sent (the Job controller then makes its pod)
-                    out["created_s"] = max(t for t, m, u in calls if m == "POST" and "/jobs" in u) - out["t0"]
-                    launch = [x for x in calls if not _is_watch_or_log(x[2])]
-                    out["launch_requests"] = len(launch)
-                    out["launch_per_replica"] = sum(1 for _, m, u in launch if _about_one(m, u))
-                    c.wait_for(lambda: all(c.running(p) for p in c.pods()), "every pod Running", 300)
+                    c.wait_for(lambda: len(c.pods()) >= n, f"{n} pods", 600)
+                    marks["pods"] = time.monotonic()
+                    c.wait_for(lambda: all(c.running(p) for p in c.pods()), "every pod Running", 600)
+                    time.sleep(wait_s)  # the launcher opens one log stream per started replica, then only watches
+                    marks["wait"] = time.monotonic()
                     time.sleep(wait_s)
-                    t_wait = time.monotonic()
-                    out["logs"] = sum(1 for _, _, u in counter.since(out["t0"]) if u.split("?")[0].endswith("/log"))
-                    time.sleep(wait_s)
-                    during = counter.since(t_wait)
-                    out["wait_requests"] = sum(1 for _, _, u in during if not _is_watch_or_log(u))
-                    out["wait_watch_or_log"] = len(during) - out["wait_requests"]
+                    marks["wait_end"] = time.monotonic()
                     pods = c.pods()
                     for i, pod in enumerate(pods):
                         if i == len(pods) - 1:
-                            out["last_status_at"] = time.monotonic()
+                            out["last_status_at"] = time.monotonic()  # the final status is being written from here
                         kubelet.terminate(pod, 0)
 
                 errors: list[BaseException] = []
@@ -296,29 +355,78 @@ def measure_control_plane(n: int, wait_s: float, nodes: int) -> dict:
                         script()
                     except BaseException as e:  # noqa: BLE001 - reported below
                         errors.append(e)
+                        if child.poll() is None:
+                            child.send_signal(signal.SIGTERM)  # the launcher's own stop: it cleans up
 
                 thread = threading.Thread(target=play, daemon=True)
-                out["t0"] = time.monotonic()
                 thread.start()
-                run_kubernetes(job, settings, api_client=api, log_sink=sink)
-                out["cleanup_done_s"] = time.monotonic() - out["t0"]
+                rc = child.wait()
                 thread.join(30)
                 if errors:
                     raise errors[0]
-                _end_times(out, verdict_at)
+                if rc != 0:
+                    raise RuntimeError(f"the launcher process exited {rc} (its output is above)")
+                r = json.loads(result.read_text())
                 c.close()
             finally:
                 kubelet.stop()
+    calls = [tuple(x) for x in r["calls"]]
+    out.update(t0=r["t0"], cleanup_done_s=r["done"] - r["t0"], cpu_s=r["cpu_s"], rss_start_kib=r["rss_start_kib"],
+               peak_rss_kib=r["peak_rss_kib"], nodes=nodes)
+    # launch -> the last Job create sent (the Job controller then makes its pod)
+    out["created_s"] = max(t for t, m, u in calls if m == "POST" and "/jobs" in u) - r["t0"]
+    launch = [x for x in calls if x[0] <= marks["pods"] and not _is_watch_or_log(x[2])]
+    out["launch_requests"] = len(launch)
+    out["launch_per_replica"] = sum(1 for _, m, u in launch if _about_one(m, u))
+    out["logs"] = sum(1 for t, _, u in calls if t <= marks["wait"] and u.split("?")[0].endswith("/log"))
+    during = [x for x in calls if marks["wait"] <= x[0] <= marks["wait_end"]]
+    out["wait_requests"] = sum(1 for _, _, u in during if not _is_watch_or_log(u))
+    out["wait_watch_or_log"] = len(during) - out["wait_requests"]
+    _end_times(out, r["verdict_at"])
     return out
 
 
+def _cost_figures(n: int, r: dict, base: dict | None, note: str) -> list[Figure]:
+    """The launcher process's own CPU seconds and memory for ``n`` replicas, and against the first size's
+    scaled linearly (goal <= 1: neither grows faster than the replica count)."""
+    mib = 1024.0
+    growth = max(r["peak_rss_kib"] - r["rss_start_kib"], 0) / mib
+    figures = [
+        Figure(f"launcher_cpu_ms_per_replica_{n}", r["cpu_s"] * 1000, "cpu_ms", n, "replicas", "", "",
+               usable_cores(), f"the launcher process's user+system CPU, launch to the end of the cleanup; {note}"),
+        Figure(f"launcher_peak_rss_{n}", r["peak_rss_kib"] / mib, "peak_rss", r["rss_start_kib"] / mib,
+               "rss_after_imports", "MiB", "", usable_cores(),
+               f"the launcher process's peak resident set against its own after its imports; {note}"),
+    ]
+    if base is not None:
+        scale = n / base["n"]
+        base_growth = max(base["peak_rss_kib"] - base["rss_start_kib"], 0) / mib
+        figures.append(Figure(f"launcher_cpu_vs_linear_{n}", r["cpu_s"], "cpu_s", base["cpu_s"] * scale,
+                              f"linear_from_{base['n']}", "s", "<= 1", usable_cores(),
+                              f"launcher CPU seconds for {n} replicas against {base['n']}'s times {scale:g}; {note}"))
+        if base_growth >= 2:  # below that the base is noise (allocator arenas), not the replicas' share
+            figures.append(Figure(
+                f"launcher_memory_vs_linear_{n}", growth, "rss_growth", base_growth * scale,
+                f"linear_from_{base['n']}", "MiB", "<= 1", usable_cores(),
+                f"the launcher's peak memory above its imports for {n} replicas against {base['n']}'s "
+                f"({base_growth:.1f} MiB) times {scale:g}; {note}"))
+    return figures
+
+
 def main(argv: list[str] | None = None) -> list[Figure]:
+    if argv is None and sys.argv[1:] == ["--child"]:  # the launcher's own process (launcher_child)
+        import json
+
+        spec = json.loads(sys.stdin.read())
+        Path(spec["result"]).write_text(json.dumps(launcher_child(spec)))
+        return []
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--replicas", default="8,64,256", help="comma-separated job sizes (the first is the base)")
+    p.add_argument("--replicas", default="8,64,256,1024", help="comma-separated job sizes (the first is the base)")
     p.add_argument("--wait-s", type=float, default=2.0, help="seconds observed while every replica runs")
     p.add_argument("--backend", choices=("auto", "controlplane", "kmock"), default="auto",
                    help="auto: the real control plane when its binaries are built (make test-cluster), else kmock")
-    p.add_argument("--nodes", type=int, default=4, help="fake nodes of the control plane (64 CPUs each)")
+    p.add_argument("--nodes", type=int, default=4,
+                   help="fake nodes of the control plane (64 CPUs, 110 pods each; raised to hold every pod)")
     common_args(p, reps=1)
     a = p.parse_args(argv)
     sizes = [int(x) for x in a.replicas.split(",")]
@@ -330,13 +438,15 @@ def main(argv: list[str] | None = None) -> list[Figure]:
         a.backend = "controlplane" if binaries_dir() is not None else "kmock"
     figures: list[Figure] = []
     base: tuple[int, float] | None = None
+    base_cost: dict | None = None  # the first size's launcher CPU seconds and memory growth (control plane only)
     for n in sizes:
-        def run(n: int = n) -> dict:
-            return measure(n, a.wait_s) if a.backend == "kmock" else measure_control_plane(n, a.wait_s, a.nodes)
-
-        r = run()
-        with one_by_one(True):
-            seq = run()
+        if a.backend == "kmock":
+            r = measure(n, a.wait_s)
+            with one_by_one(True):
+                seq = measure(n, a.wait_s)
+        else:
+            r = measure_control_plane(n, a.wait_s, a.nodes)
+            seq = measure_control_plane(n, a.wait_s, a.nodes, sequential=True)
         print(f"  {n} replicas: {r}\n  {n} replicas, created one by one: {seq}", file=sys.stderr, flush=True)
         note = NOTE if a.backend == "kmock" else NOTE_CP
         figures += [
@@ -358,6 +468,9 @@ def main(argv: list[str] | None = None) -> list[Figure]:
         figures.append(Figure(f"launcher_create_vs_one_by_one_{n}", r["created_s"], "concurrent", seq["created_s"],
                               "one_by_one", "s", "<= 1", usable_cores(),
                               f"launch -> all {n} replicas' Jobs created, side by side; {note}"))
+        if a.backend != "kmock":
+            figures += _cost_figures(n, r, base_cost, note)
+            base_cost = {"n": n, **r}  # each size against the one before it
         if base is None:
             base = (n, r["created_s"])
             figures.append(Figure(f"launcher_create_s_{n}", r["created_s"], "created", r["created_s"],
