@@ -212,7 +212,8 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
     @staticmethod
     def _job_complete(rep: ReplicaState) -> bool:
         """The replica's Job says ``Complete`` (its pod succeeded; a watch on the pod may lag behind)."""
-        return bool(rep.job and classify_job(rep.job).complete)
+        js = rep.job_state()
+        return bool(js and js.complete)
 
     def _owner(self, obj: dict[str, Any]) -> ReplicaState | None:
         """The replica whose *current* attempt ``obj`` belongs to (None: another job's, or an old attempt's)."""
@@ -230,7 +231,7 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
             rep.pods[obj["metadata"]["name"]] = obj
         else:
             suspended = classify_job(obj).suspended
-            was_running = rep.job is not None and not classify_job(rep.job).suspended
+            was_running = rep.job is not None and not rep.job_state().suspended
             if not suspended:
                 rep.suspended_after_pod = False
             elif was_running and rep.pods:
@@ -248,8 +249,7 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
         """Look at every replica and act: success, restart, or raise the failure."""
         now = self._clock()
         for rep in self.replicas.values():
-            pod = rep.pod()
-            rep.view = classify_pod(pod, self.job.restart_exit_code) if pod else None
+            rep.view = rep.pod_state(self.job.restart_exit_code)
             if rep.suspended_after_pod and not rep.terminal:
                 # Kueue took back the admission of a Job whose pod ran (a higher-priority workload): preempted
                 rep.view = PodState(Phase.FAILED, True, True, None, Failure(
@@ -367,7 +367,7 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
 
     def _failure(self, rep: ReplicaState, now: float) -> Failure | None:
         view = rep.view
-        js = classify_job(rep.job) if rep.job else None
+        js = rep.job_state()
         if js and js.failed_reason == "DeadlineExceeded":  # the Job controller killed the pod: a timeout
             return Failure(FailureKind.TIMEOUT, js.failed_reason, js.failed_message)
         if view and view.failure:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from tfk8s.core.cluster import Replica
-from tfk8s.launcher.kubernetes.classify import PodState
+from tfk8s.launcher.kubernetes.classify import JobState, PodState, classify_job, classify_pod
 from tfk8s.launcher.watchdog import ProgressWatch
 
 
@@ -36,12 +36,39 @@ class ReplicaState:
     reported: bool = False
     view: PodState | None = None
     progress: ProgressWatch | None = None  # its progress file (tfk8s.launcher.watchdog)
+    # The last classification of its newest pod and of its Job, kept with the object classified: the watches
+    # replace an object on every change, so an unchanged one is the same object and needs no new classification
+    # (the launcher looks at every replica after each batch of events: O(1) for each unchanged one).
+    _pod_memo: tuple[Any, int, PodState] | None = field(default=None, repr=False)
+    _job_memo: tuple[Any, JobState] | None = field(default=None, repr=False)
 
     def pod(self) -> dict[str, Any] | None:
         """The attempt's newest pod (a Job with backoffLimit 0 has one, unless it was replaced)."""
         if not self.pods:
             return None
         return max(self.pods.values(), key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+
+    def pod_state(self, restart_exit_code: int) -> PodState | None:
+        """:func:`~tfk8s.launcher.kubernetes.classify.classify_pod` of :meth:`pod` (None without a pod),
+        classified again only when the watch replaced that pod's object."""
+        pod = self.pod()
+        if pod is None:
+            return None
+        memo = self._pod_memo
+        if memo is None or memo[0] is not pod or memo[1] != restart_exit_code:
+            memo = self._pod_memo = (pod, restart_exit_code, classify_pod(pod, restart_exit_code))
+        return memo[2]
+
+    def job_state(self) -> JobState | None:
+        """:func:`~tfk8s.launcher.kubernetes.classify.classify_job` of its Job (None before it is seen),
+        classified again only when the watch replaced the Job's object."""
+        job = self.job
+        if job is None:
+            return None
+        memo = self._job_memo
+        if memo is None or memo[0] is not job:
+            memo = self._job_memo = (job, classify_job(job))
+        return memo[1]
 
     @property
     def pod_name(self) -> str:
