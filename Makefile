@@ -31,25 +31,22 @@ test-cluster: $(STAMP)
 
 # Real containers on a real one-node cluster on this machine (root): the control plane above plus a kubelet,
 # containerd + runc + CNI, kube-proxy and CoreDNS (hack/node/build.sh: built once from the Go module proxy and
-# Debian's packages, cached under ~/.cache/tfk8s/node/) and the project image (image-archive, below: cached,
+# Debian's packages, cached under ~/.cache/tfk8s/node/), Argo Workflows v3.7.3's controller, executor and CLI
+# (hack/argo/build.sh, cached under ~/.cache/tfk8s/argo/) and the project image (image-archive, below: cached,
 # seconds when only .py files changed), which the tests import into the node's containerd; then the tests marked
-# `e2e` in tests/test_e2e_*.py. The session's teardown leaves the machine as it found it;
-# `hack/node/cleanup.sh --check` after it proves it (cleanup.sh without --check undoes what a killed run left).
+# `e2e`: tests/test_e2e_*.py (the launch step in a pod) and tests/test_argo_e2e.py (the exported pipeline and
+# CronWorkflow run by the real Argo controller), on one cluster. The session's teardown leaves the machine as it
+# found it; `hack/node/cleanup.sh --check` after it proves it (cleanup.sh without --check undoes what a killed
+# run left). test-argo: the same, the Argo scenarios only.
 E2E_NODE = TFK8S_TEST_E2E=1 TFK8S_E2E_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) $(PY) -m pytest -q -ra --durations=0 -m e2e
+E2E_BUILD = bash hack/controlplane/build.sh && bash hack/node/build.sh && bash hack/argo/build.sh \
+	&& $(MAKE) --no-print-directory image-archive
 test-e2e: $(STAMP)
-	bash hack/controlplane/build.sh
-	bash hack/node/build.sh
-	$(MAKE) --no-print-directory image-archive
-	$(E2E_NODE) --ignore=tests/test_argo_e2e.py; rc=$$?; bash hack/node/cleanup.sh --check || rc=1; exit $$rc
+	$(E2E_BUILD)
+	$(E2E_NODE); rc=$$?; bash hack/node/cleanup.sh --check || rc=1; exit $$rc
 
-# The exported pipeline (compiled/train.argo.yaml, train.cron.yaml) run by Argo Workflows v3.7.3's controller and
-# emissary executor on the same real node (hack/argo/build.sh, cached under ~/.cache/tfk8s/argo/; cold: about
-# 12 minutes more), tests/test_argo_e2e.py. Not in .ci/run: with the cold builds it does not fit CI's 90 minutes.
 test-argo: $(STAMP)
-	bash hack/controlplane/build.sh
-	bash hack/node/build.sh
-	bash hack/argo/build.sh
-	$(MAKE) --no-print-directory image-archive
+	$(E2E_BUILD)
 	$(E2E_NODE) tests/test_argo_e2e.py; rc=$$?; bash hack/node/cleanup.sh --check || rc=1; exit $$rc
 
 # Skips the tests that train with TensorFlow.

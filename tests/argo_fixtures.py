@@ -1,4 +1,4 @@
-"""Argo Workflows on the e2e node (``make test-argo``): the controller and the executor built by
+"""Argo Workflows on the e2e node (``make test-e2e``, ``make test-argo``): the controller and the executor built by
 ``hack/argo/build.sh`` (v3.7.3, cached under ``~/.cache/tfk8s/argo/``), packed here into one-file images and
 imported into the node's containerd (nothing is pulled), installed from ``hack/argo/install.yaml`` (the release's
 cluster install: CRDs, the controller's RBAC and Deployment in namespace ``argo``; the e2e control plane runs no
@@ -200,7 +200,7 @@ def argo(e2e_cluster: E2ECluster) -> Iterator[Argo]:
 
     bin_dir, archive = argo_dir(), project_image_archive()
     if bin_dir is None:
-        pytest.skip("the Argo tests need hack/argo/build.sh's binaries (make test-argo builds them)")
+        pytest.skip("the Argo tests need hack/argo/build.sh's binaries (make test-e2e builds them)")
     if archive is None:
         pytest.skip("the Argo tests need the project image: make image-archive")
     cluster = e2e_cluster

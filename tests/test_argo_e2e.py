@@ -1,4 +1,5 @@
-"""The exported pipeline run by a real Argo Workflows controller (v3.7.3) on the real node (``make test-argo``).
+"""The exported pipeline run by a real Argo Workflows controller (v3.7.3) on the real node (``make test-e2e``;
+``make test-argo`` runs these alone).
 
 ``compiled/train.argo.yaml`` and ``compiled/train.cron.yaml`` are submitted unchanged with the ``argo`` CLI and
 ``-p`` parameters for a small run (1 worker, 1 epoch of a 512-example MNIST subset): every step runs in a real
@@ -13,6 +14,7 @@ never twice at once.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ import pytest
 pytest.register_assert_rewrite("tests.argo_fixtures")
 
 from tests.argo_fixtures import Argo, ArgoNamespace, nodes
+from tfk8s.core.layout import DEFAULT_ROOT
 
 pytestmark = [pytest.mark.e2e]
 pytest_plugins = ["tests.e2e_fixtures", "tests.argo_fixtures"]
@@ -144,8 +147,11 @@ def test_the_whole_pipeline_runs_through_argo_and_the_gate_pushes_or_rejects(arg
         given = {p["name"]: p["value"] for p in n[consumer]["inputs"]["parameters"]}
         assert given["exported_model"] == exported, consumer
     assert {p["name"]: p["value"] for p in n["evaluate-model"]["outputs"]["parameters"]}["blessed"] == "true"
-    # ... and the files are on the volume
-    metadata = json.loads((run / "data" / "metadata.json").read_text())
+    # ... and the files are on the volume: the data in the prepared-data store, which the run's record names
+    record = json.loads((run / "data.json").read_text())
+    prepared = vol / Path(record["path"]).relative_to(DEFAULT_ROOT)  # the pod's path, under the PV's folder
+    assert prepared.parent.parent.parent == vol / "datasets" and record["reused"] is False
+    metadata = json.loads((prepared / "metadata.json").read_text())
     assert metadata["splits"]["train"]["num_examples"] == 512
     job = json.loads((run / "train" / "job.json").read_text())
     assert job["state"] == "Succeeded" and job["backend"] == "kubernetes"
@@ -167,14 +173,17 @@ def test_the_whole_pipeline_runs_through_argo_and_the_gate_pushes_or_rejects(arg
     assert "not blessed" in _get(argo, ns, name)
     assert (vol / "models" / "mnist-cnn" / "2" / "saved_model.pb").is_file()  # exported, evaluated, not served
     assert sorted(p.name for p in (vol / "serving" / "mnist-cnn").iterdir()) == ["1"]
+    # the second run read the data the first one prepared (same data set, version, cap and shards)
+    again = json.loads((vol / "runs" / wf["metadata"]["uid"] / "data.json").read_text())
+    assert (again["path"], again["reused"]) == (record["path"], True)
     _wait_settled(argo, ns)
     print(f"\nargo pipeline: blessed run {blessed_s:.0f}s, rejected run {rejected_s:.0f}s")
 
 
-def test_a_drained_launch_step_is_retried_and_the_training_runs_again(argo: Argo, argo_ns: ArgoNamespace):
+def test_a_drained_launch_step_is_retried_and_the_training_resumes(argo: Argo, argo_ns: ArgoNamespace):
     """The launch step's pod is deleted mid-training (what a node drain does to it): the launcher gets SIGTERM,
     stops its replicas and exits 143; Argo retries the step (retryStrategy), the new launcher creates the
-    replicas again under the same job name, and the training runs to its end."""
+    replicas again under the same job name, and the training resumes from its backup and runs to its end."""
     from kubernetes import client
 
     ns, vol = argo_ns.name, argo_ns.volume
@@ -206,10 +215,12 @@ def test_a_drained_launch_step_is_retried_and_the_training_runs_again(argo: Argo
     first = attempts[0]
     assert first["phase"] in ("Failed", "Error")
     assert "143" in first.get("message", "") or first["phase"] == "Error", first
-    log = (vol / "runs" / uid / "train" / "replica-logs" / "worker-0.log").read_text()
-    assert log.count("epoch 1/8") >= 2 and "saved the model to" in log, log[-2000:]  # trained again, to the end
-    # Not asserted: a resume from the backup. In the real runs the retried replica started over at epoch 1
-    # (resumed_from_epoch 0) although epochs 1-2 had ended: not yet explained (docs/kfp.md).
+    log = (vol / "runs" / uid / "train" / "replica-logs" / "worker-0.log").read_text()  # both attempts
+    assert log.count("replica=worker-0 strategy=") == 2 and "saved the model to" in log, log[-2000:]
+    # the retried launcher's replica resumed from the backup of the epochs that had ended (BackupAndRestore in
+    # checkpoints/backup on the volume), not from epoch 1
+    resumed = re.search(r"resumed from epoch (\d+) of 8", log)
+    assert resumed and int(resumed[1]) >= 2 and log.count("epoch 1/8") == 1, log[-2000:]
     _wait_settled(argo, ns)
 
 

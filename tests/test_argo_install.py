@@ -91,7 +91,7 @@ def test_argos_own_linter_accepts_the_exported_workflow_and_cron_workflow(tmp_pa
 
     d = argo_dir()
     if d is None:
-        pytest.skip("needs hack/argo/build.sh's binaries (make test-argo builds them)")
+        pytest.skip("needs hack/argo/build.sh's binaries (make test-e2e builds them)")
     committed = [REPO / "compiled" / "train.argo.yaml", REPO / "compiled" / "train.cron.yaml"]
     r = subprocess.run([str(d / "argo"), "lint", "--offline", "--output", "simple", *map(str, committed)],
                        check=False, capture_output=True, text=True, timeout=120)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds Argo Workflows at a pinned version from the Go module proxy, once (make test-argo, tests/argo_fixtures.py):
-#   workflow-controller   the controller (run as a process next to the e2e node's control plane)
+# Builds Argo Workflows at a pinned version from the Go module proxy, once (make test-e2e, make test-argo;
+# tests/argo_fixtures.py):
+#   workflow-controller   the controller (run as a pod on the e2e node, from a one-file image packed by the tests)
 #   argoexec              the executor (emissary): static, packed by tests/argo_fixtures.py into a one-file image
 #   argo                  the CLI (argo submit / get / cron create), for the tests and the commands in docs/kfp.md
 # into ${XDG_CACHE_HOME:-~/.cache}/tfk8s/argo/<version>/ and prints that directory (last line). A second run finds
@@ -36,7 +37,7 @@ mkdir -p "$dir"
 tmp="$(mktemp -d "$dir/.build.XXXXXX")"
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 start=$(date +%s)
-echo "building ${missing[*]} into $dir (cold: about 10-15 minutes on 2 cores)" >&2
+echo "building ${missing[*]} into $dir (cold: about 6 minutes on 2 cores after the control plane's build, measured 2026-12-02)" >&2
 export GOFLAGS="-trimpath -buildvcs=false -mod=mod" CGO_ENABLED=0
 mod="$(cd "$here" && go mod download -json github.com/argoproj/argo-workflows/v3 | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
 [[ -d "$mod" ]] || { echo "build.sh: go mod download found no source for argo-workflows ${ARGO_VERSION}" >&2; exit 3; }

@@ -75,7 +75,7 @@ trap 'rm -rf "$tmp"' EXIT
 export GOFLAGS="-trimpath -buildvcs=false"
 ldflags="-s -w"
 start=$(date +%s)
-echo "building ${missing[*]} into $dir (cold: about 15 minutes on 2 cores)" >&2
+echo "building ${missing[*]} into $dir (cold, after the control plane's build: about 4 minutes on 2 cores, measured 2026-12-02)" >&2
 need() { [[ " ${missing[*]} " == *" $1 "* ]]; }
 step() { echo "  $1 ($(( $(date +%s) - start ))s)" >&2; }
 k8s=()
