@@ -35,6 +35,12 @@ for d in /proc/[0-9]*; do
 done"""
 
 
+# worker-1's SIGKILL recreates the worker set, one restart of the budget (tfk8s.core.policy.restart_note); worker-0,
+# whose all-reduce peer vanished, may be seen failing too before the decision
+RESTARTED_AFTER_SIGKILL = (r"\[launcher\] worker-1 failed with exit code 137: Signal \(killed by SIGKILL\)"
+                           r"( \(then worker-0 failed too\))?; retryable: recreating worker-0, worker-1 "
+                           r"\(restart 1 of max_restarts=2\)")
+
 def _epochs(log: str, epochs: int) -> list[int]:
     """The epochs whose end the trainer printed in ``log`` (``epoch k/N: loss=...``)."""
     return [int(e) for e in re.findall(rf"^epoch (\d+)/{epochs}: loss=", log, re.MULTILINE)]
@@ -85,8 +91,7 @@ def test_kill_9_of_a_worker_process_recreates_the_group_which_resumes_from_the_c
     assert re.match(r"killed \d+: python -m trainer\.task ", out), out
     assert not out.startswith("killed 1:")  # not PID 1: the pause container is
     log, _ = _assert_resumed(p, run, launcher, KILL_EPOCHS)
-    assert re.search(r"\[launcher\] worker-1 failed with exit code 137: Signal \(killed by SIGKILL\); retryable: "
-                     r"recreating worker-0, worker-1 \(restart 1 of 2\)", log), log[-5000:]
+    assert re.search(RESTARTED_AFTER_SIGKILL, log), log[-5000:]
     assert p.job_objects(job) == {}
 
 
@@ -105,8 +110,7 @@ def test_deleting_a_worker_pod_recreates_the_group_which_resumes_from_the_checkp
     wait_for(lambda: p.replica_pod(job, "worker-1", attempt=1), "worker-1's second attempt", 120,
              explain=lambda: p.tail(launcher) + f"\nevents of {name}: {p.events(name)}")
     log, _ = _assert_resumed(p, run, launcher, DELETE_EPOCHS)
-    assert "[launcher] worker-1 failed with exit code 137: Signal (killed by SIGKILL); retryable: recreating " \
-           "worker-0, worker-1 (restart 1 of 2)" in log, log[-5000:]
+    assert re.search(RESTARTED_AFTER_SIGKILL, log), log[-5000:]
     events = p.events(name)
     assert ("Normal", "Killing", "Stopping container tensorflow") in events, events
     # a real node with a deleted running pod: marked for deletion while still Running, Failed once the program
@@ -153,7 +157,7 @@ def test_a_memory_limit_too_small_is_oom_killed_retried_and_fails_naming_oomkill
     assert pod["status"]["phase"] == "Failed", log[-5000:]
     assert E2E.terminated(pod)["exitCode"] == 1
     assert "[launcher] worker-0 failed with exit code 137: OOMKilled (the container exceeded its memory limit); " \
-           "retryable: recreating worker-0 (restart 1 of 1)" in log
+           "retryable: recreating worker-0 (restart 1 of max_restarts=1)" in log
     assert "launch_training: error: replica worker-0 failed with exit code 137: OOMKilled (the container exceeded " \
            "its memory limit; worker-0 ran out of its memory limit 200Mi after 1 restarts: raise memory" in log
     # the kubelet's own events of the replica's pods, printed by the launcher
@@ -233,7 +237,7 @@ def test_deleting_the_launcher_pod_mid_training_stops_and_removes_every_replica(
     gone = time.monotonic() - t0
     follower.join(30)
     log = "".join(out)
-    assert "the launcher got SIGTERM (the pipeline run was cancelled or its pod evicted): every replica of " \
+    assert "the launcher got SIGTERM (the run was cancelled, or its pod evicted); every replica of " \
            f"{job} is being deleted" in log, log[-3000:]
     assert f"[launcher] deleted the Jobs, Services and pods of {job}; none remain" in log, log[-3000:]
     assert gone < 30, f"the job's objects took {gone:.1f}s to go"

@@ -104,9 +104,12 @@ def test_pss_chief_worker_ps_and_evaluator_train_in_pods(e2e_pods: ProjectPods):
     assert "[chief-0] chief-0: every ps/worker accepts connections" in log
     assert f"[ps-0] ps-0: serving grpc://{job}-ps-0.{ns}.svc:2222" in log
     assert re.search(r"^\[evaluator-0\] evaluator: checkpoint [12]: loss=\S+ accuracy=", log, re.MULTILINE), log[-3000:]
-    # the ps and the worker never exit by themselves: stopped after the chief's success, the evaluator too
-    assert "[launcher] stopping the remaining replicas: worker-0, ps-0, evaluator-0" in log
-    assert sorted(result["summary"]["job"]["stopped"]) == ["evaluator-0", "ps-0", "worker-0"]
+    # the evaluator evaluates the final checkpoint within its grace (evaluator_grace_s) and ends by itself; the ps
+    # and the worker never exit by themselves: stopped after the chief's success
+    assert "[evaluator-0] evaluator: evaluated the final checkpoint (2 of 2 epochs); done" in log, log[-3000:]
+    assert result["summary"]["evaluator"]["checkpoint"] == 2 and result["summary"]["evaluator"]["final"] is True
+    assert "[launcher] stopping the remaining replicas: worker-0, ps-0" in log
+    assert sorted(result["summary"]["job"]["stopped"]) == ["ps-0", "worker-0"]
     assert p.job_objects(job) == {}
 
 
