@@ -610,3 +610,29 @@ def test_network_policy_admits_the_jobs_own_pods_and_the_users_peers_on_the_port
         {"from": [{"podSelector": own}, peer], "ports": [{"protocol": "TCP", "port": 2222}]}]}
     assert [m["kind"] for m in render_manifests(make_job(), make_settings(network_policy=False))].count(
         "NetworkPolicy") == 0
+
+
+def test_a_replica_classifies_its_pod_and_job_again_only_when_the_watch_replaced_them(monkeypatch):
+    """The launcher looks at every replica after each batch of watch events; an unchanged replica must cost no
+    new classification (1,024 replicas: bench/launcher_scale.py), a replaced object must be classified again."""
+    from tfk8s.core.cluster import Replica, ReplicaType
+    from tfk8s.launcher.kubernetes import state
+    from tfk8s.launcher.kubernetes.classify import Phase
+
+    pods, jobs = [], []
+    real_pod, real_job = state.classify_pod, state.classify_job
+    monkeypatch.setattr(state, "classify_pod", lambda pod, code: pods.append(pod) or real_pod(pod, code))
+    monkeypatch.setattr(state, "classify_job", lambda job: jobs.append(job) or real_job(job))
+    rep = state.ReplicaState(Replica(ReplicaType.WORKER, 0), "j-worker-0")
+    assert rep.pod_state(42) is None and rep.job_state() is None and not pods and not jobs
+    rep.pods["p"] = {"metadata": {"name": "p", "creationTimestamp": "2026-12-02T10:00:00Z"},
+                     "status": {"phase": "Running"}}
+    first = rep.pod_state(42)
+    assert rep.pod_state(42) is first and first.phase is Phase.RUNNING and len(pods) == 1  # same object: kept
+    rep.pods["p"] = {**rep.pods["p"], "status": {"phase": "Succeeded"}}  # the watch's update: a new object
+    assert rep.pod_state(42).phase is Phase.SUCCEEDED and len(pods) == 2
+    assert rep.pod_state(0) is not None and len(pods) == 3  # another restart exit code: classified for it
+    rep.job = {"metadata": {"name": "j-worker-0"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    assert rep.job_state().complete and rep.job_state().complete and len(jobs) == 1
+    rep.job = {"metadata": {"name": "j-worker-0"}, "status": {}}
+    assert not rep.job_state().complete and len(jobs) == 2
