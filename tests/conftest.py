@@ -34,6 +34,29 @@ def pytest_terminal_summary(terminalreporter, config):
     if n:
         terminalreporter.write_line(f"{n} real-node tests not run: they need `make test-e2e`")
 
+class StraySigtermError(Exception):
+    """A SIGTERM reached pytest's own process while no launcher under test was handling it."""
+
+
+@pytest.fixture(autouse=True)
+def _a_stray_sigterm_fails_the_test_not_the_session():
+    """Many tests stop the launcher under test by sending SIGTERM to this process (it runs in the main thread).
+    One sent a moment too early or too late (a loaded machine, a launcher that just returned) would meet
+    SIGTERM's default action and kill the whole pytest session; here it fails the test it hit instead, by name.
+    The launcher's own handlers (tfk8s.launcher.stopping) stack on top of this one as on any previous handler."""
+    import signal
+
+    def stray(signum, frame):
+        raise StraySigtermError("SIGTERM reached the pytest process outside a launcher's handlers: a test sent "
+                                "it too early or after its launcher returned")
+
+    previous = signal.signal(signal.SIGTERM, stray)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 # A real MNIST subset, prepared once per session: the first SUBSET_EXAMPLES examples of each split, in TFDS
 # order, written round-robin into SUBSET_SHARDS files (a count that does not divide the examples, so shards
 # differ by one).

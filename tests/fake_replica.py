@@ -13,7 +13,8 @@ of 10 steps over that long, a progress report with epoch, steps and examples/sec
 once, except ps and evaluator, which sleep forever (as real parameter servers do).
 It prints its TF_CONFIG, its contract variables (``TFK8S_ENV=<json>``: ``TFK8S_*`` and the platform aliases), its proxy exemptions
 (``PROXY_ENV=<json>``) and its argv (``ARGV=<json>``) and,
-if FAKE_PIDFILE_DIR is set, writes its pid to ``<dir>/<label>.pid``. Progress goes to ``$TFK8S_PROGRESS_FILE``
+if FAKE_PIDFILE_DIR is set, writes its pid to ``<dir>/<label>.pid`` at once and, when it begins to sleep (its signal
+handlers in place), an empty ``<dir>/<label>.ready``. Progress goes to ``$TFK8S_PROGRESS_FILE``
 (tfk8s.core.progress). The attempt number is counted in ``$FAKE_STATE_DIR/<label>.starts`` (always 0 without it).
 """
 
@@ -106,5 +107,7 @@ if behaviour == "ignore-term":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     behaviour = "sleep"
 seconds = float(behaviour.split(":")[1]) if ":" in behaviour else 3600.0
+if os.environ.get("FAKE_PIDFILE_DIR"):  # its signal handlers are in place: a test may signal it (or its launcher)
+    open(os.path.join(os.environ["FAKE_PIDFILE_DIR"], f"{label}.ready"), "w").close()
 time.sleep(seconds)
 print(f"{label} done sleeping", flush=True)

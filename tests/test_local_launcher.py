@@ -4,12 +4,12 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.signals import signal_when_started
 from tfk8s.core.cluster import ReplicaCounts
 from tfk8s.core.errors import JobTimeoutError, LauncherTerminatedError, ReplicaFailedError
 from tfk8s.core.job import TrainingJob
@@ -106,14 +106,13 @@ def test_timeout_fails_and_kills_a_replica_that_ignores_sigterm(tmp_path):
 
 
 def test_sigterm_to_the_launcher_stops_every_replica(tmp_path):
-    timer = threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGTERM))
-    timer.start()
+    sender = signal_when_started(tmp_path, ["worker-0", "worker-1"], [(0.0, signal.SIGTERM)])
     try:
         with pytest.raises(LauncherTerminatedError, match="got SIGTERM"):
             run_local(_job(ReplicaCounts(worker=2), {"worker-0": "sleep", "worker-1": "sleep"}, pid_dir=tmp_path),
                       log_sink=lambda _: None, stop_grace_s=2)
     finally:
-        timer.cancel()
+        sender.cancel()
     pids = _pids(tmp_path)
     assert len(pids) == 2 and not any(_alive(pid) for pid in pids.values())
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.signals import signal_when_started
 from tfk8s.core.cluster import ReplicaCounts
 from tfk8s.core.errors import LauncherTerminatedError, ReplicaFailedError, RestartBudgetExhaustedError
 from tfk8s.core.job import TrainingJob
@@ -52,21 +53,16 @@ def test_sigint_takes_the_sigterm_path_and_a_second_signal_does_not_cut_the_clea
     ignored, and a replica ignoring SIGTERM is still killed at the grace."""
     lines: list[str] = []
     job = _job(ReplicaCounts(worker=2), {"worker-0": "sleep", "worker-1": "ignore-term"}, tmp_path)
-    timers = [threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGINT)),
-              threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGTERM))]
-    for t in timers:
-        t.start()
-    t0 = time.monotonic()
+    sender = signal_when_started(tmp_path, ["worker-0", "worker-1"], [(0.0, signal.SIGINT), (1.0, signal.SIGTERM)])
     try:
         with pytest.raises(LauncherTerminatedError) as e:
             run_local(job, log_sink=lines.append, stop_grace_s=2.5)
     finally:
-        for t in timers:
-            t.cancel()
+        sender.cancel()
     assert e.value.signum == signal.SIGINT
     assert str(e.value) == ("the launcher was interrupted by the user (SIGINT: Ctrl-C or kill -INT); every replica "
                             "of test-job was stopped")
-    assert time.monotonic() - t0 >= 4.4  # the whole grace for the replica ignoring SIGTERM, not cut short
+    assert time.monotonic() - sender.sent[0] >= 2.4  # the whole grace for the replica ignoring SIGTERM
     assert "got SIGTERM again: every replica of test-job is already being stopped" in lines
     pids = _pids(tmp_path)
     assert len(pids) == 2 and not any(_alive(pid) for pid in pids.values())
