@@ -123,10 +123,11 @@ def _owner() -> str:
 class _Lock:
     """``<key>.lock`` held with ``fcntl.flock`` (exclusive), polled until ``wait_s``. ``held`` is False when
     the wait ran out or the file system has no locks: the caller then prepares its own copy (the rename
-    decides)."""
+    decides). ``on_wait`` is called once, when the first attempt finds the lock held by another process (so a
+    run says it waits exactly when it does)."""
 
-    def __init__(self, path: Path, wait_s: float):
-        self.path, self.wait_s = path, wait_s
+    def __init__(self, path: Path, wait_s: float, on_wait: Callable[[], None] | None = None):
+        self.path, self.wait_s, self.on_wait = path, wait_s, on_wait
         self.fd: int | None = None
         self.held = False
         self.waited_s = 0.0
@@ -144,6 +145,9 @@ class _Lock:
                 self.held = True
                 break
             except BlockingIOError:
+                if self.on_wait is not None:
+                    self.on_wait()
+                    self.on_wait = None
                 if time.monotonic() - t0 >= self.wait_s:
                     break
                 time.sleep(POLL_S)
@@ -210,9 +214,11 @@ def prepare(volume: str | os.PathLike, dataset: str, version: str, identity: Map
     if hit is not None:  # the common case: no lock, no write
         return hit
     lock_path = layout.prepared_lock(dataset, version, key)
-    lock = _Lock(lock_path, wait_s)
-    if say is not None and _is_locked(lock_path):
-        say(f"another run is preparing key {key} ({final}); waiting for it (at most {wait_s:.0f}s)")
+    def waiting() -> None:
+        if say is not None:
+            say(f"another run is preparing key {key} ({final}); waiting for it (at most {wait_s:.0f}s)")
+
+    lock = _Lock(lock_path, wait_s, on_wait=waiting)
     with lock:
         replaced = ""
         if final.exists():
