@@ -10,6 +10,18 @@ CLUSTER_ENV = "TFK8S_TEST_CLUSTER"  # set by `make test-cluster`: run the tests 
 E2E_ENV = "TFK8S_TEST_E2E"  # set by `make test-e2e`: run the tests marked e2e (a real node on this machine)
 
 
+def pytest_configure(config):
+    """Ctrl-C reaches the tests that send it. A shell without job control starts a command put in the background
+    (``make test &``, ``nohup ... &``) with SIGINT ignored, and every process started from it inherits that
+    (an ignored signal stays ignored across exec): the launcher then rightly leaves Ctrl-C alone, as a
+    background job should, and the SIGINT tests fail. Here the default is put back for this process and so for
+    the runs it starts."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(config, items):
     """The ``cluster`` tests (a real control plane) run only under ``make test-cluster``, the ``e2e`` tests (a
     real node) only under ``make test-e2e``; elsewhere they are deselected, and the summary says so in a line."""
