@@ -69,9 +69,10 @@ bench: $(STAMP)
 	@for b in $(BENCHES); do echo "== bench/$$b.py"; $(PY) bench/$$b.py --out $(BENCH_OUT) || exit 1; done
 	$(PY) bench/table.py $(BENCH_OUT)
 
-# The same at tiny sizes (what tests/test_bench_smoke.py runs in make test): checks the figures appear.
+# The same at tiny sizes: every benchmark run once (tests/test_bench_smoke.py, marked bench and left out of
+# `make test`), checking that its figures appear and parse; about 2 minutes. .ci/run runs it.
 bench-smoke: $(STAMP)
-	@for b in $(BENCHES); do echo "== bench/$$b.py --smoke"; $(PY) bench/$$b.py --smoke || exit 1; done
+	TFK8S_TEST_BENCH=1 $(PY) -m pytest -q -ra -m bench
 
 # The project image, tagged $(IMAGE). With a Docker engine: docker build (base: the Dockerfile's default, the
 # official TensorFlow image; BASE=<ref> for another). Without one (BUILDER=buildah to choose it anyway):

@@ -18,7 +18,7 @@ times, from the creation of the launcher's pod:
   replica a process on this machine), 2 workers; the two interleaved.
 
 Where the node cannot run here (not root, binaries or image not built) and with ``--smoke`` (``make
-bench-smoke`` and ``make test`` run it beside a colleague's e2e run, and a node is this machine's alone), it
+bench-smoke`` runs it beside a colleague's e2e run, and a node is this machine's alone), it
 prints why and no figure.
 """
 

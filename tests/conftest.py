@@ -8,6 +8,7 @@ import pytest
 
 CLUSTER_ENV = "TFK8S_TEST_CLUSTER"  # set by `make test-cluster`: run the tests marked cluster
 E2E_ENV = "TFK8S_TEST_E2E"  # set by `make test-e2e`: run the tests marked e2e (a real node on this machine)
+BENCH_ENV = "TFK8S_TEST_BENCH"  # set by `make bench-smoke`: run the tests marked bench (the benchmarks, tiny)
 
 
 def pytest_configure(config):
@@ -24,10 +25,11 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """The ``cluster`` tests (a real control plane) run only under ``make test-cluster``, the ``e2e`` tests (a
-    real node) only under ``make test-e2e``; elsewhere they are deselected, and the summary says so in a line."""
+    real node) only under ``make test-e2e``, the ``bench`` tests (every benchmark's smoke run, about 2 minutes)
+    only under ``make bench-smoke``; elsewhere they are deselected, and the summary says so in a line."""
     import os
 
-    for marker, env in (("cluster", CLUSTER_ENV), ("e2e", E2E_ENV)):
+    for marker, env in (("cluster", CLUSTER_ENV), ("e2e", E2E_ENV), ("bench", BENCH_ENV)):
         if os.environ.get(env) == "1":
             continue
         chosen = [item for item in items if item.get_closest_marker(marker)]
@@ -45,6 +47,9 @@ def pytest_terminal_summary(terminalreporter, config):
     n = getattr(config, "_tfk8s_e2e_deselected", 0)
     if n:
         terminalreporter.write_line(f"{n} real-node tests not run: they need `make test-e2e`")
+    n = getattr(config, "_tfk8s_bench_deselected", 0)
+    if n:
+        terminalreporter.write_line(f"{n} benchmark smoke runs not run: they are `make bench-smoke`")
 
 class StraySigtermError(Exception):
     """A SIGTERM reached pytest's own process while no launcher under test was handling it."""

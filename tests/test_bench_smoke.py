@@ -1,4 +1,5 @@
-"""The benchmarks under bench/ run at tiny sizes and print well-formed figure lines (make bench-smoke).
+"""The benchmarks under bench/ run at tiny sizes and print well-formed figure lines (make bench-smoke, which
+.ci/run runs; the runs are marked ``bench`` and left out of ``make test``: about 2 of its 11 minutes went to them).
 
 Nothing about speed is asserted here (speed goals are the benchmarks' figures, read by people): only that
 every benchmark produces its figures, each line parses (bench.common.parse_line) and its numbers are finite.
@@ -50,6 +51,7 @@ def test_a_figure_line_parses_back():
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", sorted(EXPECTED))
 def test_benchmark_smoke_run_prints_its_figures(script, tmp_path, bench_cache, mnist_tfds_data_dir):
