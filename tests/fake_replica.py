@@ -13,7 +13,7 @@ of 10 steps over that long, a progress report with epoch, steps and examples/sec
 once, except ps and evaluator, which sleep forever (as real parameter servers do).
 It prints its TF_CONFIG, its contract variables (``TFK8S_ENV=<json>``: ``TFK8S_*`` and the platform aliases), its proxy exemptions
 (``PROXY_ENV=<json>``) and its argv (``ARGV=<json>``) and,
-if FAKE_PIDFILE_DIR is set, writes its pid to ``<dir>/<label>.pid`` at once and, when it begins to sleep (its signal
+if FAKE_PIDFILE_DIR is set, writes its pid to ``<dir>/<label>.pid`` at once (atomically) and, when it begins to sleep (its signal
 handlers in place), an empty ``<dir>/<label>.ready``. Progress goes to ``$TFK8S_PROGRESS_FILE``
 (tfk8s.core.progress). The attempt number is counted in ``$FAKE_STATE_DIR/<label>.starts`` (always 0 without it).
 """
@@ -32,9 +32,11 @@ print(f"TF_CONFIG={os.environ['TF_CONFIG']}", flush=True)
 print("TFK8S_ENV=" + json.dumps({k: v for k, v in os.environ.items() if k.startswith(("TFK8S_", "AIP_", "SM_", "CLOUD_ML_"))}), flush=True)
 print("PROXY_ENV=" + json.dumps({k: os.environ.get(k) for k in ("NO_PROXY", "no_proxy", "no_grpc_proxy")}), flush=True)
 print("ARGV=" + json.dumps(sys.argv[1:]), flush=True)
-if os.environ.get("FAKE_PIDFILE_DIR"):
-    with open(os.path.join(os.environ["FAKE_PIDFILE_DIR"], f"{label}.pid"), "w") as f:
+if os.environ.get("FAKE_PIDFILE_DIR"):  # whole or not at all: a test polling for it never reads it empty
+    pidfile = os.path.join(os.environ["FAKE_PIDFILE_DIR"], f"{label}.pid")
+    with open(f"{pidfile}.{os.getpid()}.tmp", "w") as f:
         f.write(str(os.getpid()))
+    os.replace(f"{pidfile}.{os.getpid()}.tmp", pidfile)
 attempt = 0
 if os.environ.get("FAKE_STATE_DIR"):
     starts = os.path.join(os.environ["FAKE_STATE_DIR"], f"{label}.starts")

@@ -337,9 +337,10 @@ class FakeApiServer(kmock.KubernetesEmulator):
         return raw
 
     async def patch(self, resource: kmock.resource, namespace: str | None, name: str,
-                    changes: dict[str, Any], missing_ok: bool = False) -> dict[str, Any] | None:
+                    changes: dict[str, Any], missing_ok: bool = False, quiet: bool = False) -> dict[str, Any] | None:
         """Merge-patch an object (e.g. its status, as the kubelet does), with a MODIFIED event. With
-        ``missing_ok``, an object already deleted is left alone (None)."""
+        ``missing_ok``, an object already deleted is left alone (None). With ``quiet`` the change is stored (a
+        list or get sees it) but its event is not sent: :meth:`announce` sends it later, as a lagging watch would."""
         async with self._lock:
             key = (resource, namespace, name)
             if missing_ok and (key not in self._objects or self._objects[key].deleted):
@@ -349,9 +350,17 @@ class FakeApiServer(kmock.KubernetesEmulator):
             self.rv += 1
             obj.patch({**changes, "metadata": {**changes.get("metadata", {}), "resourceVersion": str(self.rv)}})
             raw = obj.raw
-            await self._buses[resource].put({"type": "MODIFIED", "object": raw})
+            if not quiet:
+                await self._buses[resource].put({"type": "MODIFIED", "object": raw})
         await self.notify()
         return raw
+
+    async def announce(self, resource: kmock.resource, namespace: str | None, name: str) -> None:
+        """Send the MODIFIED event of an object's current state (a change made ``quiet``)."""
+        async with self._lock:
+            raw = self._objects[resource, namespace, name].raw
+            await self._buses[resource].put({"type": "MODIFIED", "object": raw})
+        await self.notify()
 
     async def remove(self, resource: kmock.resource, namespace: str | None, name: str) -> None:
         """Delete an object (node lost, a manual delete), with a DELETED event."""
@@ -633,15 +642,21 @@ class FakeCluster:
             {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
              "message": "Preempted in order to admit critical pod"}]})
 
-    def suspend(self, label: str) -> None:
+    def suspend(self, label: str, deletion_first: bool = False) -> None:
         """Kueue takes the admission of the replica's Job back (a higher-priority workload): the Job is suspended
-        and the Job controller deletes its running pod."""
+        and the Job controller deletes its running pod. With ``deletion_first`` the launcher's pod watch sees the
+        pod deleted before its Job watch sees the Job suspended (stored first all the same, as on a real API
+        server: two streams, no order between them)."""
         pod = self.replica_pod(label)
         assert pod is not None, f"no pod for {label}"
         job = pod["metadata"]["labels"]["job-name"]
         self._run(self.server.patch(JOBS, self.namespace, job, {"spec": {"suspend": True}, "status": {
-            "active": 0, "conditions": [{"type": "Suspended", "status": "True", "reason": "JobSuspended"}]}}))
+            "active": 0, "conditions": [{"type": "Suspended", "status": "True", "reason": "JobSuspended"}]}},
+            quiet=deletion_first))
         self._run(self.server.remove(PODS, self.namespace, pod["metadata"]["name"]))
+        if deletion_first:
+            time.sleep(0.5)  # the launcher has the deletion and not the Job's update
+            self._run(self.server.announce(JOBS, self.namespace, job))
 
     def held_jobs(self) -> list[str]:
         """The names of the Jobs Kueue holds (suspended, no pod)."""

@@ -70,18 +70,20 @@ def test_a_preempted_job_succeeds_with_its_preemptions_counted_apart(cluster):
     assert (result.restarts, result.preemptions, result.exit_codes) == (0, 1, {"worker-0": 0})
 
 
-@pytest.mark.parametrize("pod_first", [False, True], ids=["job-update-first", "pod-first"])
-def test_a_kueue_suspension_is_a_preemption_and_waits_for_readmission(cluster, pod_first):
+@pytest.mark.parametrize(("deletion_first", "pod_first"), [(False, False), (True, False), (False, True)],
+                         ids=["job-update-first", "deletion-first", "pod-first"])
+def test_a_kueue_suspension_is_a_preemption_and_waits_for_readmission(cluster, deletion_first, pod_first):
     """Kueue suspends a running replica's Job (its workload preempted): the set is recreated, not counted, and
-    the new Jobs wait, suspended, until the queue admits them again. A re-admitted Job whose pod is seen before
-    the Job's own update (``pod_first``) is not taken for a second suspension."""
+    the new Jobs wait, suspended, until the queue admits them again. The pod's deletion seen before the Job's
+    suspension (``deletion_first``; max_restarts=0) is not taken for a deletion by someone else, and a re-admitted
+    Job whose pod is seen before the Job's own update (``pod_first``) is not taken for a second suspension."""
     admitted: list[str] = []
 
     def script(c: FakeCluster) -> None:
         c.wait_pods("worker-0", "worker-1")
         c.run()
         c.server.kueue_hold = True  # from now on the queue holds new Jobs
-        c.suspend("worker-1")
+        c.suspend("worker-1", deletion_first=deletion_first)
         held = c.wait_for(lambda: len(c.held_jobs()) == 2 and c.held_jobs(), "both new Jobs held by the queue")
         time.sleep(1)  # held, the launcher waits (schedule_timeout_s is 20 s)
         for job in held:

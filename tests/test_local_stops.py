@@ -91,10 +91,9 @@ def test_a_preempted_replica_saves_within_stop_grace_and_its_exit_42_recreates_t
                tmp_path)
 
     def preempt() -> None:
-        deadline = time.monotonic() + 20
-        while "worker-1" not in _pids(tmp_path) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)  # its SIGTERM handler is installed
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "worker-1.ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # until its SIGTERM handler is installed, however loaded the machine
         os.kill(_pids(tmp_path)["worker-1"], signal.SIGTERM)
 
     threading.Thread(target=preempt, daemon=True).start()

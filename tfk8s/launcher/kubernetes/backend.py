@@ -242,8 +242,22 @@ class KubernetesBackend(Creation, FailureReports, Cleanup):
         name = pod["metadata"]["name"]
         last = pod if pod.get("status") else rep.pods.get(name, pod)  # its final state (a DisruptionTarget)
         rep.pods[name] = last
-        if not classify_pod(last, self.job.restart_exit_code).terminal:
+        if classify_pod(last, self.job.restart_exit_code).terminal:
+            return
+        if preempted_failure(last) is not None or not self._job_suspended_now(rep):
             rep.gone_pods.add(name)
+
+    def _job_suspended_now(self, rep: ReplicaState) -> bool:
+        """Whether ``rep``'s Job is suspended while its pod ran, read from the API now if its watch does not say so
+        yet: the Job controller deletes the pod of a Job that Kueue suspended (with no DisruptionTarget), after the
+        Job's update, but the two watches have no order between them and the pod's deletion may come first."""
+        if rep.suspended_after_pod:
+            return True
+        selector = (f"{self.selector},{objects.LABEL_REPLICA_TYPE}={rep.replica.replica_type.value},"
+                    f"{objects.LABEL_REPLICA_INDEX}={rep.replica.index}")
+        for obj in self.api.list_jobs(selector).get("items") or []:
+            self._upsert("jobs", obj)
+        return rep.suspended_after_pod
 
     def _decide(self) -> LaunchResult | None:
         """Look at every replica and act: success, restart, or raise the failure."""
