@@ -93,6 +93,35 @@ class FailureKind(enum.Enum):
 
 
 @dataclass(frozen=True)
+class Failure:
+    """Why a replica failed.
+
+    Attributes:
+        kind: what the launcher does about it.
+        reason: short machine-readable reason (``Error``, ``OOMKilled``, ``Signal``, ``Evicted``,
+            ``ImagePullBackOff``, ``PodDeleted``, ``NoProgress``...).
+        message: the kubelet's / scheduler's / controller's message, or a description (a hung replica's
+            ``no progress for ...``).
+        exit_code: the container's (a local process's) exit code, when it has one.
+    """
+
+    kind: FailureKind
+    reason: str
+    message: str = ""
+    exit_code: int | None = None
+
+    @property
+    def retryable(self) -> bool:
+        """Recreated (while the budget lasts, or, for a preemption, always)."""
+        return self.kind in (FailureKind.RETRYABLE, FailureKind.PREEMPTED)
+
+    @property
+    def preempted(self) -> bool:
+        """Not the program's fault: recreated without counting against ``max_restarts``."""
+        return self.kind is FailureKind.PREEMPTED
+
+
+@dataclass(frozen=True)
 class Rule:
     """One row of the policy: a failure, its kind, and what the launcher does."""
 
