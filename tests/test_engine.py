@@ -74,23 +74,24 @@ def _labels(replicas) -> list[str]:
 
 
 # -- success ---------------------------------------------------------------------------------------------------------
-# (counts, job keywords, views, now, success_at already, expected: "wait" | stopped labels)
+# (counts, job keywords, views, now, success_at already, expected: "grace" (succeeded, waiting for laggards or
+#  the evaluator) | "not yet" | the labels stopped)
 SUCCESS = {
     "chief succeeds: ps stopped at once": (PSS, {}, {"chief-0": "ok", "worker-0": "ok", "worker-1": "ok"}, 5, None,
                                            ["ps-0"]),
     "no chief: worker 0 decides, lagging worker waits for the grace": (MWMS, {"grace_period_s": 10},
-                                                                      {"worker-0": "ok"}, 5, None, "wait"),
+                                                                      {"worker-0": "ok"}, 5, None, "grace"),
     "lagging worker stopped once the grace is over": (MWMS, {"grace_period_s": 10}, {"worker-0": "ok"}, 10, 0,
                                                       ["worker-1", "worker-2"]),
     "laggards that finish within the grace stop nothing": (MWMS, {"grace_period_s": 10},
                                                            {"worker-0": "ok", "worker-1": "ok", "worker-2": "ok"},
                                                            4, 0, []),
     "AllWorkers: worker 0 alone is not enough": (MWMS, {"success_policy": "AllWorkers"},
-                                                 {"worker-0": "ok", "worker-1": "ok"}, 5, None, "wait"),
+                                                 {"worker-0": "ok", "worker-1": "ok"}, 5, None, "not yet"),
     "AllWorkers: every worker": (MWMS, {"success_policy": "AllWorkers"},
                                  {"worker-0": "ok", "worker-1": "ok", "worker-2": "ok"}, 5, None, []),
     "the evaluator gets its own grace": ({"chief": 1, "worker": 0, "evaluator": 1}, {"evaluator_grace_s": 60, "grace_period_s": 5},
-                                         {"chief-0": "ok"}, 59, 0, "wait"),
+                                         {"chief-0": "ok"}, 59, 0, "grace"),
     "an evaluator past its grace is stopped": ({"chief": 1, "worker": 0, "evaluator": 1}, {"evaluator_grace_s": 60},
                                                {"chief-0": "ok"}, 60, 0, ["evaluator-0"]),
     "the ps get no grace": ({"chief": 1, "worker": 1, "ps": 2}, {"grace_period_s": 30},
@@ -99,7 +100,7 @@ SUCCESS = {
     "a failure after success is ignored": (MWMS, {"grace_period_s": 10}, {"worker-0": "ok", "worker-1": "exit:1",
                                                                           "worker-2": "ok"}, 1, 0, []),
     "a failure of the chief before success is not success": (PSS, {}, {"chief-0": "exit:1", "worker-0": "ok"}, 1,
-                                                             None, "wait"),
+                                                             None, "not yet"),
 }
 
 
@@ -108,8 +109,9 @@ def test_success_and_the_grace_periods(counts, kw, spec, now, success_at, expect
     job = _job(counts, **kw)
     state = EngineState(start=-2.0, success_at=success_at)
     decision, state = _decide(job, spec, now, state)
-    if expected == "wait":
-        assert isinstance(decision, Wait) and state.success_at == success_at, decision
+    if expected in ("grace", "not yet"):
+        assert isinstance(decision, Wait), decision
+        assert (state.success_at is not None) == (expected == "grace")
         return
     assert isinstance(decision, Succeeded) and _labels(decision.stop) == expected
     assert state.success_at == (success_at if success_at is not None else now)
@@ -139,8 +141,8 @@ FAILURES = {
     "exit >= 128 recreates the MWMS set, counted": (
         MWMS, {}, {"worker-1": "exit:137"}, (0, 0, {}), 0,
         ("restart", "worker-1", ["worker-0", "worker-1", "worker-2"], True,
-         "worker-1 failed with exit code 137: Signal; retryable: recreating worker-0, worker-1, worker-2 "
-         "(restart 1 of max_restarts=3)")),
+         ("worker-1 failed with exit code 137: Signal; retryable: recreating worker-0, worker-1, worker-2 "
+         "(restart 1 of max_restarts=3)"))),
     "a local process killed by a signal (-9) is retryable": (
         MWMS, {}, {"worker-2": "exit:-9"}, (1, 0, {}), 0,
         ("restart", "worker-2", ["worker-0", "worker-1", "worker-2"], True, "(restart 2 of max_restarts=3)")),
@@ -153,13 +155,13 @@ FAILURES = {
         MWMS, {}, {"worker-1": "oom"}, (3, 0, {}), 0, ("fail", "worker-1", "OOMKilled", BUDGET_3)),
     "max_restarts=0: the first retryable failure fails": (
         MWMS, {"max_restarts": 0}, {"worker-0": "deleted"}, (0, 0, {}), 0, ("fail", "worker-0", "PodDeleted",
-        "retryable, but the restart budget is used up (0 of max_restarts=0): raise max_restarts, or see the last "
-        "log lines")),
+        ("retryable, but the restart budget is used up (0 of max_restarts=0): raise max_restarts, or see the last "
+        "log lines"))),
     "a preemption is recreated, not counted, even with the budget used up": (
         MWMS, {}, {"worker-0": "preempted"}, (3, 1, {}), 0,
         ("restart", "worker-0", ["worker-0", "worker-1", "worker-2"], False,
-         "worker-0 failed: Evicted (the node was low on memory); preempted: recreating worker-0, worker-1, "
-         "worker-2 (preemption 2, not counted against max_restarts=3)")),
+         ("worker-0 failed: Evicted (the node was low on memory); preempted: recreating worker-0, worker-1, "
+         "worker-2 (preemption 2, not counted against max_restarts=3)"))),
     "hung (NoProgress) while running is retryable": (
         MWMS, {}, {"worker-1": "hung"}, (0, 0, {}), 0,
         ("restart", "worker-1", ["worker-0", "worker-1", "worker-2"], True,
@@ -185,12 +187,12 @@ FAILURES = {
     "MWMS: a retryable failure wins over its peers' exit 1s reported first": (
         MWMS, {}, {"worker-0": "exit:1@1", "worker-1": "exit:1@1.5", "worker-2": "oom@2"}, (0, 0, {}), 0,
         ("restart", "worker-2", ["worker-0", "worker-1", "worker-2"], True,
-         "worker-2 failed with exit code 137: OOMKilled (then worker-0, worker-1 failed too); retryable: "
-         "recreating worker-0, worker-1, worker-2 (restart 1 of max_restarts=3)")),
+         ("worker-2 failed with exit code 137: OOMKilled (then worker-0, worker-1 failed too); retryable: "
+         "recreating worker-0, worker-1, worker-2 (restart 1 of max_restarts=3)"))),
     "MWMS: a permanent failure waits group_settle_s for the members still running": (
         MWMS, {}, {"worker-0": "exit:1@1"}, (0, 0, {}), 0,
-        ("wait", "worker-0 failed with exit code 1: Error; waiting up to 3s for worker-1, worker-2 (a retryable "
-         "failure among them would be the cause, and the group recreated)")),
+        ("wait", ("worker-0 failed with exit code 1: Error; waiting up to 3s for worker-1, worker-2 (a retryable "
+         "failure among them would be the cause, and the group recreated)"))),
     "MWMS: ... said once, when first seen": (
         MWMS, {}, {"worker-0": "exit:1@1"}, (0, 0, {"worker-0": 0.0}), 2.9, ("wait", None)),
     "MWMS: ... then fails, blaming the earliest": (
@@ -200,8 +202,8 @@ FAILURES = {
         MWMS, {}, {"worker-0": "exit:1@3", "worker-1": "exit:1@2", "worker-2": "exit:1"}, (0, 0, {}), 0,
         ("fail", "worker-1", "Error", "")),
     "PSS: the chief's exit 1 waits for the ps": (
-        PSS, {}, {"chief-0": "exit:1"}, (0, 0, {}), 0, ("wait", "chief-0 failed with exit code 1: Error; waiting "
-                                                         "up to 3s for ps-0")),
+        PSS, {}, {"chief-0": "exit:1"}, (0, 0, {}), 0, ("wait", ("chief-0 failed with exit code 1: Error; waiting "
+                                                         "up to 3s for ps-0"))),
 }
 
 
