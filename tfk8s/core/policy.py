@@ -1,7 +1,9 @@
 """What a failed replica means and what the launcher does about it: one policy for every backend.
 
-The rules as data (:data:`RULES`, in the spirit of JobSet's ``failurePolicy``), and the functions both backends
-call (:mod:`tfk8s.launcher.local`, :mod:`tfk8s.launcher.kubernetes.backend` through :mod:`tfk8s.launcher.kubernetes.classify`):
+The rules as data (:data:`RULES`, in the spirit of JobSet's ``failurePolicy``), and the functions that apply them:
+each backend classifies what it observes (:mod:`tfk8s.launcher.local`'s exit codes,
+:mod:`tfk8s.launcher.kubernetes.classify`'s pod and Job status) into a :class:`Failure`, and the launch engine
+(:mod:`tfk8s.launcher.engine`) decides, the same for both, what the launcher does:
 
 ==================================================  ==============  ============================================
 failure                                             kind            what the launcher does

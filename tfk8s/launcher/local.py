@@ -1,7 +1,8 @@
 """Local backend: every replica a process on 127.0.0.1.
 
-Used by the tests and by ``make run``; the same cluster-spec, TF_CONFIG, naming and success-policy code as the
-Kubernetes backend, only "start a replica, watch it, stop it" differs:
+Used by the tests and by ``make run``; the same cluster-spec, TF_CONFIG, naming code as the Kubernetes backend
+and the same decisions (:mod:`tfk8s.launcher.engine`: each poll turns the processes into views and carries out
+:func:`~tfk8s.launcher.engine.decide`'s answer); only "start a replica, watch it, stop it" differs:
 
 - start: ``subprocess.Popen`` in its own process group with TF_CONFIG and the contract's variables
   (:func:`tfk8s.core.contract.replica_env`) in its environment, its command's placeholders substituted, on a free
@@ -13,7 +14,8 @@ Kubernetes backend, only "start a replica, watch it, stop it" differs:
 - stop: SIGTERM to the replica's process group, SIGKILL after ``job.stop_grace_s`` (10 s by default:
   TensorFlow's preemption notifier swallows SIGTERM in some states, so the SIGKILL must follow soon; more for a
   program that checkpoints on SIGTERM);
-- restart: the same policy as on Kubernetes (:mod:`tfk8s.core.policy`): a replica killed by a signal, exiting
+- restart: the same policy and engine as on Kubernetes (:mod:`tfk8s.core.policy`, :mod:`tfk8s.launcher.engine`):
+  a replica killed by a signal, exiting
   >= 128 or with the restart exit code (42), or hung (:mod:`tfk8s.launcher.watchdog`: no progress for
   ``job.progress_timeout_s``, no first step ``job.startup_timeout_s`` after it said it was starting), has its
   restart group (under MultiWorkerMirroredStrategy every chief and worker; under ParameterServerStrategy, for a

@@ -57,6 +57,7 @@ def delete_job_objects(api: Any, job_name: str, *, replica_names: Sequence[str] 
 
 
 def remaining(run: KubeRun) -> list[str]:
+    """The job's objects still listed, as ``kind/name``."""
     left: list[str] = []
     listers = [("job", run.api.list_jobs), ("service", run.api.list_services), ("pod", run.api.list_pods)]
     listers += [(kind.lower(), lister) for kind, _, lister, _, _ in run.job_level()]
@@ -148,6 +149,7 @@ def force_command(run: KubeRun, pod: str) -> str:
 
 
 def terminal_pods(run: KubeRun) -> set[str]:
+    """The names of the run's pods that have finished (their logs are complete)."""
     return {name for rep in run.replicas.values() for name, pod in rep.pods.items()
             if classify_pod(pod).terminal}
 

@@ -33,6 +33,7 @@ ERROR_CLASSES: dict[FailureKind, type[ReplicaFailedError]] = {
 
 
 def follow_log(run: KubeRun, rep: ReplicaState) -> None:
+    """Stream the log of ``rep``'s pod to the sink with its ``[worker-1]`` prefix (in a thread of its own)."""
     pod = rep.pod_name
     stream = LogStream(rep.replica.label, pod, lambda: run.api.open_log(pod, objects.CONTAINER_NAME),
                        run.emit, run.settings.log_tail_lines)
@@ -83,6 +84,9 @@ def print_events(run: KubeRun, rep: ReplicaState) -> list[dict[str, Any]]:
 
 
 def replica_error(run: KubeRun, rep: ReplicaState, failure: Failure, budget: str = "") -> ReplicaFailedError:
+    """The error of the job failed by ``rep``'s ``failure`` (its class by the failure's kind, :data:`ERROR_CLASSES`):
+    the reason, its last log lines, the events printed, and what to do; ``budget`` is the engine's sentence for a
+    retryable failure with the restart budget used up (:func:`tfk8s.launcher.engine.budget_used_up`)."""
     lines = drain_log(run, rep)
     print_events(run, rep)
     cls = ERROR_CLASSES[failure.kind]
@@ -159,6 +163,7 @@ def start_error(run: KubeRun, rep: ReplicaState) -> ScheduleTimeoutError:
 
 
 def timeout_error(run: KubeRun, why: str) -> JobTimeoutError:
+    """The error of a job past its deadline (``why``: what said so, when not the launcher's own deadline)."""
     running = [rep.replica.label for rep in run.replicas.values() if not rep.terminal]
     limit = run.job.timeout_s or run.settings.backstop_deadline_s
     return JobTimeoutError(
