@@ -36,16 +36,13 @@ a failed replica's error (:mod:`~tfk8s.launcher.kubernetes.failures`) and the cl
 from __future__ import annotations
 
 import queue
-import time
-from collections.abc import Callable
 from typing import Any
 
 from tfk8s.core.cluster import Replica
-from tfk8s.core.job import LaunchResult, TrainingJob
+from tfk8s.core.job import LaunchResult
 from tfk8s.core.policy import NO_PROGRESS
 from tfk8s.launcher import engine
 from tfk8s.launcher.kubernetes import objects
-from tfk8s.launcher.kubernetes.api import KubeApi
 from tfk8s.launcher.kubernetes.classify import (
     Failure,
     FailureKind,
@@ -67,8 +64,6 @@ from tfk8s.launcher.kubernetes.failures import (
     start_error,
     timeout_error,
 )
-from tfk8s.launcher.kubernetes.logs import LogSink
-from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState, parse_time
 from tfk8s.launcher.kubernetes.watch import Changed, Synced, WatchFailed, WatchItem
 from tfk8s.launcher.stopping import stop_signals
@@ -76,27 +71,6 @@ from tfk8s.launcher.stopping import stop_signals
 MAX_WAIT_S = 5.0  # the main loop re-evaluates at least this often, events or not
 PEER_LINES_SHOWN = 5  # last log lines shown of each peer that failed with a group's root cause
 QUOTA_CHECK_S = 2.0  # a Job without a pod this long has its events checked for a quota refusal, this often
-
-
-class KubernetesBackend:
-    """Run one training job on Kubernetes; see the module docstring. Use :meth:`run` once.
-
-    Args:
-        job: the training job (command, env, counts, port, success policy, timeout, grace period).
-        settings: where and how its replicas run.
-        api: the Kubernetes API adapter (namespace = ``settings.namespace``).
-        log_sink: receives every output line (replica logs ``[worker-1] ...``, launcher ``[launcher] ...``);
-            called from several threads, serialised here.
-        clock: monotonic seconds (tests may pass their own).
-    """
-
-    def __init__(self, job: TrainingJob, settings: KubernetesSettings, api: KubeApi, log_sink: LogSink,
-                 clock: Callable[[], float] = time.monotonic):
-        self.state = KubeRun.new(job, settings, api, log_sink, clock)
-
-    def run(self) -> LaunchResult:
-        """:func:`run` of this job."""
-        return run(self.state)
 
 
 # -- entry point ----------------------------------------------------------------------------------------------------
