@@ -147,39 +147,6 @@ def test_ps_and_a_lagging_worker_are_stopped_when_the_chief_succeeds(cluster):
     assert f"[launcher] deleted the Jobs, Services and pods of {JOB}; none remain" in cluster.output
 
 
-def test_a_lagging_worker_may_finish_within_the_grace_period(cluster):
-    def script(c: FakeCluster) -> None:
-        c.wait_pods("chief-0", "worker-0", "worker-1", "ps-0")
-        c.run()
-        c.succeed("chief-0")
-        c.wait_for(lambda: any("succeeded in" in line for line in c.output), "the launcher to see success")
-        c.succeed("worker-0")
-        c.succeed("worker-1")
-
-    result = cluster.launch(make_job(grace_period_s=30), make_settings(), script)
-    assert result.exit_codes == {"chief-0": 0, "worker-0": 0, "worker-1": 0}
-    assert result.stopped == ["ps-0"]
-
-
-@pytest.mark.parametrize("policy", ["", "AllWorkers"])
-def test_success_policy_decides_whether_worker_0_alone_is_enough(cluster, policy):
-    def script(c: FakeCluster) -> None:
-        c.wait_pods("worker-0", "worker-1")
-        c.run()
-        c.succeed("worker-0")
-        c.fail("worker-1", 1)
-
-    job = make_job(chief=0, ps=0, success_policy=policy)
-    if policy == "":  # worker 0 is the coordinator: a later failure of worker 1 is ignored
-        result = cluster.launch(job, make_settings(), script)
-        assert result.exit_codes == {"worker-0": 0, "worker-1": 1}
-        assert result.stopped == []
-    else:  # AllWorkers: every worker must succeed
-        with pytest.raises(PermanentFailureError) as e:
-            cluster.launch(job, make_settings(), script)
-        assert e.value.replica == Replica(ReplicaType.WORKER, 1)
-
-
 # -- failures ------------------------------------------------------------------------------------------------------------
 def test_permanent_failure_fails_at_once_with_its_last_lines_and_events(cluster):
     def script(c: FakeCluster) -> None:

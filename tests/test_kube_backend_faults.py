@@ -133,27 +133,6 @@ def test_mwms_peers_exit_1_after_a_retryable_failure_still_recreates_the_set(clu
     assert result.restarts == 1
 
 
-def test_pss_chief_exit_1_right_after_a_retryable_ps_failure_recreates_the_chief_and_ps(cluster):
-    """Seen in one decision: the ps OOMKilled, then the chief's UnavailableError exit 1: the ps is the cause."""
-    def script(c: FakeCluster) -> None:
-        c.wait_pods("chief-0", "worker-0", "worker-1", "ps-0")
-        c.run()
-        stall_pod_watch(c)
-        c.oom("ps-0")
-        time.sleep(1.1)  # finishedAt has second resolution
-        c.fail("chief-0", 1, message="UnavailableError: failed to connect to all addresses (ps-0)")
-        c.expire_watches("pods")
-        STALL.clear()
-        if wait_quietly(c, lambda: c.replica_pod("chief-0", 1) and c.replica_pod("ps-0", 1), 5):
-            c.run()
-            c.succeed("chief-0")
-
-    result = cluster.launch(make_job(), make_settings(), script)
-    assert result.restarts == 1
-    assert any("ps-0 failed with exit code 137: OOMKilled" in line and "(then chief-0 failed too)" in line
-               and "recreating chief-0, ps-0 (restart 1 of max_restarts=3)" in line for line in cluster.output)
-
-
 def test_mwms_peers_all_failing_permanently_blames_the_earliest(cluster):
     """worker-1 exits 1 first, worker-0 follows: the error names worker-1, not the first replica in order."""
     def script(c: FakeCluster) -> None:

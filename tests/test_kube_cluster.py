@@ -245,13 +245,14 @@ def _launcher_pod(kube: RealCluster, name: str, monkeypatch, tmp_path) -> dict:
 def _start_and_die(kube: RealCluster, job: TrainingJob, settings: KubernetesSettings) -> None:
     """A launcher that creates the job's objects and dies without cleaning up."""
     from tfk8s.launcher.kubernetes.api import KubeApi
-    from tfk8s.launcher.kubernetes.backend import KubernetesBackend
+    from tfk8s.launcher.kubernetes.creation import launch
+    from tfk8s.launcher.kubernetes.state import KubeRun
 
     kube.jobs.add(job.name)
     kube.job_name = job.name
-    backend = KubernetesBackend(job, settings, KubeApi(kube.launcher_client(), settings.namespace), kube._print)
-    backend._launch()
-    for w in backend._watchers:
+    run = KubeRun.new(job, settings, KubeApi(kube.launcher_client(), settings.namespace), kube._print)
+    launch(run)
+    for w in run.watchers:
         w.stop()
 
 

@@ -91,13 +91,6 @@ def test_lagging_worker_is_stopped_after_the_grace_period(tmp_path):
     assert not any(_alive(pid) for pid in _pids(tmp_path).values())
 
 
-def test_all_workers_policy_waits_for_every_worker(tmp_path):
-    result = run_local(_job(ReplicaCounts(worker=2), {"worker-1": "sleep:1.5"}, success_policy="AllWorkers"),
-                       log_sink=lambda _: None)
-    assert result.exit_codes == {"worker-0": 0, "worker-1": 0}
-    assert result.stopped == []
-
-
 def test_timeout_fails_and_kills_a_replica_that_ignores_sigterm(tmp_path):
     with pytest.raises(JobTimeoutError, match="timeout of 1s"):
         run_local(_job(ReplicaCounts(worker=1), {"worker-0": "ignore-term"}, pid_dir=tmp_path, timeout_s=1),
@@ -200,25 +193,6 @@ def test_the_restart_budget_is_honoured_then_the_failure_names_the_replica_and_t
     assert err.value.replica.label == "worker-0" and err.value.exit_code == -9
     assert "restart budget is used up (2 of max_restarts=2)" in str(err.value)
     assert "worker-0 is being killed" in str(err.value)  # its last lines
-
-
-def test_a_ps_failure_recreates_the_chief_and_every_ps_but_not_the_workers(tmp_path):
-    job = _policy_job(ReplicaCounts(chief=1, worker=2, ps=1),
-                      {"ps-0": ["kill:0.5", "sleep"], "chief-0": ["sleep", "sleep:1.5"], "worker-0": "sleep",
-                       "worker-1": "sleep"}, tmp_path, grace_period_s=0)
-    result = run_local(job, log_sink=lambda _: None, stop_grace_s=2)
-    assert result.restarts == 1 and result.exit_codes == {"chief-0": 0}
-    assert _starts(tmp_path / "state") == {"chief-0": 2, "ps-0": 2, "worker-0": 1, "worker-1": 1}
-    assert not any(_alive(pid) for pid in _pids(tmp_path).values())
-
-
-def test_a_peers_follow_on_exit_1_does_not_hide_the_retryable_cause(tmp_path):
-    # worker-0 exits 1 first (as a collective's peer does when its partner dies), worker-1's SIGKILL comes
-    # 0.5 s later: judged together, the group is recreated instead of failing on the exit 1
-    job = _policy_job(ReplicaCounts(worker=2), {"worker-0": ["exit:1", "exit:0"], "worker-1": ["kill:0.5", "exit:0"]},
-                      tmp_path)
-    result = run_local(job, log_sink=lambda _: None, stop_grace_s=2)
-    assert result.restarts == 1 and _starts(tmp_path / "state") == {"worker-0": 2, "worker-1": 2}
 
 
 def test_a_replica_that_reported_then_stalled_is_restarted_as_hung(tmp_path):

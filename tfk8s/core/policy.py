@@ -1,7 +1,9 @@
 """What a failed replica means and what the launcher does about it: one policy for every backend.
 
-The rules as data (:data:`RULES`, in the spirit of JobSet's ``failurePolicy``), and the functions both backends
-call (:mod:`tfk8s.launcher.local`, :mod:`tfk8s.launcher.kubernetes.backend` through :mod:`tfk8s.launcher.kubernetes.classify`):
+The rules as data (:data:`RULES`, in the spirit of JobSet's ``failurePolicy``), and the functions that apply them:
+each backend classifies what it observes (:mod:`tfk8s.launcher.local`'s exit codes,
+:mod:`tfk8s.launcher.kubernetes.classify`'s pod and Job status) into a :class:`Failure`, and the launch engine
+(:mod:`tfk8s.launcher.engine`) decides, the same for both, what the launcher does:
 
 ==================================================  ==============  ============================================
 failure                                             kind            what the launcher does
@@ -90,6 +92,35 @@ class FailureKind(enum.Enum):
     IMAGE_PULL = "image-pull"  # fail fast, the kubelet's message
     CONTAINER_CONFIG = "container-config"  # fail fast, the kubelet's message
     TIMEOUT = "timeout"  # the job's deadline passed
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a replica failed.
+
+    Attributes:
+        kind: what the launcher does about it.
+        reason: short machine-readable reason (``Error``, ``OOMKilled``, ``Signal``, ``Evicted``,
+            ``ImagePullBackOff``, ``PodDeleted``, ``NoProgress``...).
+        message: the kubelet's / scheduler's / controller's message, or a description (a hung replica's
+            ``no progress for ...``).
+        exit_code: the container's (a local process's) exit code, when it has one.
+    """
+
+    kind: FailureKind
+    reason: str
+    message: str = ""
+    exit_code: int | None = None
+
+    @property
+    def retryable(self) -> bool:
+        """Recreated (while the budget lasts, or, for a preemption, always)."""
+        return self.kind in (FailureKind.RETRYABLE, FailureKind.PREEMPTED)
+
+    @property
+    def preempted(self) -> bool:
+        """Not the program's fault: recreated without counting against ``max_restarts``."""
+        return self.kind is FailureKind.PREEMPTED
 
 
 @dataclass(frozen=True)

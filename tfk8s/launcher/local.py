@@ -1,7 +1,8 @@
 """Local backend: every replica a process on 127.0.0.1.
 
-Used by the tests and by ``make run``; the same cluster-spec, TF_CONFIG, naming and success-policy code as the
-Kubernetes backend, only "start a replica, watch it, stop it" differs:
+Used by the tests and by ``make run``; the same cluster-spec, TF_CONFIG, naming code as the Kubernetes backend
+and the same decisions (:mod:`tfk8s.launcher.engine`: each poll turns the processes into views and carries out
+:func:`~tfk8s.launcher.engine.decide`'s answer); only "start a replica, watch it, stop it" differs:
 
 - start: ``subprocess.Popen`` in its own process group with TF_CONFIG and the contract's variables
   (:func:`tfk8s.core.contract.replica_env`) in its environment, its command's placeholders substituted, on a free
@@ -13,7 +14,8 @@ Kubernetes backend, only "start a replica, watch it, stop it" differs:
 - stop: SIGTERM to the replica's process group, SIGKILL after ``job.stop_grace_s`` (10 s by default:
   TensorFlow's preemption notifier swallows SIGTERM in some states, so the SIGKILL must follow soon; more for a
   program that checkpoints on SIGTERM);
-- restart: the same policy as on Kubernetes (:mod:`tfk8s.core.policy`): a replica killed by a signal, exiting
+- restart: the same policy and engine as on Kubernetes (:mod:`tfk8s.core.policy`, :mod:`tfk8s.launcher.engine`):
+  a replica killed by a signal, exiting
   >= 128 or with the restart exit code (42), or hung (:mod:`tfk8s.launcher.watchdog`: no progress for
   ``job.progress_timeout_s``, no first step ``job.startup_timeout_s`` after it said it was starting), has its
   restart group (under MultiWorkerMirroredStrategy every chief and worker; under ParameterServerStrategy, for a
@@ -43,8 +45,9 @@ from tfk8s.core import policy
 from tfk8s.core.cluster import Replica, ReplicaType, cluster_spec, tf_config_json
 from tfk8s.core.diagnosis import LAST_LINES, LogTail
 from tfk8s.core.errors import JobTimeoutError, ReplicaFailedError, RestartBudgetExhaustedError, stop_cause
-from tfk8s.core.job import LaunchResult, TrainingJob, is_success
+from tfk8s.core.job import LaunchResult, TrainingJob
 from tfk8s.core.proxy import LOCAL_HOSTS, no_proxy_env
+from tfk8s.launcher import engine
 from tfk8s.launcher.stopping import StopState, stop_signals
 from tfk8s.launcher.watchdog import ProgressWatch
 
@@ -87,7 +90,7 @@ class _Proc:
     reader: threading.Thread | None = None
     stopping: bool = False  # stopped by the launcher: its exit is not a failure
     exit_code: int | None = None  # once seen
-    failed_at: float | None = None  # monotonic seconds when its failure was first seen
+    failed_at: float | None = None  # monotonic seconds when its exit was first seen
 
 
 def _stream(proc: _Proc, sink: LogSink) -> None:
@@ -137,21 +140,14 @@ def _exit_reason(code: int, restart_exit_code: int = policy.DEFAULT_RESTART_EXIT
     return "Error"
 
 
-@dataclass(frozen=True)
-class _Failure:
-    proc: _Proc
-    kind: policy.FailureKind
-    reason: str
-    detail: str = ""
-
-
 class _LocalRun:
-    """One run of a training job as local processes: start, watch (exits, progress), restart, decide."""
+    """One run of a training job as local processes: observe them (exits, progress), let the engine decide
+    (:mod:`tfk8s.launcher.engine`), act (start, stop, restart)."""
 
     def __init__(self, job: TrainingJob, log_sink: LogSink, cwd: str | os.PathLike | None, stop_grace_s: float,
                  group_settle_s: float, stop: StopState):
         self.job, self.sink, self.cwd, self.stop = job, log_sink, cwd, stop
-        self.stop_grace_s, self.max_restarts, self.group_settle_s = stop_grace_s, job.max_restarts, group_settle_s
+        self.stop_grace_s, self.group_settle_s = stop_grace_s, group_settle_s
         self.replicas = list(job.counts.replicas())
         ports = dict(zip(self.replicas, free_ports(len(self.replicas)), strict=True))
         self.spec = cluster_spec(job.counts, lambda r: f"127.0.0.1:{ports[r]}")
@@ -160,9 +156,8 @@ class _LocalRun:
         self.watches = {r: ProgressWatch.for_replica(
             job.train_dir, r.label, job.progress_timeout_s,
             startup_timeout_s=job.startup_timeout_s if r.replica_type in _TRAINERS else 0) for r in self.replicas}
-        self.restarts = 0
         self.exit_codes: dict[str, int] = {}
-        self.start = time.monotonic()
+        self.state = engine.EngineState.for_job(job, time.monotonic())  # restarts, success time, deadline
 
     def all_procs(self) -> list[_Proc]:
         return [*self.finished, *self.procs.values()]
@@ -193,114 +188,80 @@ class _LocalRun:
                                        name=f"log-{replica.label}")
         proc.reader.start()
 
-    # -- wait ---------------------------------------------------------------------------------------------------
+    # -- observe -> decide -> act --------------------------------------------------------------------------------
     def wait(self) -> LaunchResult:
-        succeeded: set[Replica] = set()
-        success_at: float | None = None
+        """Poll the processes every :data:`_POLL_S` seconds, turn them into views, and carry out
+        :func:`tfk8s.launcher.engine.decide`'s decision, until it is success or a failure."""
         while True:
             now = time.monotonic()
-            failures: dict[Replica, _Failure] = {}
-            for r, p in self.procs.items():
-                code = p.popen.poll()
-                if code is not None and p.exit_code is None and not p.stopping:
-                    if p.reader:
-                        p.reader.join(timeout=5)  # the last lines belong in the error message
-                    p.exit_code = code
-                    self.exit_codes[r.label] = code
-                    if code == 0:
-                        succeeded.add(r)
-                        self.sink(f"replica {r.label} succeeded")
-                    elif success_at is not None:
-                        self.sink(f"replica {r.label} exited {code} after the job succeeded; ignored")
-                    else:
-                        p.failed_at = now
-                if success_at is None and p.exit_code not in (None, 0):
-                    kind = policy.exit_code_kind(p.exit_code, self.job.restart_exit_code)
-                    assert kind is not None
-                    failures[r] = _Failure(p, kind, _exit_reason(p.exit_code, self.job.restart_exit_code))
-                elif success_at is None and code is None and not p.stopping:
-                    stalled = self.watches[r].poll()
-                    if stalled is not None:
-                        failures[r] = _Failure(p, policy.FailureKind.RETRYABLE, policy.NO_PROGRESS,
-                                               self.watches[r].describe(stalled))
-            if success_at is None and is_success(self.job.success_policy, self.job.counts, succeeded):
-                success_at = now
-                self.sink(f"{self.job.name} succeeded in {now - self.start:.1f}s")
-            if success_at is not None:
-                lagging = [p for p in self.procs.values() if p.popen.poll() is None
-                           and p.replica.replica_type in _TRAINERS]
-                evaluating = [p for p in self.procs.values() if p.popen.poll() is None
-                              and p.replica.replica_type is ReplicaType.EVALUATOR]
-                # one that exited after this round polled it: its exit code is recorded next round, not lost
-                unrecorded = [p for p in self.procs.values() if p.exit_code is None and not p.stopping
-                              and p.popen.poll() is not None]
-                since = now - success_at
-                grace, evaluator_grace = self.job.grace_period_s, self.job.evaluator_grace_s
-                if not ((lagging and since < grace) or (evaluating and since < evaluator_grace)
-                        or (unrecorded and since < max(grace, evaluator_grace))):
-                    stopped = [p.replica.label for p in self.procs.values() if p.popen.poll() is None]
-                    if stopped:
-                        self.sink(f"stopping remaining replicas: {', '.join(stopped)}")
-                    return LaunchResult(self.job.name, dict(self.exit_codes), stopped, success_at - self.start,
-                                        self.restarts, self.spec)
-            elif failures and self._decide(failures, now, succeeded):
+            decision = engine.decide(self.job, self._views(now), now, self.state, group_settle_s=self.group_settle_s)
+            for note in decision.notes:
+                self.sink(note)
+            if isinstance(decision, engine.Succeeded):
+                return LaunchResult(self.job.name, dict(self.exit_codes), [r.label for r in decision.stop],
+                                    decision.seconds, self.state.restarts, self.spec)
+            if isinstance(decision, engine.Restart):
+                self._restart(decision)
                 continue
-            if self.job.timeout_s is not None and now - self.start > self.job.timeout_s:
+            if isinstance(decision, engine.Fail):
+                raise self._error(decision)
+            if isinstance(decision, engine.TimedOut):
                 raise JobTimeoutError(
                     f"{self.job.name} did not finish within its timeout of {self.job.timeout_s:.0f}s; "
                     f"raise the timeout or lower epochs. Replicas still running: "
-                    f"{[p.replica.label for p in self.procs.values() if p.popen.poll() is None]}"
+                    f"{[r.label for r in decision.running]}"
                 )
             time.sleep(_POLL_S)
 
-    def _decide(self, failures: dict[Replica, _Failure], now: float, succeeded: set[Replica]) -> bool:
-        """Restart a failed group (True) or raise its failure; False: a permanent failure waits for its group.
+    def _views(self, now: float) -> dict[Replica, engine.ReplicaView]:
+        """Observe: each current process's exit (recorded and said once) or, while it runs, its progress."""
+        views = {}
+        for r, p in self.procs.items():
+            code = p.popen.poll()
+            if code is not None and p.exit_code is None:
+                if p.reader:
+                    p.reader.join(timeout=5)  # the last lines belong in the error message
+                p.exit_code, p.failed_at = code, now
+                self.exit_codes[r.label] = code
+                if code == 0:
+                    self.sink(f"replica {r.label} succeeded")
+                elif self.state.success_at is not None:
+                    self.sink(f"replica {r.label} exited {code} after the job succeeded; ignored")
+            failure, said = None, ""
+            if p.exit_code not in (None, 0):
+                kind = policy.exit_code_kind(p.exit_code, self.job.restart_exit_code)
+                assert kind is not None
+                failure = policy.Failure(kind, _exit_reason(p.exit_code, self.job.restart_exit_code),
+                                         exit_code=p.exit_code)
+                said = f"replica {r.label} exited {p.exit_code} ({failure.reason})"
+            elif code is None and self.state.success_at is None:
+                stalled = self.watches[r].poll()
+                if stalled is not None:
+                    failure = policy.Failure(policy.FailureKind.RETRYABLE, policy.NO_PROGRESS,
+                                             self.watches[r].describe(stalled))
+                    said = f"replica {r.label} {failure.reason}: {failure.message}"
+            views[r] = engine.ReplicaView(r, terminal=p.exit_code is not None, succeeded=p.exit_code == 0,
+                                          failure=failure, finished_at=p.failed_at, said=said)
+        return views
 
-        A group's failures are judged together (:func:`policy.decision_group`): a retryable one wins over its
-        peers' follow-on exits; a permanent one waits ``group_settle_s`` for the members still running."""
-        for r in failures:
-            group = policy.decision_group(self.job.counts, r)
-            failed = [x for x in group if x in failures]
-            retryable = [x for x in failed if failures[x].kind is not policy.FailureKind.PERMANENT]
-            cause = failures[(retryable or failed)[0]]
-            if retryable and self.restarts < self.max_restarts:
-                self._restart(cause, [failures[x] for x in failed], succeeded)
-                return True
-            pending = [x for x in group if x not in failures and self.procs[x].popen.poll() is None]
-            first = min((failures[x].proc.failed_at or now for x in failed), default=now)
-            if not retryable and pending and now - first < self.group_settle_s:
-                continue
-            raise self._error(cause)
-        return False
-
-    def _restart(self, cause: _Failure, failed: list[_Failure], succeeded: set[Replica]) -> None:
-        """Stop and recreate ``cause``'s restart group (and the other failed members of its decision group)."""
-        group = set(policy.restart_group(self.job.counts, cause.proc.replica)) | {f.proc.replica for f in failed}
-        ordered = [r for r in self.replicas if r in group]
-        procs = [self.procs[r] for r in ordered]
-        _stop(procs, self.stop_grace_s)  # first: their last lines reach the kept logs before the separator
-        self.restarts += 1
-        code = cause.proc.exit_code
-        what = f"exited {code} ({cause.reason})" if code is not None else f"{cause.reason}: {cause.detail}"
-        also = ", ".join(f.proc.replica.label for f in failed if f is not cause)
-        self.sink(f"replica {cause.proc.replica.label} {what}{f' (then {also} failed too)' if also else ''}; "
-                  f"retryable: recreating {', '.join(r.label for r in ordered)} "
-                  f"{policy.restart_note(self.restarts, self.max_restarts)}")
+    def _restart(self, decision: engine.Restart) -> None:
+        """Act: stop and start again the decision's group (its note said after they stopped: their last lines
+        reach the kept logs before the separator)."""
+        procs = [self.procs[r] for r in decision.group]
+        _stop(procs, self.stop_grace_s)
+        self.sink(decision.message)
         for p in procs:
             self.finished.append(p)
             self.exit_codes.pop(p.replica.label, None)
-            succeeded.discard(p.replica)
             self.launch(p.replica, p.attempt + 1)
 
-    def _error(self, failure: _Failure) -> ReplicaFailedError:
-        p = failure.proc
-        if failure.kind is policy.FailureKind.PERMANENT:
+    def _error(self, decision: engine.Fail) -> ReplicaFailedError:
+        p, failure = self.procs[decision.replica], decision.failure
+        if not decision.budget:
             return ReplicaFailedError(p.replica, failure.reason, exit_code=p.exit_code, last_lines=p.tail)
         if failure.reason == policy.NO_PROGRESS:
             _stop([p], self.stop_grace_s)  # hung: stopped before its failure is reported
-        budget = (f"retryable, but the restart budget is used up ({self.restarts} of max_restarts="
-                  f"{self.max_restarts}): raise max_restarts, or see the last log lines")
-        detail = f"{failure.detail}; {budget}" if failure.detail else budget
+        detail = f"{failure.message}; {decision.budget}" if failure.message else decision.budget
         return RestartBudgetExhaustedError(p.replica, failure.reason, exit_code=p.exit_code, last_lines=p.tail,
                                            detail=detail)
 

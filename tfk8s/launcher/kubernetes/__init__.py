@@ -9,8 +9,10 @@ Its modules, one job each:
 - :mod:`~tfk8s.launcher.kubernetes.watch`     list-then-watch of pods and Jobs, resuming, re-listing on 410 Gone
 - :mod:`~tfk8s.launcher.kubernetes.logs`      each replica's log streamed with a ``[worker-1]`` prefix
 - :mod:`~tfk8s.launcher.kubernetes.classify`  pod/Job status -> running, succeeded, or failed how
-- :mod:`~tfk8s.launcher.kubernetes.backend`   the wait loop: decide (success, restart, fail) from what the watches say
-- :mod:`~tfk8s.launcher.kubernetes.state`     what the launcher knows of each replica's current attempt
+- :mod:`~tfk8s.launcher.kubernetes.backend`   the loop: the watches' events -> replica views -> the engine's decision
+  (:mod:`tfk8s.launcher.engine`) -> Jobs and pods created or deleted
+- :mod:`~tfk8s.launcher.kubernetes.state`     the run's state (:class:`~tfk8s.launcher.kubernetes.state.KubeRun`), which
+  the functions of backend, creation, failures and cleanup take, and each replica's current attempt
 - :mod:`~tfk8s.launcher.kubernetes.creation`  create or re-attach to a job's objects
 - :mod:`~tfk8s.launcher.kubernetes.failures`  a failed replica's error: reason, last lines, events, the fix
 - :mod:`~tfk8s.launcher.kubernetes.cleanup`   delete every object of a job and check that none remain
@@ -86,14 +88,15 @@ def run_kubernetes(job: TrainingJob, settings: KubernetesSettings, *, api_client
         stopped after success (ps, laggards after ``job.grace_period_s``), and ``restarts`` used.
 
     Raises:
-        tfk8s.core.errors.LaunchError: see :meth:`tfk8s.launcher.kubernetes.backend.KubernetesBackend.run` for the subclasses.
+        tfk8s.core.errors.LaunchError: see :func:`tfk8s.launcher.kubernetes.backend.run` for the subclasses.
     """
     from tfk8s.launcher.kubernetes.api import KubeApi
-    from tfk8s.launcher.kubernetes.backend import KubernetesBackend
+    from tfk8s.launcher.kubernetes.backend import run
+    from tfk8s.launcher.kubernetes.state import KubeRun
 
     client = api_client if api_client is not None else load_api_client()
     try:
-        return KubernetesBackend(job, settings, KubeApi(client, settings.namespace), log_sink).run()
+        return run(KubeRun.new(job, settings, KubeApi(client, settings.namespace), log_sink))
     finally:
         if api_client is None:
             client.close()

@@ -29,10 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tfk8s.core.policy import (  # FailureKind: shared by both backends
+from tfk8s.core.policy import (  # Failure, FailureKind: shared by both backends
     DEFAULT_RESTART_EXIT_CODE,
     PREEMPTION_POD_REASONS,
     RESTART_REQUESTED,
+    Failure,
     FailureKind,
     exit_code_kind,
     restart_requested,
@@ -52,34 +53,6 @@ class Phase(enum.Enum):
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why a replica failed.
-
-    Attributes:
-        kind: what the launcher does about it.
-        reason: short machine-readable reason (``Error``, ``OOMKilled``, ``Signal``, ``Evicted``,
-            ``ImagePullBackOff``, ``PodDeleted``...).
-        message: the kubelet's / scheduler's / controller's message, or a description.
-        exit_code: the container's exit code, when it has one.
-    """
-
-    kind: FailureKind
-    reason: str
-    message: str = ""
-    exit_code: int | None = None
-
-    @property
-    def retryable(self) -> bool:
-        """Recreated (while the budget lasts, or, for a preemption, always)."""
-        return self.kind in (FailureKind.RETRYABLE, FailureKind.PREEMPTED)
-
-    @property
-    def preempted(self) -> bool:
-        """Not the program's fault: recreated without counting against ``max_restarts``."""
-        return self.kind is FailureKind.PREEMPTED
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from tfk8s.core.policy import STOP_GRACE_S
 from tfk8s.launcher.kubernetes.classify import classify_pod
 from tfk8s.launcher.kubernetes.errors import CleanupError, KubernetesApiError
 from tfk8s.launcher.kubernetes.parallel import run_all
+from tfk8s.launcher.kubernetes.state import KubeRun
 
 CLEANUP_POLL_S = 0.5
 JOB_LEVEL_KINDS = ("NetworkPolicy", "PodGroup")
@@ -55,110 +56,102 @@ def delete_job_objects(api: Any, job_name: str, *, replica_names: Sequence[str] 
         deleters[kind](job_name)
 
 
-class Cleanup:
-    """The cleaning half of :class:`~tfk8s.launcher.kubernetes.backend.KubernetesBackend` (a mixin: it uses the
-    backend's ``job``, ``settings``, ``api``, ``replicas``, ``selector``, ``stop_grace_s``, ``_logs``,
-    ``_watchers``, ``log`` and clock)."""
+def remaining(run: KubeRun) -> list[str]:
+    """The job's objects still listed, as ``kind/name``."""
+    left: list[str] = []
+    listers = [("job", run.api.list_jobs), ("service", run.api.list_services), ("pod", run.api.list_pods)]
+    listers += [(kind.lower(), lister) for kind, _, lister, _, _ in run.job_level()]
+    for kind, lister in listers:
+        left += [f"{kind}/{o['metadata']['name']}" for o in lister(run.selector).get("items") or []]
+    return left
 
-    def _remaining(self) -> list[str]:
+
+def cleanup(run: KubeRun, error: BaseException | None) -> None:
+    """Delete every Job, Service and pod of the job and check that none remain.
+
+    On success a leftover raises :class:`CleanupError`; after a failure it is logged and added as a note
+    to the failure (which stays the error the step reports).
+    """
+    problem = ""
+    try:
+        terminal = terminal_pods(run)  # once, not once per stream (1,024 replicas: 1,024 x 1,024)
+        for stream in run.logs.values():  # finished containers: every line is in before deleting
+            if stream.pod in terminal:
+                stream.drain(run.settings.log_wait_s)
+        # each kind concurrently, as they were created (bench/launcher_scale.py's cleanup figure)
+        delete_job_objects(run.api, run.job.name, replica_names=[rep.name for rep in run.replicas.values()],
+                           pod_grace_s=run.stop_grace_s,
+                           job_level=[kind for kind, *_ in run.job_level()])
         left: list[str] = []
-        listers = [("job", self.api.list_jobs), ("service", self.api.list_services), ("pod", self.api.list_pods)]
-        listers += [(kind.lower(), lister) for kind, _, lister, _, _ in self._job_level()]
-        for kind, lister in listers:
-            left += [f"{kind}/{o['metadata']['name']}" for o in lister(self.selector).get("items") or []]
-        return left
 
-    def _cleanup(self, error: BaseException | None) -> None:
-        """Delete every Job, Service and pod of the job and check that none remain.
+        def gone() -> bool:
+            left[:] = remaining(run)
+            return not left
 
-        On success a leftover raises :class:`CleanupError`; after a failure it is logged and added as a note
-        to the failure (which stays the error the step reports).
-        """
-        problem = ""
-        try:
-            terminal = self._terminal_pods()  # once, not once per stream (1,024 replicas: 1,024 x 1,024)
-            for stream in self._logs.values():  # finished containers: every line is in before deleting
-                if stream.pod in terminal:
-                    stream.drain(self.settings.log_wait_s)
-            # each kind concurrently, as they were created (bench/launcher_scale.py's cleanup figure)
-            delete_job_objects(self.api, self.job.name, replica_names=[rep.name for rep in self.replicas.values()],
-                               pod_grace_s=self.stop_grace_s,
-                               job_level=[kind for kind, *_ in self._job_level()])
-            left: list[str] = []
-
-            def gone() -> bool:
-                left[:] = self._remaining()
-                return not left
-
-            s = self.settings
-            # a stop_grace_s above the default (a program checkpointing on SIGTERM) lengthens the wait by as much
-            timeout = s.cleanup_timeout_s + max(0, self.stop_grace_s - STOP_GRACE_S)
-            first = min(timeout, self.stop_grace_s + s.force_delete_after_s)
-            done = wait_until(gone, first, self._clock)
-            if not done and (stuck := [n.split("/", 1)[1] for n in left if n.startswith("pod/")]):
-                self._force_delete(stuck)  # their node is gone: no kubelet will ever confirm the deletion
-            if done or wait_until(gone, max(0.0, timeout - first), self._clock):
-                self.log(f"deleted the Jobs, Services and pods of {self.job.name}; none remain")
+        s = run.settings
+        # a stop_grace_s above the default (a program checkpointing on SIGTERM) lengthens the wait by as much
+        timeout = s.cleanup_timeout_s + max(0, run.stop_grace_s - STOP_GRACE_S)
+        first = min(timeout, run.stop_grace_s + s.force_delete_after_s)
+        done = wait_until(gone, first, run.clock)
+        if not done and (stuck := [n.split("/", 1)[1] for n in left if n.startswith("pod/")]):
+            force_delete(run, stuck)  # their node is gone: no kubelet will ever confirm the deletion
+        if done or wait_until(gone, max(0.0, timeout - first), run.clock):
+            run.log(f"deleted the Jobs, Services and pods of {run.job.name}; none remain")
+        else:
+            accepted = deletion_accepted(run, left)
+            if accepted and len(accepted) == len(left):
+                run.log(f"WARNING: {len(accepted)} pods of {run.job.name} are still listed although their "
+                         f"deletion (forced, grace period 0) was accepted: {sorted(accepted)} (a finalizer or "
+                         f"an unreachable node keeps them; they run nothing the job needs). Remove them with "
+                         + "; ".join(force_command(run, p) for p in sorted(accepted)))
             else:
-                accepted = self._deletion_accepted(left)
-                if accepted and len(accepted) == len(left):
-                    self.log(f"WARNING: {len(accepted)} pods of {self.job.name} are still listed although their "
-                             f"deletion (forced, grace period 0) was accepted: {sorted(accepted)} (a finalizer or "
-                             f"an unreachable node keeps them; they run nothing the job needs). Remove them with "
-                             + "; ".join(self._force_command(p) for p in sorted(accepted)))
-                else:
-                    force = "; ".join(self._force_command(p) for p in sorted(accepted))
-                    problem = (f"{len(left)} objects of {self.job.name} remain {timeout:g}s after "
-                               f"deleting them: {left}; delete them with kubectl delete {self._kinds()} -n "
-                               f"{s.namespace} -l {self.selector}" + (f"; {force}" if force else ""))
-        except KubernetesApiError as e:
-            problem = (f"cleanup of {self.job.name} failed: {e}; delete what is left with kubectl delete "
-                       f"{self._kinds()} -n {self.settings.namespace} -l {self.selector}")
-        finally:
-            for w in self._watchers:
-                w.stop()
-            for stream in self._logs.values():
-                stream.drain(0.5)
-                stream.stop()
-        if problem:
-            self.log(problem)
-            if error is None:
-                raise CleanupError(problem)
-            error.add_note(problem)
-
-    def _kinds(self) -> str:
-        """The kinds to name in a ``kubectl delete`` of what is left of the job."""
-        return ",".join(["jobs", "services", "pods"] + [_plural(k) for k, *_ in self._job_level()])
-
-    def _force_delete(self, pods: list[str]) -> None:
-        """Delete ``pods`` with grace period 0: they kept their deletionTimestamp past the grace period (their
-        node is gone, so no kubelet will confirm the deletion; ``kubectl delete pod --grace-period=0 --force``)."""
-        if not pods:
-            return
-        self.log(f"pods still terminating {self.stop_grace_s + self.settings.force_delete_after_s:g}s "
-                 f"after their deletion (their node is gone or unreachable): force-deleting {', '.join(pods)} "
-                 f"(grace period 0)")
-        run_all(lambda pod: self.api.delete_pod(pod, 0), pods)
-
-    def _deletion_accepted(self, left: list[str]) -> list[str]:
-        """The pods among ``left`` (``kind/name``) whose deletion the API server accepted (a deletionTimestamp)."""
-        names = {n.split("/", 1)[1] for n in left if n.startswith("pod/")}
-        return [p["metadata"]["name"] for p in self.api.list_pods(self.selector).get("items") or []
-                if p["metadata"]["name"] in names and p["metadata"].get("deletionTimestamp")]
-
-    def _force_command(self, pod: str) -> str:
-        """The kubectl command that removes a pod whose node is gone."""
-        return f"kubectl delete pod -n {self.settings.namespace} {pod} --grace-period=0 --force"
-
-    def _terminal_pods(self) -> set[str]:
-        return {name for rep in self.replicas.values() for name, pod in rep.pods.items()
-                if classify_pod(pod).terminal}
+                force = "; ".join(force_command(run, p) for p in sorted(accepted))
+                problem = (f"{len(left)} objects of {run.job.name} remain {timeout:g}s after "
+                           f"deleting them: {left}; delete them with kubectl delete {run.kinds()} -n "
+                           f"{s.namespace} -l {run.selector}" + (f"; {force}" if force else ""))
+    except KubernetesApiError as e:
+        problem = (f"cleanup of {run.job.name} failed: {e}; delete what is left with kubectl delete "
+                   f"{run.kinds()} -n {run.settings.namespace} -l {run.selector}")
+    finally:
+        for w in run.watchers:
+            w.stop()
+        for stream in run.logs.values():
+            stream.drain(0.5)
+            stream.stop()
+    if problem:
+        run.log(problem)
+        if error is None:
+            raise CleanupError(problem)
+        error.add_note(problem)
 
 
-def _plural(kind: str) -> str:
-    """kubectl's plural of a kind: ``networkpolicies``, ``podgroups``."""
-    k = kind.lower()
-    return k[:-1] + "ies" if k.endswith("y") else k + "s"
+def force_delete(run: KubeRun, pods: list[str]) -> None:
+    """Delete ``pods`` with grace period 0: they kept their deletionTimestamp past the grace period (their
+    node is gone, so no kubelet will confirm the deletion; ``kubectl delete pod --grace-period=0 --force``)."""
+    if not pods:
+        return
+    run.log(f"pods still terminating {run.stop_grace_s + run.settings.force_delete_after_s:g}s "
+             f"after their deletion (their node is gone or unreachable): force-deleting {', '.join(pods)} "
+             f"(grace period 0)")
+    run_all(lambda pod: run.api.delete_pod(pod, 0), pods)
+
+
+def deletion_accepted(run: KubeRun, left: list[str]) -> list[str]:
+    """The pods among ``left`` (``kind/name``) whose deletion the API server accepted (a deletionTimestamp)."""
+    names = {n.split("/", 1)[1] for n in left if n.startswith("pod/")}
+    return [p["metadata"]["name"] for p in run.api.list_pods(run.selector).get("items") or []
+            if p["metadata"]["name"] in names and p["metadata"].get("deletionTimestamp")]
+
+
+def force_command(run: KubeRun, pod: str) -> str:
+    """The kubectl command that removes a pod whose node is gone."""
+    return f"kubectl delete pod -n {run.settings.namespace} {pod} --grace-period=0 --force"
+
+
+def terminal_pods(run: KubeRun) -> set[str]:
+    """The names of the run's pods that have finished (their logs are complete)."""
+    return {name for rep in run.replicas.values() for name, pod in rep.pods.items()
+            if classify_pod(pod).terminal}
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float, clock: Callable[[], float]) -> bool:

@@ -1,7 +1,7 @@
 """A failed replica's error, as a person needs it: the reason, its last log lines (captured before its pod is
 deleted), the latest events of its pod and Job, and what to do; the error class says which way it failed
 (:mod:`tfk8s.launcher.kubernetes.errors`). Also the errors of a replica never scheduled, never started, and of a
-job past its deadline.
+job past its deadline. Functions over the run (:class:`~tfk8s.launcher.kubernetes.state.KubeRun`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tfk8s.launcher.kubernetes.errors import (
     ScheduleTimeoutError,
 )
 from tfk8s.launcher.kubernetes.logs import LogStream
-from tfk8s.launcher.kubernetes.state import ReplicaState
+from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState
 
 EVENTS_SHOWN = 10
 ERROR_CLASSES: dict[FailureKind, type[ReplicaFailedError]] = {
@@ -32,135 +32,141 @@ ERROR_CLASSES: dict[FailureKind, type[ReplicaFailedError]] = {
 }
 
 
-class FailureReports:
-    """The reporting half of :class:`~tfk8s.launcher.kubernetes.backend.KubernetesBackend` (a mixin: it uses the
-    backend's ``job``, ``settings``, ``api``, ``replicas``, ``restarts``, ``_logs``, ``emit`` and ``log``)."""
+def follow_log(run: KubeRun, rep: ReplicaState) -> None:
+    """Stream the log of ``rep``'s pod to the sink with its ``[worker-1]`` prefix (in a thread of its own)."""
+    pod = rep.pod_name
+    stream = LogStream(rep.replica.label, pod, lambda: run.api.open_log(pod, objects.CONTAINER_NAME),
+                       run.emit, run.settings.log_tail_lines)
+    run.logs[pod] = stream
+    stream.start()
 
-    def _follow_log(self, rep: ReplicaState) -> None:
-        pod = rep.pod_name
-        stream = LogStream(rep.replica.label, pod, lambda: self.api.open_log(pod, objects.CONTAINER_NAME),
-                           self.emit, self.settings.log_tail_lines)
-        self._logs[pod] = stream
-        stream.start()
 
-    def _drain_log(self, rep: ReplicaState) -> LogTail:
-        """The failed replica's last log lines and exception, captured before its pod is deleted (from its
-        followed log; else its log's tail, else its termination message)."""
-        pod = rep.pod_name
-        tail = LogTail(self.settings.log_tail_lines)
-        if not pod:
-            return tail
-        stream = self._logs.get(pod)
-        if stream is None and rep.view and rep.view.started:
-            self._follow_log(rep)
-            stream = self._logs[pod]
-        if stream is not None:
-            stream.drain(self.settings.log_wait_s)
-            tail = stream.tail
-        if not tail and rep.view and rep.view.started:
-            try:
-                tail.extend(self.api.read_log_tail(pod, objects.CONTAINER_NAME, self.settings.log_tail_lines))
-            except KubernetesApiError as e:
-                self.log(f"cannot read the log of {rep.replica.label}: {e}")
-        if not tail:  # terminationMessagePolicy FallbackToLogsOnError keeps the log's tail here
-            for cs in ((rep.pod() or {}).get("status") or {}).get("containerStatuses") or []:
-                message = ((cs.get("state") or {}).get("terminated") or {}).get("message") or ""
-                tail.extend(message.splitlines())
+def drain_log(run: KubeRun, rep: ReplicaState) -> LogTail:
+    """The failed replica's last log lines and exception, captured before its pod is deleted (from its
+    followed log; else its log's tail, else its termination message)."""
+    pod = rep.pod_name
+    tail = LogTail(run.settings.log_tail_lines)
+    if not pod:
         return tail
+    stream = run.logs.get(pod)
+    if stream is None and rep.view and rep.view.started:
+        follow_log(run, rep)
+        stream = run.logs[pod]
+    if stream is not None:
+        stream.drain(run.settings.log_wait_s)
+        tail = stream.tail
+    if not tail and rep.view and rep.view.started:
+        try:
+            tail.extend(run.api.read_log_tail(pod, objects.CONTAINER_NAME, run.settings.log_tail_lines))
+        except KubernetesApiError as e:
+            run.log(f"cannot read the log of {rep.replica.label}: {e}")
+    if not tail:  # terminationMessagePolicy FallbackToLogsOnError keeps the log's tail here
+        for cs in ((rep.pod() or {}).get("status") or {}).get("containerStatuses") or []:
+            message = ((cs.get("state") or {}).get("terminated") or {}).get("message") or ""
+            tail.extend(message.splitlines())
+    return tail
 
-    def _print_events(self, rep: ReplicaState) -> list[dict[str, Any]]:
-        """Print (and return) the latest events of the replica's pod and Job."""
-        found: list[dict[str, Any]] = []
-        for name in [n for n in (rep.pod_name, rep.name) if n]:
-            try:
-                found += self.api.list_events(name)
-            except KubernetesApiError as e:
-                self.log(f"cannot list the events of {name}: {e}")
-        found.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-        for e in found[-EVENTS_SHOWN:]:
-            obj = e.get("involvedObject") or {}
-            self.log(f"event {e.get('type', '')} {e.get('reason', '')} {obj.get('kind', '')}/{obj.get('name', '')}:"
-                     f" {e.get('message', '')}")
-        return found
 
-    def _replica_error(self, rep: ReplicaState, failure: Failure) -> ReplicaFailedError:
-        lines = self._drain_log(rep)
-        self._print_events(rep)
-        cls = ERROR_CLASSES[failure.kind]
-        label = rep.replica.label
-        rtype = rep.replica.replica_type.value
-        if failure.kind is FailureKind.IMAGE_PULL:
-            advice = ("check the image name and tag, that the nodes can reach the registry, and the "
-                      "imagePullSecrets of the service account")
-        elif failure.kind is FailureKind.CONTAINER_CONFIG:
-            advice = "fix the pod's configuration (a missing Secret or ConfigMap, an invalid command or env)"
-        elif failure.reason == "JobDeleted":
-            advice = "rerun the step"
-        elif failure.kind is FailureKind.PERMANENT and failure.reason in ("StartError", "ContainerCannotRun"):
-            advice = "check the command and that the image contains it"
-        elif failure.kind is FailureKind.PERMANENT:
-            advice = (f"the training program of {label} exited with an error (exit codes 1-127 are not retried): "
-                      f"see its last log lines")
-        elif failure.reason == "OOMKilled":
-            limit = self.settings.replica(rtype).memory_limit or self.settings.replica(rtype).memory
-            advice = (f"{label} ran out of its memory limit {limit} after {self.restarts} restarts: raise memory "
-                      f"(replica_overrides {{\"{rtype}\": {{\"memory\": \"...\"}}}}) or lower the batch size")
-        else:
-            advice = (f"retryable, but the restart budget is used up ({self.restarts} of max_restarts="
-                      f"{self.job.max_restarts}): check the nodes' health, or raise max_restarts")
-        detail = f"{failure.message}; {advice}" if failure.message else advice
-        return cls(rep.replica, failure.reason, failure.exit_code, lines, detail)
+def print_events(run: KubeRun, rep: ReplicaState) -> list[dict[str, Any]]:
+    """Print (and return) the latest events of the replica's pod and Job."""
+    found: list[dict[str, Any]] = []
+    for name in [n for n in (rep.pod_name, rep.name) if n]:
+        try:
+            found += run.api.list_events(name)
+        except KubernetesApiError as e:
+            run.log(f"cannot list the events of {name}: {e}")
+    found.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    for e in found[-EVENTS_SHOWN:]:
+        obj = e.get("involvedObject") or {}
+        run.log(f"event {e.get('type', '')} {e.get('reason', '')} {obj.get('kind', '')}/{obj.get('name', '')}:"
+                 f" {e.get('message', '')}")
+    return found
 
-    def _schedule_error(self, rep: ReplicaState) -> ScheduleTimeoutError:
-        events = self._print_events(rep)
-        warnings = [e for e in events if e.get("type") == "Warning"]
-        view = rep.view
-        if rep.job and classify_job(rep.job).suspended:
-            queue_name = self.settings.kueue_queue or "?"
-            reason, message = "Suspended", f"the Job is suspended: queue {queue_name} has not admitted it"
-        elif view and view.waiting_message:
-            reason, message = view.waiting_reason, view.waiting_message
-        elif warnings:
-            reason, message = warnings[-1].get("reason") or "Unschedulable", warnings[-1].get("message") or ""
-        elif rep.pod() is None:
-            reason, message = "NoPod", "the Job controller created no pod"
-        else:
-            reason, message = "Unschedulable", "the pod was not bound to a node"
-        t = self.settings.schedule_timeout_s
-        return ScheduleTimeoutError(
-            rep.replica, reason, None, (),
-            f"{message}; not scheduled within schedule_timeout_s={t:g}s: free capacity or quota, lower the "
-            f"requests (cpu, memory, gpus), check node_selector and tolerations, or raise schedule_timeout_s")
 
-    def _start_error(self, rep: ReplicaState) -> ScheduleTimeoutError:
-        """A pod bound to a node whose container has not started within ``schedule_timeout_s`` (a volume that
-        cannot be attached or mounted, a sandbox that cannot be created...): the kubelet's Warning events say
-        why."""
-        events = self._print_events(rep)
-        warnings = [e for e in events if e.get("type") == "Warning"]
-        pod = rep.pod() or {}
-        node = (pod.get("spec") or {}).get("nodeName") or "its node"
-        waiting: dict[str, Any] = {}
-        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-            if cs.get("name") == objects.CONTAINER_NAME:
-                waiting = (cs.get("state") or {}).get("waiting") or {}
-        if warnings:
-            reason, message = warnings[-1].get("reason") or "NotStarted", warnings[-1].get("message") or ""
-        else:
-            reason = waiting.get("reason") or "NotStarted"
-            message = waiting.get("message") or f"the container is still waiting ({reason})"
-        t = self.settings.schedule_timeout_s
-        return ScheduleTimeoutError(
-            rep.replica, reason, None, (),
-            f"{message}; pod {rep.pod_name} was scheduled on {node} but its container did not start within "
-            f"schedule_timeout_s={t:g}s: check the events above (a volume that cannot be attached or mounted, "
-            f"e.g. a ReadWriteOnce PVC in use on another node or an NFS server down; a missing ConfigMap or "
-            f"Secret volume), or raise schedule_timeout_s for very large images")
+def replica_error(run: KubeRun, rep: ReplicaState, failure: Failure, budget: str = "") -> ReplicaFailedError:
+    """The error of the job failed by ``rep``'s ``failure`` (its class by the failure's kind, :data:`ERROR_CLASSES`):
+    the reason, its last log lines, the events printed, and what to do; ``budget`` is the engine's sentence for a
+    retryable failure with the restart budget used up (:func:`tfk8s.launcher.engine.budget_used_up`)."""
+    lines = drain_log(run, rep)
+    print_events(run, rep)
+    cls = ERROR_CLASSES[failure.kind]
+    label = rep.replica.label
+    rtype = rep.replica.replica_type.value
+    if failure.kind is FailureKind.IMAGE_PULL:
+        advice = ("check the image name and tag, that the nodes can reach the registry, and the "
+                  "imagePullSecrets of the service account")
+    elif failure.kind is FailureKind.CONTAINER_CONFIG:
+        advice = "fix the pod's configuration (a missing Secret or ConfigMap, an invalid command or env)"
+    elif failure.reason == "JobDeleted":
+        advice = "rerun the step"
+    elif failure.kind is FailureKind.PERMANENT and failure.reason in ("StartError", "ContainerCannotRun"):
+        advice = "check the command and that the image contains it"
+    elif failure.kind is FailureKind.PERMANENT:
+        advice = (f"the training program of {label} exited with an error (exit codes 1-127 are not retried): "
+                  f"see its last log lines")
+    elif failure.reason == "OOMKilled":
+        limit = run.settings.replica(rtype).memory_limit or run.settings.replica(rtype).memory
+        advice = (f"{label} ran out of its memory limit {limit} after {run.engine.restarts} restarts: raise memory "
+                  f"(replica_overrides {{\"{rtype}\": {{\"memory\": \"...\"}}}}) or lower the batch size")
+    else:  # a retryable failure with the restart budget used up (tfk8s.launcher.engine.budget_used_up)
+        advice = budget
+    detail = f"{failure.message}; {advice}" if failure.message else advice
+    return cls(rep.replica, failure.reason, failure.exit_code, lines, detail)
 
-    def _timeout_error(self, why: str) -> JobTimeoutError:
-        running = [rep.replica.label for rep in self.replicas.values() if not rep.terminal]
-        limit = self.job.timeout_s or self.settings.backstop_deadline_s
-        return JobTimeoutError(
-            f"{self.job.name} did not finish within its timeout of {limit:g}s"
-            f"{f' ({why})' if why else ''}; still running: {running}. Raise timeout_s or train for less "
-            f"(fewer epochs)")
+
+def schedule_error(run: KubeRun, rep: ReplicaState) -> ScheduleTimeoutError:
+    events = print_events(run, rep)
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    view = rep.view
+    if rep.job and classify_job(rep.job).suspended:
+        queue_name = run.settings.kueue_queue or "?"
+        reason, message = "Suspended", f"the Job is suspended: queue {queue_name} has not admitted it"
+    elif view and view.waiting_message:
+        reason, message = view.waiting_reason, view.waiting_message
+    elif warnings:
+        reason, message = warnings[-1].get("reason") or "Unschedulable", warnings[-1].get("message") or ""
+    elif rep.pod() is None:
+        reason, message = "NoPod", "the Job controller created no pod"
+    else:
+        reason, message = "Unschedulable", "the pod was not bound to a node"
+    t = run.settings.schedule_timeout_s
+    return ScheduleTimeoutError(
+        rep.replica, reason, None, (),
+        f"{message}; not scheduled within schedule_timeout_s={t:g}s: free capacity or quota, lower the "
+        f"requests (cpu, memory, gpus), check node_selector and tolerations, or raise schedule_timeout_s")
+
+
+def start_error(run: KubeRun, rep: ReplicaState) -> ScheduleTimeoutError:
+    """A pod bound to a node whose container has not started within ``schedule_timeout_s`` (a volume that
+    cannot be attached or mounted, a sandbox that cannot be created...): the kubelet's Warning events say
+    why."""
+    events = print_events(run, rep)
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    pod = rep.pod() or {}
+    node = (pod.get("spec") or {}).get("nodeName") or "its node"
+    waiting: dict[str, Any] = {}
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == objects.CONTAINER_NAME:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+    if warnings:
+        reason, message = warnings[-1].get("reason") or "NotStarted", warnings[-1].get("message") or ""
+    else:
+        reason = waiting.get("reason") or "NotStarted"
+        message = waiting.get("message") or f"the container is still waiting ({reason})"
+    t = run.settings.schedule_timeout_s
+    return ScheduleTimeoutError(
+        rep.replica, reason, None, (),
+        f"{message}; pod {rep.pod_name} was scheduled on {node} but its container did not start within "
+        f"schedule_timeout_s={t:g}s: check the events above (a volume that cannot be attached or mounted, "
+        f"e.g. a ReadWriteOnce PVC in use on another node or an NFS server down; a missing ConfigMap or "
+        f"Secret volume), or raise schedule_timeout_s for very large images")
+
+
+def timeout_error(run: KubeRun, why: str) -> JobTimeoutError:
+    """The error of a job past its deadline (``why``: what said so, when not the launcher's own deadline)."""
+    running = [rep.replica.label for rep in run.replicas.values() if not rep.terminal]
+    limit = run.job.timeout_s or run.settings.backstop_deadline_s
+    return JobTimeoutError(
+        f"{run.job.name} did not finish within its timeout of {limit:g}s"
+        f"{f' ({why})' if why else ''}; still running: {running}. Raise timeout_s or train for less "
+        f"(fewer epochs)")

@@ -1,15 +1,31 @@
-"""What the Kubernetes launcher knows about each replica while a job runs (:class:`ReplicaState`), kept up to date
-from the watches by :mod:`tfk8s.launcher.kubernetes.backend`."""
+"""What the Kubernetes launcher knows while a job runs: the run (:class:`KubeRun`: the job, its settings, the API,
+the replicas, the watches and log streams, the engine's state) and each replica (:class:`ReplicaState`), kept up to
+date from the watches by :mod:`tfk8s.launcher.kubernetes.backend`. The modules of the backend are functions over
+a :class:`KubeRun`: :mod:`~tfk8s.launcher.kubernetes.creation`, :mod:`~tfk8s.launcher.kubernetes.failures`,
+:mod:`~tfk8s.launcher.kubernetes.cleanup` and :mod:`~tfk8s.launcher.kubernetes.backend`."""
 
 from __future__ import annotations
 
+import queue
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tfk8s.core.cluster import Replica
+from tfk8s.core.cluster import Replica, ReplicaType, replica_name
+from tfk8s.core.job import TrainingJob, job_selector
+from tfk8s.launcher.engine import EngineState
+from tfk8s.launcher.kubernetes import objects
+from tfk8s.launcher.kubernetes.api import KubeApi
 from tfk8s.launcher.kubernetes.classify import JobState, PodState, classify_job, classify_pod
+from tfk8s.launcher.kubernetes.logs import LogSink, LogStream
+from tfk8s.launcher.kubernetes.settings import KubernetesSettings
+from tfk8s.launcher.kubernetes.watch import Watcher, WatchItem
 from tfk8s.launcher.watchdog import ProgressWatch
+
+_TRAINERS = (ReplicaType.CHIEF, ReplicaType.WORKER)
 
 
 @dataclass(eq=False)  # identity: used as a dict key
@@ -88,6 +104,84 @@ class ReplicaState:
         self.failure_seen_at = self.quota_checked_at = None
         if self.progress is not None:
             self.progress.new_attempt()
+
+
+@dataclass(eq=False)
+class KubeRun:
+    """One run of a training job on Kubernetes: what every function of the backend works on (use :meth:`new`).
+
+    Attributes:
+        job: the training job (command, env, counts, port, success policy, timeout, grace periods).
+        settings: where and how its replicas run.
+        api: the Kubernetes API adapter (namespace = ``settings.namespace``).
+        sink: receives every output line (replica logs ``[worker-1] ...``, launcher ``[launcher] ...``); called
+            from several threads, serialised by :meth:`emit`.
+        clock: monotonic seconds (tests may pass their own).
+        selector: the label selector of the job's objects.
+        replicas: each replica's state, in replica order.
+        stop_grace_s: SIGTERM -> SIGKILL of every pod deleted.
+        engine: the engine's memory (:mod:`tfk8s.launcher.engine`: restarts, preemptions, success time, deadline).
+        exit_codes: the exit codes of the replicas that exited by themselves (current attempts).
+        events: the watches' items, applied by the main thread.
+        watchers: the pods and Jobs watches.
+        logs: the log stream of each pod followed, by pod name.
+    """
+
+    job: TrainingJob
+    settings: KubernetesSettings
+    api: KubeApi
+    sink: LogSink
+    clock: Callable[[], float]
+    selector: str
+    replicas: dict[Replica, ReplicaState]
+    stop_grace_s: int
+    engine: EngineState
+    exit_codes: dict[str, int] = field(default_factory=dict)
+    events: queue.Queue[WatchItem] = field(default_factory=queue.Queue)
+    watchers: list[Watcher] = field(default_factory=list)
+    logs: dict[str, LogStream] = field(default_factory=dict)
+    sink_lock: threading.RLock = field(default_factory=threading.RLock)  # re-entrant: the SIGTERM handler logs
+
+    @classmethod
+    def new(cls, job: TrainingJob, settings: KubernetesSettings, api: KubeApi, log_sink: LogSink,
+            clock: Callable[[], float] = time.monotonic) -> KubeRun:
+        """The run of ``job`` starting now (nothing created yet)."""
+        replicas = {r: ReplicaState(r, replica_name(job.name, r), progress=ProgressWatch.for_replica(
+            job.train_dir, r.label, job.progress_timeout_s, clock,
+            job.startup_timeout_s if r.replica_type in _TRAINERS else 0)) for r in job.counts.replicas()}
+        return cls(job, settings, api, log_sink, clock, job_selector(job.name), replicas,
+                   objects.grace_seconds(job), EngineState(clock()))
+
+    def emit(self, line: str) -> None:
+        """Send one line to the log sink (thread-safe)."""
+        with self.sink_lock:
+            self.sink(line)
+
+    def log(self, message: str) -> None:
+        """Send one of the launcher's own messages to the log sink."""
+        self.emit(f"[launcher] {message}")
+
+    def job_level(self) -> list[tuple[str, Callable[..., Any], Callable[..., Any], Callable[..., Any],
+                                      Callable[..., Any]]]:
+        """``(kind, create, list, delete, set owners)`` of each job-level object kind the settings ask for."""
+        api, s, kinds = self.api, self.settings, []
+        if s.network_policy:
+            kinds.append(("NetworkPolicy", api.create_network_policy, api.list_network_policies,
+                          api.delete_network_policy, api.set_network_policy_owners))
+        if s.gang == "native":
+            kinds.append(("PodGroup", api.create_pod_group, api.list_pod_groups, api.delete_pod_group,
+                          api.set_pod_group_owners))
+        return kinds
+
+    def kinds(self) -> str:
+        """The kinds to name in a ``kubectl delete`` of what is left of the job."""
+        return ",".join(["jobs", "services", "pods"] + [_plural(k) for k, *_ in self.job_level()])
+
+
+def _plural(kind: str) -> str:
+    """kubectl's plural of a kind: ``networkpolicies``, ``podgroups``."""
+    k = kind.lower()
+    return k[:-1] + "ies" if k.endswith("y") else k + "s"
 
 
 def parse_time(value: str | None) -> datetime | None:

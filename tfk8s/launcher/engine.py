@@ -1,0 +1,318 @@
+"""The launch semantics, written once: from what the replicas are doing, decide wait, success, restart or failure.
+
+Both backends run the same loop, *observe -> decide -> act*: the local backend polls its processes
+(:mod:`tfk8s.launcher.local`), the Kubernetes backend pumps its watch events
+(:mod:`tfk8s.launcher.kubernetes.backend`); each turns what it saw into one :class:`ReplicaView` per replica,
+calls :func:`decide`, and carries out the :data:`Decision` (start/stop processes; create/delete Jobs and pods).
+This module owns every rule between the two (in the spirit of JobSet's failure policy, a function of the spec
+and the observed jobs, and of the Kubeflow Training Operator's ``pkg/controller.v1/common``); what a single
+failure *is* (its :class:`~tfk8s.core.policy.FailureKind`) is :mod:`tfk8s.core.policy`'s and each backend's
+observation:
+
+- **success** (:func:`tfk8s.core.job.is_success`, the job's ``success_policy``): then lagging chief/workers get
+  ``job.grace_period_s`` and a running evaluator ``job.evaluator_grace_s`` seconds (its final checkpoint) to
+  finish by themselves; what still runs after that (ps, laggards) is stopped (:class:`Succeeded`). Failures
+  after success are ignored;
+- **timeout**: ``state.deadline`` passed (``job.timeout_s`` from the start; on Kubernetes less the age of the
+  Jobs a re-attached launcher found), or a replica reports the deadline itself (a Job's
+  ``activeDeadlineSeconds``): :class:`TimedOut`;
+- **groups** (:func:`tfk8s.core.policy.decision_group`): the failures of a decision group are judged together,
+  the earliest finished first; a retryable one wins over its peers' follow-on exit 1s; a permanent one waits
+  ``group_settle_s`` (from when it was first seen) for the group's members still running, whose own failure
+  (an OOMKilled reported late) may yet be the cause;
+- **restart budget**: a retryable failure recreates its restart group (:func:`tfk8s.core.policy.restart_group`
+  plus the group's other failed members) while ``state.restarts < job.max_restarts`` (one restart per
+  recreation, however many replicas it recreates); a preemption always, counted in ``state.preemptions``
+  instead (:class:`Restart`); otherwise the failure fails the job (:class:`Fail`, with :func:`budget_used_up`'s
+  sentence for a retryable one).
+
+:func:`decide` has no I/O, no clock and no threads: ``now`` comes in (monotonic seconds, the backend's clock),
+the run's memory is the explicit :class:`EngineState`, which it updates in place (success time, restart and
+preemption counts, when each failure was first seen), and what users read comes out as the decisions' ``notes``
+and ``message``; the backend prints them (Kubernetes with its ``[launcher]`` prefix).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tfk8s.core import policy
+from tfk8s.core.cluster import Replica, ReplicaType
+from tfk8s.core.job import TrainingJob, is_success
+from tfk8s.core.policy import Failure, FailureKind
+
+_TRAINERS = (ReplicaType.CHIEF, ReplicaType.WORKER)
+
+
+@dataclass(frozen=True)
+class ReplicaView:
+    """What a backend observed of one replica's current attempt, as :func:`decide` reads it.
+
+    Attributes:
+        replica: which replica.
+        terminal: its process (pod) has finished, by itself or not.
+        succeeded: it finished with exit code 0.
+        failure: why its attempt failed (None: it has not). Set while not terminal too: hung (``NoProgress``),
+            a pod deleted, an image that cannot be pulled.
+        finished_at: when it finished, in seconds of any one clock shared by the views of a call (a container's
+            ``finishedAt``, a process's exit as first seen); orders the failures of a group, earliest first
+            (None: unknown, last).
+        said: how the backend describes the failure in a restart note (``replica worker-1 exited -9 (killed by
+            signal SIGKILL)``); default: :func:`describe` and the failure's message (``worker-1 failed with exit
+            code 137: OOMKilled (...)``).
+    """
+
+    replica: Replica
+    terminal: bool = False
+    succeeded: bool = False
+    failure: Failure | None = None
+    finished_at: float | None = None
+    said: str = ""
+
+    @property
+    def running(self) -> bool:
+        """Neither finished nor failed: a member its group's permanent failure may wait for."""
+        return not self.terminal and self.failure is None
+
+
+@dataclass
+class EngineState:
+    """What the engine remembers between two calls of :func:`decide` (one per run, owned by the backend).
+
+    Attributes:
+        start: monotonic seconds when the run started (``succeeded in`` counts from it).
+        deadline: monotonic seconds at which the job times out (None: no ``timeout_s``).
+        restarts: recreations counted against ``job.max_restarts`` (a re-attached launcher starts from the
+            previous one's count).
+        preemptions: recreations after preemptions, not counted.
+        success_at: monotonic seconds when the success policy was first met (None: not yet).
+        failing_since: for each replica whose current attempt has failed, when that failure was first seen.
+    """
+
+    start: float
+    deadline: float | None = None
+    restarts: int = 0
+    preemptions: int = 0
+    success_at: float | None = None
+    failing_since: dict[Replica, float] = field(default_factory=dict)
+
+    @classmethod
+    def for_job(cls, job: TrainingJob, start: float) -> EngineState:
+        """The state of a run of ``job`` starting at ``start``: its deadline ``job.timeout_s`` later."""
+        return cls(start, start + job.timeout_s if job.timeout_s is not None else None)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Nothing to do yet; look again after the next observation (or :func:`wake_times`).
+
+    Attributes:
+        notes: lines to print (a permanent failure waiting for its group, ``<job> succeeded in 12.3s``).
+    """
+
+    notes: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(frozen=True)
+class Succeeded:
+    """The job succeeded and the grace periods are over: stop ``stop`` (still running), report success.
+
+    Attributes:
+        stop: the replicas still running (ps, an evaluator past its grace, lagging workers), in replica order.
+        seconds: from the start to success.
+    """
+
+    stop: tuple[Replica, ...]
+    seconds: float
+    notes: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Recreate ``group``: stop what runs of it, start every member's next attempt (``state`` already counts it).
+
+    Attributes:
+        cause: the replica whose failure decided (the earliest retryable one of its decision group).
+        failure: its failure.
+        failed: every failed member of the cause's decision group, the cause among them, in replica order.
+        group: the replicas to recreate, in replica order.
+        charged: counted against ``max_restarts`` (False: a preemption).
+        message: the note to print (``<cause>; retryable: recreating worker-0, worker-1 (restart 1 of
+            max_restarts=3)``; the job record and the kept logs' separators read it back).
+    """
+
+    cause: Replica
+    failure: Failure
+    failed: tuple[Replica, ...]
+    group: tuple[Replica, ...]
+    charged: bool
+    message: str
+    notes: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Fail the job with ``replica``'s failure (every replica is stopped by the backend's cleanup).
+
+    Attributes:
+        replica: the failed replica (the earliest of its group; for a retryable failure, the retryable one).
+        failure: its failure.
+        budget: for a retryable failure, :func:`budget_used_up`'s sentence; else ``""``.
+    """
+
+    replica: Replica
+    failure: Failure
+    budget: str = ""
+    notes: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """The job's deadline passed: fail it, naming ``running``.
+
+    Attributes:
+        running: the replicas not finished, in replica order.
+        replica: the replica that reported the deadline itself (its Job's ``activeDeadlineSeconds``), or None
+            when ``state.deadline`` passed.
+        failure: that replica's failure (kind ``TIMEOUT``), or None.
+    """
+
+    running: tuple[Replica, ...]
+    replica: Replica | None = None
+    failure: Failure | None = None
+    notes: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+Decision = Wait | Succeeded | Restart | Fail | TimedOut
+
+
+def describe(replica: Replica, failure: Failure) -> str:
+    """``worker-1 failed with exit code 1: Error``: a failure as the notes name it (the Kubernetes backend's
+    words; the local backend passes its own ``replica worker-1 exited 1 (Error)`` as :attr:`ReplicaView.said`)."""
+    code = f" with exit code {failure.exit_code}" if failure.exit_code is not None else ""
+    return f"{replica.label} failed{code}: {failure.reason}"
+
+
+def budget_used_up(restarts: int, max_restarts: int) -> str:
+    """The sentence of a retryable failure that fails the job: ``retryable, but the restart budget is used up
+    (2 of max_restarts=2): raise max_restarts, or see the last log lines``."""
+    return (f"retryable, but the restart budget is used up ({restarts} of max_restarts={max_restarts}): raise "
+            f"max_restarts, or see the last log lines")
+
+
+def succeeded_note(job_name: str, seconds: float) -> str:
+    """``mnist-1 succeeded in 12.3s`` (the job record's event)."""
+    return f"{job_name} succeeded in {seconds:.1f}s"
+
+
+def stopping_note(stop: Sequence[Replica]) -> str:
+    """``stopping the remaining replicas: worker-1, ps-0``: what a success stops."""
+    return f"stopping the remaining replicas: {', '.join(r.label for r in stop)}"
+
+
+def decide(job: TrainingJob, views: Mapping[Replica, ReplicaView], now: float, state: EngineState, *,
+           group_settle_s: float) -> Decision:
+    """What to do now, given every replica's current attempt (see the module docstring for the rules).
+
+    Args:
+        job: the job (its counts, success policy, grace periods, ``max_restarts``).
+        views: one view per replica of ``job.counts`` (a missing one counts as running).
+        now: monotonic seconds, the clock of ``state``.
+        state: the run's memory; updated in place (``success_at``, ``restarts``, ``preemptions``,
+            ``failing_since``).
+        group_settle_s: seconds a permanent failure waits for the still running members of its decision group.
+
+    Returns:
+        :class:`Wait`, :class:`Succeeded`, :class:`Restart`, :class:`Fail` or :class:`TimedOut`. A
+        :class:`Restart` has been counted in ``state``; the backend carries it out before calling again.
+    """
+    replicas = list(job.counts.replicas())
+    view = {r: views.get(r) or ReplicaView(r) for r in replicas}
+    notes: list[str] = []
+    if state.success_at is None and is_success(job.success_policy, job.counts,
+                                               {r for r, v in view.items() if v.succeeded}):
+        state.success_at = now
+        notes.append(succeeded_note(job.name, now - state.start))
+    if state.success_at is not None:
+        since = now - state.success_at
+        lagging = [r for r in replicas if r.replica_type in _TRAINERS and not view[r].terminal]
+        evaluating = [r for r in replicas if r.replica_type is ReplicaType.EVALUATOR and not view[r].terminal]
+        if (lagging and since < job.grace_period_s) or (evaluating and since < job.evaluator_grace_s):
+            return Wait(notes=tuple(notes))
+        stop = tuple(r for r in replicas if not view[r].terminal)
+        if stop:
+            notes.append(stopping_note(stop))
+        return Succeeded(stop, state.success_at - state.start, notes=tuple(notes))
+    running = tuple(r for r in replicas if not view[r].terminal)
+    if state.deadline is not None and now >= state.deadline:
+        return TimedOut(running, notes=tuple(notes))
+    failures = {r: v.failure for r, v in view.items() if v.failure is not None}
+    for r in list(state.failing_since):
+        if r not in failures:
+            del state.failing_since[r]
+    for r, f in failures.items():
+        if f.kind is FailureKind.TIMEOUT:
+            return TimedOut(running, r, f, notes=tuple(notes))
+        state.failing_since.setdefault(r, now)
+    order = {r: i for i, r in enumerate(replicas)}
+
+    def earliest(r: Replica) -> tuple[bool, float, int]:
+        finished = view[r].finished_at
+        return (finished is None, finished or 0.0, order[r])
+
+    for r, own in failures.items():
+        # A failure brings down the replicas that depend on it (MWMS peers, the PSS coordinator), which then fail
+        # too (exit 1): the failures of a group are judged together, and a retryable one wins.
+        group = policy.decision_group(job.counts, r)
+        failed = [x for x in group if x in failures]
+        retryable = [x for x in failed if failures[x].retryable]
+        cause = min(retryable or failed, key=earliest)
+        failure = failures[cause]
+        if failure.retryable and (failure.preempted or state.restarts < job.max_restarts):
+            return _restart(job, view, state, cause, failure, failed, notes)
+        # A backend may report the peers' follow-on exit 1s before the root cause's own status (a kubelet's
+        # OOMKilled): a permanent failure waits group_settle_s for the members still running.
+        pending = [x for x in group if x not in failures and not view[x].terminal]
+        first_seen = min(state.failing_since[x] for x in failed)
+        if failure.kind is FailureKind.PERMANENT and pending and now - first_seen < group_settle_s:
+            if state.failing_since[r] == now:
+                notes.append(f"{describe(r, own)}; waiting up to {group_settle_s:g}s for "
+                             f"{', '.join(x.label for x in pending)} (a retryable failure among them would be the "
+                             f"cause, and the group recreated)")
+            continue
+        budget = budget_used_up(state.restarts, job.max_restarts) if failure.kind is FailureKind.RETRYABLE else ""
+        return Fail(cause, failure, budget, notes=tuple(notes))
+    return Wait(notes=tuple(notes))
+
+
+def _restart(job: TrainingJob, view: Mapping[Replica, ReplicaView], state: EngineState, cause: Replica,
+             failure: Failure, failed: list[Replica], notes: list[str]) -> Restart:
+    restart = set(policy.restart_group(job.counts, cause)) | set(failed)
+    group = tuple(r for r in job.counts.replicas() if r in restart)
+    if failure.preempted:
+        state.preemptions += 1
+        note, what = policy.preemption_note(state.preemptions, job.max_restarts), "preempted"
+    else:
+        state.restarts += 1
+        note, what = policy.restart_note(state.restarts, job.max_restarts), "retryable"
+    for r in group:
+        state.failing_since.pop(r, None)
+    also = ", ".join(x.label for x in failed if x != cause)
+    said = view[cause].said or describe(cause, failure) + (f" ({failure.message})" if failure.message else "")
+    message = (f"{said}{f' (then {also} failed too)' if also else ''}; "
+               f"{what}: recreating {', '.join(r.label for r in group)} {note}")
+    return Restart(cause, failure, tuple(failed), group, not failure.preempted, message, notes=tuple(notes))
+
+
+def wake_times(job: TrainingJob, state: EngineState, *, group_settle_s: float, now: float) -> list[float]:
+    """The monotonic times at which :func:`decide` may decide differently with no new observation: the ends of
+    the grace periods after success, the deadline, the ends of the failures' settle windows (a backend that waits
+    for events wakes up by then)."""
+    times = []
+    if state.success_at is not None:
+        times += [state.success_at + job.grace_period_s, state.success_at + job.evaluator_grace_s]
+    if state.deadline is not None:
+        times.append(state.deadline)
+    times += [t + group_settle_s for t in state.failing_since.values() if t + group_settle_s > now]
+    return times
