@@ -18,11 +18,11 @@ import yaml
 
 pytest.register_assert_rewrite("tests.kube_fixtures")
 
-from tests.kube_fixtures import NAMESPACE, FakeCluster  # noqa: E402
-from tfk8s.core.cluster import ReplicaCounts  # noqa: E402
-from tfk8s.core.job import TrainingJob  # noqa: E402
-from tfk8s.launcher import backends  # noqa: E402
-from tfk8s.launcher.kubernetes.settings import KubernetesSettings  # noqa: E402
+from tests.kube_fixtures import NAMESPACE, FakeCluster
+from tfk8s.core.cluster import ReplicaCounts
+from tfk8s.core.job import TrainingJob
+from tfk8s.launcher import backends
+from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 
 pytest_plugins = ["tests.kube_fixtures"]
 pytestmark = pytest.mark.timeout(60)
