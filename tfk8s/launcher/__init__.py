@@ -2,7 +2,9 @@
 
 A backend ("start a replica, watch it, stop it") takes a job and returns a
 :class:`~tfk8s.core.job.LaunchResult` or raises one of :mod:`tfk8s.core.errors`; what a failed replica means is
-the shared policy, :mod:`tfk8s.core.policy`. Backends, by name (:mod:`tfk8s.launcher.backends`):
+the shared policy, :mod:`tfk8s.core.policy`. What a backend provides (launch, the volume, inspection for the
+``tfk8s`` verbs) and the backends by name: :mod:`tfk8s.launcher.backends`, the only module other layers import
+(with :mod:`tfk8s.launcher.kubernetes.settings`, the Kubernetes settings' public face):
 
 - ``local``       :mod:`tfk8s.launcher.local`: each replica a process on 127.0.0.1 (tests, ``make run``)
 - ``kubernetes``  :mod:`tfk8s.launcher.kubernetes`: one batch/v1 Job + one headless Service per replica
