@@ -1,6 +1,7 @@
 """The house's layers: every folder may import only what its row of :data:`LAYERS` says, besides itself, the
 standard library and third-party packages; imports inside functions count. The two backends never import each
-other, and ``tfk8s.core`` imports the standard library only. README.md's architecture picture names the same
+other, ``tfk8s.core`` imports the standard library only, outside ``tfk8s.launcher`` only its seam
+(:data:`LAUNCHER_DOORS`) is imported, and no code outside it branches on a backend's name. README.md's architecture picture names the same
 folders."""
 
 import ast
