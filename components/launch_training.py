@@ -3,7 +3,8 @@ wait for it, stream the replicas' logs, fail clearly, and clean up every replica
 
 Every replica runs ``--command`` (the user's program, see docs/training-program.md) or, without one, the
 built-in trainer. ``--backend local`` runs the replicas as processes on 127.0.0.1; ``--backend kubernetes``
-creates one Job and one headless Service per replica (``--dry-run`` prints them as YAML instead). The flags
+creates one Job and one headless Service per replica (``--dry-run`` prints them as YAML instead; with
+``--backend local``, each process it would start, its command, TF_CONFIG and environment). The flags
 are the launch parameters of :data:`tfk8s.steps.params.LAUNCH_PARAMETERS`, the Kubernetes ones those of
 :class:`tfk8s.launcher.kubernetes.settings.KubernetesParams`.
 """
@@ -85,7 +86,7 @@ def launch_training(
 @main_guard
 def main(argv: list[str] | None = None) -> None:
     """CLI: ``python -m components.launch_training --help``; prints the outcome as JSON, or with
-    ``--dry-run`` every Kubernetes object as YAML."""
+    ``--dry-run`` what the backend would start as YAML (every Kubernetes object; each local process)."""
     from tfk8s.steps.launch_training import launch_training_step
     from tfk8s.steps.params import add_launch_arguments, launch_params_from_args
 
@@ -95,13 +96,14 @@ def main(argv: list[str] | None = None) -> None:
     add_volume_root_argument(p)
     p.add_argument("--run-id", default="local", help="the pipeline run's id (names the job and its folder)")
     p.add_argument("--backend", choices=("local", "kubernetes"), default="kubernetes")
-    p.add_argument("--dry-run", action="store_true", help="print the Kubernetes objects as YAML and exit")
+    p.add_argument("--dry-run", action="store_true", help="print what the backend would start as YAML and exit "
+                   "(kubernetes: every object; local: each process, its command, TF_CONFIG and environment)")
     add_launch_arguments(p)  # with the kubernetes dict's keys as flags of their own (--cpu 2 ...)
     add_results_dir_argument(p)
     a = p.parse_args(argv)
     params = launch_params_from_args(a)
     result = launch_training_step(data_dir=a.data_dir, volume_root=a.volume_root, run_id=a.run_id,
-                                  backend="kubernetes" if a.dry_run else a.backend, params=params,
+                                  backend=a.backend, params=params,
                                   dry_run=a.dry_run)
     if a.dry_run:
         import yaml

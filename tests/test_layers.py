@@ -1,6 +1,7 @@
 """The house's layers: every folder may import only what its row of :data:`LAYERS` says, besides itself, the
 standard library and third-party packages; imports inside functions count. The two backends never import each
-other, and ``tfk8s.core`` imports the standard library only. README.md's architecture picture names the same
+other, ``tfk8s.core`` imports the standard library only, outside ``tfk8s.launcher`` only its seam
+(:data:`LAUNCHER_DOORS`) is imported, and no code outside it branches on a backend's name. README.md's architecture picture names the same
 folders."""
 
 import ast
@@ -26,6 +27,9 @@ LAYERS: dict[str, set[str]] = {
 }
 ANYONE = {"tfk8s"}  # the package root: __version__ and DEFAULT_IMAGE only, it imports nothing
 NEVER_EACH_OTHER = [("tfk8s.launcher.local", "tfk8s.launcher.kubernetes")]
+LAUNCHER_DOORS = {"tfk8s.launcher.backends", "tfk8s.launcher.kubernetes.settings"}
+"""What of tfk8s.launcher other layers may import: the backends' seam, and the Kubernetes settings' public face
+(the parameter table and the CLI flags are generated from KubernetesParams)."""
 PARTS = ("tfk8s.", "trainer", "components", "pipelines")
 
 
@@ -91,6 +95,10 @@ def violations(sources: dict[str, str]) -> list[str]:
                 continue
             if target not in LAYERS[row]:
                 found.append(f"{module} imports {name}: {row} may import {sorted(LAYERS[row]) or 'nothing'}")
+        if "tfk8s.launcher" in LAYERS[row]:  # a layer that may not import it at all is told so above
+            for name in sorted(_imports(source, module)):
+                if _layer(name) == "tfk8s.launcher" and name not in LAUNCHER_DOORS:
+                    found.append(f"{module} imports {name}: outside tfk8s.launcher only {sorted(LAUNCHER_DOORS)}")
         for a, b in NEVER_EACH_OTHER:
             for own, other in ((a, b), (b, a)):
                 if (module == own or module.startswith(own + ".")) and any(
@@ -144,6 +152,65 @@ def test_a_broken_rule_is_reported():
          "'tfk8s.steps', 'tfk8s.tracking']"),
     ]
     assert violations({"tfk8s.steps.params": broken["tfk8s.steps.params"]}) == []
+
+
+def test_outside_the_launcher_only_its_seam_is_imported():
+    """tfk8s.cmd and tfk8s.steps may import the launcher layer, but only through its doors."""
+    assert violations({
+        "tfk8s.cmd.delete": "from tfk8s.launcher.kubernetes.cleanup import delete_job_objects\n",
+        "tfk8s.steps.cli": "def f():\n    from tfk8s.launcher.kubernetes import render_manifests\n",
+        "tfk8s.steps.params": "from tfk8s.launcher.backends import BACKENDS\n"
+                              "from tfk8s.launcher.kubernetes.settings import KubernetesParams\n",
+        "tfk8s.launcher.local": "from tfk8s.launcher.stopping import stop_signals\n",
+    }) == [
+        ("tfk8s.cmd.delete imports tfk8s.launcher.kubernetes.cleanup: outside tfk8s.launcher only "
+         "['tfk8s.launcher.backends', 'tfk8s.launcher.kubernetes.settings']"),
+        ("tfk8s.steps.cli imports tfk8s.launcher.kubernetes: outside tfk8s.launcher only "
+         "['tfk8s.launcher.backends', 'tfk8s.launcher.kubernetes.settings']"),
+    ]
+
+
+
+
+def backend_branches(sources: dict[str, str]) -> list[str]:
+    """Every comparison of a backend's name outside tfk8s.launcher (``backend == "local"``,
+    ``r.get("backend") != ...``, ``backend in ("local", ...)``): a branch on the name instead of a question to
+    the backend (:mod:`tfk8s.launcher.backends`), as ``module:line``."""
+    found = []
+    for module, source in sources.items():
+        if module == "tfk8s.launcher" or module.startswith("tfk8s.launcher."):
+            continue
+        tree = ast.parse(source)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and any(isinstance(op, ast.Eq | ast.NotEq) for op in node.ops):
+                parts = [node.left, *node.comparators]
+                if any(_names_backend(p) for p in parts) and any(
+                        isinstance(p, ast.Constant) and isinstance(p.value, str) for p in parts):
+                    found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def _names_backend(node: ast.AST) -> bool:
+    """``backend``, ``x.backend``, ``r["backend"]``, ``r.get("backend")``."""
+    if isinstance(node, ast.Name):
+        return node.id == "backend"
+    if isinstance(node, ast.Attribute):
+        return node.attr == "backend"
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "backend"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+        return bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == "backend"
+    return False
+
+
+def test_no_branch_on_a_backends_name_outside_the_launcher():
+    assert backend_branches(_product()) == []
+    assert backend_branches({
+        "tfk8s.cmd.get": 'if r.get("backend") == "kubernetes":\n    pass\n',
+        "tfk8s.steps.x": 'ok = backend != "local"\nfine = backend == other\n',
+        "tfk8s.tracking.records": 'if record["backend"] == "local":\n    pass\n',
+        "tfk8s.launcher.backends": 'same = backend == "local"\n',
+    }) == ["tfk8s.cmd.get:1", "tfk8s.steps.x:1", "tfk8s.tracking.records:1"]
 
 
 def test_the_readme_architecture_names_every_layer():

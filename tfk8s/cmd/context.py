@@ -13,12 +13,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tfk8s.launcher.kubernetes.inventory import live_kubernetes_jobs
+from tfk8s.launcher.backends import backend_for, cluster_backends
 from tfk8s.tracking import records
 
 EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT, EXIT_NOT_FOUND = 0, 1, 3, 4
 POLL_S = 0.5
 LOST_AFTER_S = 30.0  # a Running Kubernetes record without objects in the cluster, not updated for this long
+
+
+def _has_cluster(record: dict[str, Any]) -> bool:
+    try:
+        return bool(backend_for(record).has_cluster)
+    except ValueError:  # a backend this version does not know: the record is all there is
+        return False
 
 
 class CtlError(Exception):
@@ -35,8 +42,9 @@ class Context:
     Args:
         volume: the folder standing for the shared volume (its ``runs/*/train/job.json``).
         namespace: ask the cluster too, in this namespace ("" : only for jobs recorded as Kubernetes ones).
-        kube_api: ``kube_api(namespace) -> tfk8s.launcher.kubernetes.api.KubeApi`` (default: from the kubeconfig
-            or the pod's service account).
+        kube_api: ``kube_api(namespace) -> tfk8s.launcher.kubernetes.api.KubeApi`` (default: the cluster
+            backend's :meth:`~tfk8s.launcher.backends.Inspection.connect`, from the kubeconfig or the pod's service
+            account).
         out, err: where results and diagnostics go.
     """
 
@@ -65,34 +73,73 @@ class Context:
             if self._kube_api is not None:
                 api = self._kube_api(namespace)
             else:
-                from tfk8s.launcher.kubernetes import load_api_client
-                from tfk8s.launcher.kubernetes.api import KubeApi
-                from tfk8s.launcher.kubernetes.settings import resolve_namespace
-
-                api = KubeApi(load_api_client(), resolve_namespace(namespace))
+                api = self.cluster().connect(namespace)
         except Exception as e:  # noqa: BLE001 - the volume still answers
             self.warn(f"cannot ask the cluster (namespace {namespace or 'default'}): {e}")
         self._apis[namespace] = api
         return api
 
+    @staticmethod
+    def in_cluster(record: dict[str, Any]) -> bool:
+        """Whether the job of ``record`` lives in a cluster that can be asked about it (its backend's
+        :attr:`~tfk8s.launcher.backends.Inspection.has_cluster`)."""
+        return _has_cluster(record)
+
+    @staticmethod
+    def cluster() -> Any:
+        """The backend whose jobs live in a cluster (:func:`tfk8s.launcher.backends.cluster_backends`)."""
+        return cluster_backends()[0]
+
+    def api_for(self, record: dict[str, Any]) -> Any | None:
+        """The cluster's API for the job of ``record`` (its namespace, else ``--namespace``); None for a backend
+        without a cluster, or, with a diagnostic, when the cluster cannot be reached."""
+        if not _has_cluster(record):
+            return None
+        return self.api(record.get("namespace") or self.namespace)
+
+    def events(self, record: dict[str, Any], api: Any) -> list[dict[str, Any]]:
+        """The cluster's events of the job's replicas (:meth:`~tfk8s.launcher.backends.Inspection.events`)."""
+        return backend_for(record).events(record, api, self.warn)
+
     def live(self, namespace: str) -> dict[str, dict[str, Any]] | None:
-        """The jobs with objects in ``namespace`` now (:func:`tfk8s.launcher.kubernetes.inventory.live_kubernetes_jobs`); None, with a
-        diagnostic, when the cluster cannot be asked."""
+        """The jobs with objects in ``namespace`` now (the cluster backend's
+        :meth:`~tfk8s.launcher.backends.Inspection.live_jobs`); None, with a diagnostic, when the cluster cannot
+        be asked."""
         api = self.api(namespace)
         if api is None:
             return None
         try:
-            return live_kubernetes_jobs(api)
+            return self.cluster().live_jobs(api)
         except Exception as e:  # noqa: BLE001
             self.warn(f"cannot list the jobs in namespace {namespace}: {e}")
             return None
 
     @staticmethod
-    def overlay(record: dict[str, Any], found: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
-        """A running Kubernetes job's record with its live replicas laid over; ``Lost`` when the cluster says it
-        has no objects left while the record, not updated for :data:`LOST_AFTER_S`, still says Running (its
-        launcher was stopped or its pod deleted before it could record the outcome)."""
-        if records.effective_state(record) != "Running" or found is None:
+    def state(record: dict[str, Any]) -> str:
+        """The record's state, ``Lost`` when the backend that ran it says its launcher is gone
+        (:meth:`~tfk8s.launcher.backends.Inspection.launcher_lost`: a local launcher's process on this host)."""
+        try:
+            lost = backend_for(record).launcher_lost
+        except ValueError:  # a backend this version does not know: the state as written
+            return records.effective_state(record)
+        return records.effective_state(record, lost)
+
+    @classmethod
+    def settle(cls, record: dict[str, Any]) -> dict[str, Any]:
+        """``record`` with its state as :meth:`state` reads it (``Lost`` written in, so that every later reader,
+        :func:`tfk8s.tracking.records.job_status` among them, sees it)."""
+        state = cls.state(record)
+        return record if state == record.get("state", "Running") else {**record, "state": state}
+
+    @classmethod
+    def overlay(cls, record: dict[str, Any], found: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+        """A running job's record with what its backend knows now: ``Lost`` when its launcher is known to be
+        gone (:meth:`settle`); for a job in a cluster (``found``: the live jobs of its namespace, None when the
+        cluster was not asked) its live replicas laid over, and ``Lost`` when the cluster says it has no objects
+        left while the record, not updated for :data:`LOST_AFTER_S`, still says Running (its launcher was
+        stopped or its pod deleted before it could record the outcome)."""
+        record = cls.settle(record)
+        if record.get("state", "Running") != "Running" or found is None or not _has_cluster(record):
             return record
         live = found.get(record["name"])
         if live is None:
@@ -103,8 +150,9 @@ class Context:
         return records.merge_live(record, live)
 
     def records(self) -> list[dict[str, Any]]:
-        """Every job recorded on the volume, oldest first (:func:`tfk8s.tracking.records.list_records`)."""
-        return records.list_records(self.volume)
+        """Every job recorded on the volume, oldest first (:func:`tfk8s.tracking.records.list_records`), each
+        state as :meth:`settle` reads it."""
+        return [self.settle(r) for r in records.list_records(self.volume)]
 
     def find(self, name: str) -> dict[str, Any]:
         """The job ``name`` (or run id): its record with live replica states laid over (Kubernetes), or only
@@ -118,17 +166,15 @@ class Context:
         except records.JobNotFoundError as e:
             record, missing = None, str(e)
         namespace = (record or {}).get("namespace") or self.namespace
-        if (record or {}).get("backend") == "kubernetes" or (record is None and self.namespace):
-            found = self.live(namespace)
-            if record is None:
-                if not (found or {}).get(name):
-                    raise CtlError(f"{missing}; nor is there a job {name} in namespace {namespace}",
-                                   EXIT_NOT_FOUND)
-                return dict(found[name])
-            record = self.overlay(record, found)
         if record is None:
-            raise CtlError(missing, EXIT_NOT_FOUND)
-        return record
+            found = self.live(namespace) if self.namespace else None
+            if not (found or {}).get(name):
+                raise CtlError(f"{missing}; nor is there a job {name} in namespace {namespace}"
+                               if self.namespace else missing, EXIT_NOT_FOUND)
+            return dict(found[name])
+        if _has_cluster(record):
+            return self.overlay(record, self.live(namespace))
+        return self.settle(record)
 
 
 def age(seconds: float) -> str:

@@ -61,9 +61,8 @@ def readers(ctx: Context, stored: data_store.StoredDataset, now: float | None = 
             if now - created.get(run_id, 0) < STARTING_S:
                 found.append(f"run {run_id} (starting: no job record yet)")
             continue
-        if record.get("backend") == "kubernetes" and ctx.namespace:
-            record = ctx.overlay(record, ctx.live(record.get("namespace") or ctx.namespace))
-        state = records.effective_state(record)
+        live = ctx.live(record.get("namespace") or ctx.namespace) if ctx.in_cluster(record) and ctx.namespace else None
+        state = records.effective_state(ctx.overlay(record, live))
         if state not in records.TERMINAL_STATES:
             found.append(f"job {record.get('name')} ({state})")
     return found

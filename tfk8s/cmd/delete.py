@@ -1,20 +1,17 @@
-"""``tfk8s delete JOB``: stop a running job. Local: SIGTERM to its launcher, which stops every replica; Kubernetes:
-delete its objects (:func:`tfk8s.launcher.kubernetes.cleanup.delete_job_objects`, the launcher's own cleanup).
-Its files stay on the volume."""
+"""``tfk8s delete JOB``: stop a running job, as the backend that runs it stops one
+(:meth:`tfk8s.launcher.backends.Inspection.stop`; local: SIGTERM to its launcher, which stops every replica;
+Kubernetes: delete its objects, the launcher's own cleanup). Its files stay on the volume."""
 
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import socket
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from tfk8s.cmd.context import EXIT_OK, POLL_S, Context, CtlError
 from tfk8s.core.layout import TrainLayout
-from tfk8s.launcher.kubernetes.cleanup import delete_job_objects
+from tfk8s.launcher.backends import backend_for
 from tfk8s.tracking import records
 
 
@@ -47,19 +44,10 @@ class Options:
             ctx.say(f"{r['name']} already ended ({state}); nothing to stop (its files stay under "
                      f"{(r.get('paths') or {}).get('train_dir', ctx.volume)})")
             return EXIT_OK
-        if r.get("backend") == "local":
-            launcher = r.get("launcher") or {}
-            if launcher.get("host") != socket.gethostname():
-                raise CtlError(f"{r['name']} runs on host {launcher.get('host')}: run tfk8s delete there")
-            try:
-                os.kill(int(launcher["pid"]), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        else:
-            api = ctx.api(r.get("namespace") or ctx.namespace)
-            if api is None:
-                raise CtlError(f"cannot reach the cluster to delete {r['name']}")
-            delete_job_objects(api, r["name"])  # Jobs, Services, pods, NetworkPolicy, PodGroup
+        try:  # local: SIGTERM to its launcher; Kubernetes: its Jobs, Services, pods, NetworkPolicy, PodGroup
+            backend_for(r).stop(r, ctx.api_for(r))
+        except ValueError as e:  # on another host, or the cluster cannot be reached
+            raise CtlError(str(e)) from None
         deadline = time.monotonic() + self.wait_s
         while time.monotonic() < deadline:
             try:

@@ -44,14 +44,10 @@ class Options:
         progress = read_job_progress(paths["train_dir"]) if paths.get("train_dir") else {}
         status = records.job_status(r, progress)
         events = list(r.get("events") or [])
-        api = ctx.api(r.get("namespace") or ctx.namespace) if r.get("backend") == "kubernetes" else None
+        api = ctx.api_for(r)
         kube_events: list[dict[str, Any]] = []
         if api is not None:
-            for pod in (r.get("pods") or {}).values():
-                try:
-                    kube_events += api.list_events(pod)
-                except Exception as e:  # noqa: BLE001 - events are a bonus
-                    ctx.warn(f"cannot list the events of pod {pod}: {e}")
+            kube_events = ctx.events(r, api)
         if self.output in ("json", "yaml"):
             data = {**r, "status": status_dict(status),
                     "progress": {k: vars(v) if hasattr(v, "__dict__") else v.__dict__ for k, v in progress.items()},

@@ -43,7 +43,7 @@ class Options:
         """Print the jobs as a table (``-o wide`` adds namespace, run, step, ETA, TensorBoard) or as data."""
         found = ctx.records()
         namespaces = {r.get("namespace") or "" for r in found
-                      if r.get("backend") == "kubernetes" and records.effective_state(r) == "Running"}
+                      if ctx.in_cluster(r) and records.effective_state(r) == "Running"}
         if ctx.namespace:
             namespaces.add(ctx.namespace)
         live: dict[str, dict[str, Any]] = {}
@@ -53,7 +53,7 @@ class Options:
             live.update(answered[ns] or {})
         by_name = {r["name"]: r for r in found}
         merged = [ctx.overlay(r, answered.get(r.get("namespace") or "", answered.get(ctx.namespace)))
-                  if r.get("backend") == "kubernetes" else r for r in found]
+                  for r in found]
         merged += [v for k, v in live.items() if k not in by_name]
         missing: list[str] = []
         if self.jobs:  # as `kubectl get pods NAME`: those, and an error for each one there is not

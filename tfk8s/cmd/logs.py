@@ -11,6 +11,7 @@ from typing import Any
 
 from tfk8s.cmd.context import EXIT_OK, POLL_S, Context, CtlError
 from tfk8s.core.layout import TrainLayout
+from tfk8s.launcher.backends import backend_for
 from tfk8s.tracking import records
 
 
@@ -49,8 +50,8 @@ class Options:
         log_dir = Path((r.get("paths") or {}).get("replica_logs") or "/nonexistent")
         files = {label: TrainLayout(log_dir.parent).replica_log(label) for label in chosen}
         on_volume = [label for label, f in files.items() if f.is_file()]
-        if not on_volume and r.get("backend") == "kubernetes" and r.get("pods"):
-            return _pod_logs(ctx, r, chosen, self.follow)
+        if not on_volume and _from_replicas(ctx, r, chosen, self.follow):
+            return EXIT_OK
         if not on_volume and not self.follow:
             ctx.warn(f"no log of {', '.join(chosen)} under {log_dir} yet")
             return EXIT_OK
@@ -83,37 +84,14 @@ class Options:
 
 
 
-def _pod_logs(ctx: Context, r: dict[str, Any], labels: list[str], follow: bool) -> int:
-    """Every chosen replica's log from its live pod (the volume has none yet). A pod whose container has not
-    started (pulling its image, or failing to) has no log: a real kubelet answers 400 ``container ... is waiting
-    to start: ...``; that replica is said so on stderr and the others are still printed."""
-    from tfk8s.launcher.kubernetes.api import close_stream, iter_lines
-    from tfk8s.launcher.kubernetes.errors import KubernetesApiError
-    from tfk8s.launcher.kubernetes.objects import CONTAINER_NAME
-
-    api = ctx.api(r.get("namespace") or ctx.namespace)
-    if api is None:
-        raise CtlError(f"the volume holds no log of {r['name']} and the cluster cannot be asked")
-    prefix = len(labels) > 1
-    for label in labels:
-        pod = (r.get("pods") or {}).get(label)
-        if not pod:
-            ctx.warn(f"{label} has no pod")
-            continue
-        try:
-            if follow and len(labels) == 1:
-                resp = api.open_log(pod, CONTAINER_NAME)
-                try:
-                    for line in iter_lines(resp):
-                        ctx.say(line)
-                finally:
-                    close_stream(resp)
-            else:
-                for line in api.read_log_tail(pod, CONTAINER_NAME, 10**6):
-                    ctx.say(f"[{label}] {line}" if prefix else line)
-        except KubernetesApiError as e:
-            if e.status != 400:
-                raise
-            ctx.warn(f"{label} has no log yet (pod {pod}): {str(e).split(': 400 ', 1)[-1]}")
-    return EXIT_OK
-
+def _from_replicas(ctx: Context, r: dict[str, Any], labels: list[str], follow: bool) -> bool:
+    """Every chosen replica's log from where it runs (the volume has none yet), as its backend reads it
+    (:meth:`tfk8s.launcher.backends.Inspection.logs`; Kubernetes: the live pods). False when the backend has no
+    such place (local) or the job no replicas there."""
+    backend = backend_for(r)
+    if not r.get("pods"):
+        return False
+    try:
+        return backend.logs(r, labels, ctx.api_for(r), follow=follow, say=ctx.say, warn=ctx.warn)
+    except ValueError as e:  # the cluster cannot be asked
+        raise CtlError(str(e)) from None

@@ -37,17 +37,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tfk8s.core import policy
 from tfk8s.core.cluster import Replica, ReplicaType, cluster_spec, tf_config_json
+from tfk8s.core.contract import local_python
 from tfk8s.core.diagnosis import LAST_LINES, LogTail
 from tfk8s.core.errors import JobTimeoutError, ReplicaFailedError, RestartBudgetExhaustedError, stop_cause
 from tfk8s.core.job import LaunchResult, TrainingJob
 from tfk8s.core.proxy import LOCAL_HOSTS, no_proxy_env
 from tfk8s.launcher import engine
+from tfk8s.launcher.backends import DryRun
 from tfk8s.launcher.stopping import StopState, stop_signals
 from tfk8s.launcher.watchdog import ProgressWatch
 
@@ -324,17 +326,110 @@ def python_command(module: str, *args: str) -> tuple[str, ...]:
 
 
 class LocalBackend:
-    """The ``local`` backend of :mod:`tfk8s.launcher.backends`: :func:`run_local`; the launch step keeps each
-    replica's log from the lines it streams (line by line, so ``tfk8s logs -f`` follows a running job)."""
+    """The ``local`` backend of :mod:`tfk8s.launcher.backends` (launch, volume, inspection): :func:`run_local`;
+    the launch step keeps each replica's log from the lines it streams (line by line, so ``tfk8s logs -f``
+    follows a running job)."""
 
     name = "local"
     keeps_replica_logs = False
+    local_paths = True
+    has_cluster = False
 
-    def namespace(self, options: Mapping[str, Any]) -> str:
+    # -- launch ---------------------------------------------------------------------------------------------
+    def options(self, params: Mapping[str, Any]) -> None:
+        """None: the local backend has no settings of its own (the Kubernetes ones are checked by the
+        parameter check, not used here)."""
+        return
+
+    def namespace(self, options: Any) -> str:
         return ""
 
-    def run(self, job: TrainingJob, log_sink: LogSink, options: Mapping[str, Any]) -> LaunchResult:
+    def program(self, argv: Sequence[str]) -> tuple[str, ...]:
+        return local_python(argv)
+
+    def dry_run(self, job: TrainingJob, options: Any) -> DryRun:
+        """One document per process :func:`run_local` would start: ``replica``, ``command`` (placeholders
+        substituted), ``env`` (the job's variables, the contract's, the loopback's NO_PROXY, TF_CONFIG; not the
+        launcher's own environment, which every process inherits too) and ``cwd``; the ports are free ones
+        picked now, as a run picks its own."""
+        replicas = list(job.counts.replicas())
+        ports = dict(zip(replicas, free_ports(len(replicas)), strict=True))
+        spec = cluster_spec(job.counts, lambda r: f"127.0.0.1:{ports[r]}")
+        docs = [{"replica": r.label, "command": list(job.replica_command(r)),
+                 "env": {**job.env, **job.contract_env(r), **no_proxy_env(LOCAL_HOSTS, os.environ, job.env),
+                         "TF_CONFIG": tf_config_json(spec, r), "PYTHONUNBUFFERED": "1"},
+                 "cwd": os.getcwd()} for r in replicas]
+        return DryRun(docs, [(f"{job.name}: {len(docs)} local processes on 127.0.0.1, cluster spec {spec}; the "
+                             f"launcher's environment is inherited too; a run picks its own free ports")])
+
+    def run(self, job: TrainingJob, log_sink: LogSink, options: Any) -> LaunchResult:
         return run_local(job, log_sink=log_sink)
+
+    # -- volume ---------------------------------------------------------------------------------------------
+    def ensure_volume(self, *, volume_root: str, pvc_name: str = "", namespace: str = "", create: bool = False,
+                      size: str = "", storage_class: str = "", api_client: Any = None) -> dict[str, Any]:
+        """The folder ``volume_root``, made (with its parents) when missing; the claim settings are unused.
+
+        Raises:
+            tfk8s.core.volume.VolumeWriteError: it cannot be made (the message names the folder and the fix).
+        """
+        from pathlib import Path
+
+        from tfk8s.core.volume import volume_writes
+
+        with volume_writes(volume_root, "the volume root"):
+            Path(volume_root).mkdir(parents=True, exist_ok=True)
+        return {}
+
+    # -- inspection -----------------------------------------------------------------------------------------
+    def connect(self, namespace: str) -> Any:
+        raise ValueError("the local backend has no cluster to ask: its jobs are processes on their host")
+
+    def live_jobs(self, api: Any) -> dict[str, dict[str, Any]]:
+        return {}
+
+    def launcher_lost(self, record: Mapping[str, Any]) -> bool:
+        """The record says Running, its launcher ran on this host and that process is gone (killed before it
+        could record the outcome; a zombie counts as gone)."""
+        launcher = record.get("launcher") or {}
+        return (record.get("state", "Running") == "Running" and launcher.get("host") == socket.gethostname()
+                and bool(launcher.get("pid")) and not _pid_alive(int(launcher["pid"])))
+
+    def stop(self, record: Mapping[str, Any], api: Any) -> None:
+        """SIGTERM to the job's launcher, which stops every replica (:mod:`tfk8s.launcher.stopping`); a
+        launcher already gone is fine.
+
+        Raises:
+            ValueError: the launcher runs on another host (the message names it: stop it there).
+        """
+        launcher = record.get("launcher") or {}
+        if launcher.get("host") != socket.gethostname():
+            raise ValueError(f"{record.get('name')} runs on host {launcher.get('host')}: run tfk8s delete there")
+        try:
+            os.kill(int(launcher["pid"]), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    def events(self, record: Mapping[str, Any], api: Any, warn: Callable[[str], None]) -> list[dict[str, Any]]:
+        return []
+
+    def logs(self, record: Mapping[str, Any], labels: Sequence[str], api: Any, *, follow: bool,
+             say: Callable[[str], None], warn: Callable[[str], None]) -> bool:
+        return False  # the volume's replica-logs/ is where a local replica's log is
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie still answers kill(0)
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 BACKEND = LocalBackend()

@@ -49,16 +49,10 @@ def expected_errors() -> tuple[type[BaseException], ...]:
     prints them as one ``error:`` line instead of a traceback."""
     from tfk8s.core.errors import LaunchError
     from tfk8s.core.volume import VolumeWriteError
+    from tfk8s.launcher.backends import user_errors
     from tfk8s.steps.model_versions import ExportError
 
-    errors: list[type[BaseException]] = [ValueError, LaunchError, ExportError, FileNotFoundError, VolumeWriteError]
-    try:
-        from tfk8s.launcher.kubernetes.errors import KubernetesApiError, VolumeError
-
-        errors += [KubernetesApiError, VolumeError]
-    except ImportError:  # pragma: no cover - the kubernetes client is a dependency
-        pass
-    return tuple(errors)
+    return (ValueError, LaunchError, ExportError, FileNotFoundError, VolumeWriteError, *user_errors())
 
 
 TERMINATION_LOG = "/dev/termination-log"

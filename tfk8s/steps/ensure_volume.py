@@ -7,7 +7,8 @@ from __future__ import annotations
 def ensure_volume_step(*, backend: str, volume_root: str, pvc_name: str, namespace: str = "",
                        create_pvc: bool = False, pvc_size: str = "20Gi", pvc_storage_class: str = "",
                        api_client=None) -> dict:
-    """Make sure the shared volume exists before any step mounts it.
+    """Make sure the shared volume exists before any step mounts it, as the backend provides one
+    (:meth:`tfk8s.launcher.backends.Volume.ensure_volume`).
 
     ``local``: create the folder ``volume_root``. ``kubernetes``: check that PersistentVolumeClaim ``pvc_name``
     exists in ``namespace`` (empty: this pod's), or create it when ``create_pvc`` (see
@@ -19,29 +20,14 @@ def ensure_volume_step(*, backend: str, volume_root: str, pvc_name: str, namespa
 
     Raises:
         ValueError: unknown backend or empty pvc_name.
+        tfk8s.core.volume.VolumeWriteError: local, the folder cannot be made.
         tfk8s.launcher.kubernetes.errors.VolumeError: the claim is missing (and not to be created) or unusable.
     """
-    from pathlib import Path
-
+    from tfk8s.launcher.backends import get_backend
     from tfk8s.steps import params
 
     params.check({"backend": backend, "volume_root": volume_root, "pvc_name": pvc_name})
-    if backend == "local":
-        from tfk8s.core.volume import volume_writes
-
-        with volume_writes(volume_root, "the volume root"):
-            Path(volume_root).mkdir(parents=True, exist_ok=True)
-        return {"backend": backend, "volume_root": volume_root}
-    from tfk8s.launcher.kubernetes import load_api_client
-    from tfk8s.launcher.kubernetes.api import KubeApi
-    from tfk8s.launcher.kubernetes.settings import resolve_namespace
-    from tfk8s.launcher.kubernetes.volume import ensure_pvc
-
-    client = api_client or load_api_client()
-    try:
-        status = ensure_pvc(KubeApi(client, resolve_namespace(namespace)), pvc_name, create=create_pvc,
-                            size=pvc_size, storage_class=pvc_storage_class)
-    finally:
-        if api_client is None:
-            client.close()
+    status = get_backend(backend).ensure_volume(volume_root=volume_root, pvc_name=pvc_name, namespace=namespace,
+                                                create=create_pvc, size=pvc_size, storage_class=pvc_storage_class,
+                                                api_client=api_client)
     return {"backend": backend, "volume_root": volume_root, **status}

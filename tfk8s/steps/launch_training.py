@@ -73,13 +73,9 @@ def build_job(*, name: str, counts: ReplicaCounts, args: Sequence[str] = (), bac
     Raises:
         ValueError: unknown backend (the message lists the known ones), invalid job fields or placeholders.
     """
-    from tfk8s.launcher.backends import BACKENDS
+    from tfk8s.launcher.backends import get_backend
 
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    argv = tuple(command) or ("python", "-m", builtin_trainer.TRAINER_MODULE, *args)
-    if backend == "local":
-        argv = contract.local_python(argv)
+    argv = get_backend(backend).program(tuple(command) or ("python", "-m", builtin_trainer.TRAINER_MODULE, *args))
     # Under ParameterServerStrategy the workers serve the chief and never exit: stop them at once after it.
     extra: dict = {"grace_period_s": 0.0} if counts.ps else {}
     if max_restarts is not None:
@@ -116,15 +112,18 @@ def steps_warning(train_examples: int, batch_size: int, epochs: int, replicas: i
 
 
 def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
-            backend_options: Mapping | None = None, log_sink: Callable[[str], None] | None = None) -> TrainingOutcome:
+            backend_options: Mapping | None = None, options: object = None,
+            log_sink: Callable[[str], None] | None = None) -> TrainingOutcome:
     """Run ``job`` on ``backend`` with its record, kept logs and progress display (:func:`tfk8s.tracking.tracked.tracked`),
     check the coordinator's SavedModel, read its metrics file and write ``<train dir>/training_summary.json``.
     The non-coordinators' scratch model dirs are removed at every end.
 
     Args:
         backend: a name of :data:`tfk8s.launcher.backends.BACKENDS`.
-        backend_options: the backend's own settings (Kubernetes: the keywords of ``KubernetesSettings.from_params``;
-            local: unused).
+        backend_options: the backend's own settings as given (Kubernetes: the keywords of
+            ``KubernetesSettings.from_params``; local: unused), checked here once
+            (:meth:`tfk8s.launcher.backends.Launch.options`); ignored when ``options`` is given.
+        options: the backend's typed options, already checked (what ``Launch.options`` returned).
 
     Raises:
         ValueError: an unknown backend or bad ``backend_options``.
@@ -135,13 +134,14 @@ def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
     from tfk8s.tracking.tracked import tracked
 
     runner = get_backend(backend)
-    options = dict(backend_options or {})
+    if options is None:
+        options = runner.options(dict(backend_options or {}))
     layout = TrainLayout(train_dir)
     for folder in layout.folders():
         folder.mkdir(parents=True, exist_ok=True)  # the launcher mounts the volume where replicas do
     # The job record (<train dir>/job.json), every replica's log kept on the volume, the progress display.
     with tracked(job, backend, train_dir, log_sink, namespace=runner.namespace(options),
-                 keep_logs=not runner.keeps_replica_logs) as track:
+                 keep_logs=not runner.keeps_replica_logs, local_paths=runner.local_paths) as track:
         try:
             result = runner.run(job, track.sink, options)
         except ReplicaFailedError as e:
@@ -296,8 +296,9 @@ def launch_training_step(
     dry_run: bool = False,
     log_sink=None,
 ):
-    """Build the training job from the launch parameters and run it (or, with ``dry_run``, return the
-    Kubernetes objects it would create).
+    """Build the training job from the launch parameters and run it (or, with ``dry_run``, return what the
+    backend would start: the Kubernetes objects, or the local processes with their TF_CONFIG, environment and
+    command; :meth:`tfk8s.launcher.backends.Launch.dry_run`).
 
     Args:
         data_dir: the prepared data folder (the Dataset artifact's ``path``).
@@ -307,7 +308,8 @@ def launch_training_step(
             their defaults, other keys are ignored.
 
     Returns:
-        A :class:`tfk8s.steps.launch_training.TrainingOutcome`, or with ``dry_run`` the list of manifests (dicts).
+        A :class:`tfk8s.steps.launch_training.TrainingOutcome`, or with ``dry_run`` the backend's documents
+        (dicts: Kubernetes manifests; local, one per process).
 
     Raises:
         tfk8s.core.errors.LaunchError: the training failed (the message names the replica, reason and fix).
@@ -317,6 +319,7 @@ def launch_training_step(
     from tfk8s.core.job import job_name
     from tfk8s.core.layout import RunLayout
     from tfk8s.core.volume import volume_writes
+    from tfk8s.launcher.backends import get_backend
     from tfk8s.steps import params as pipeline_params
     from tfk8s.steps.params import LAUNCH_PARAMETERS, LaunchSpec
 
@@ -359,17 +362,16 @@ def launch_training_step(
         startup_timeout_s=spec.startup_timeout_s,
         evaluator_grace_s=spec.evaluator_grace_s,
     )
-    kube = {**asdict(spec.kubernetes), "volume_mount_path": volume_root}
+    runner = get_backend(backend)
+    # the backend's settings, checked once and handed down typed (the dry run, the record's namespace, the run)
+    options = runner.options({**asdict(spec.kubernetes), "volume_mount_path": volume_root})
     if dry_run:
-        from tfk8s.launcher.kubernetes import render_manifests
-        from tfk8s.launcher.kubernetes.settings import KubernetesSettings
-
-        settings = KubernetesSettings.from_params(**kube)
-        if settings.owner_note():  # stderr: the YAML on stdout stays ready for kubectl apply -f -
-            print(f"# {settings.owner_note()}", file=sys.stderr, flush=True)
-        return render_manifests(job, settings)
+        rendered = runner.dry_run(job, options)
+        for note in rendered.notes:  # stderr: the YAML on stdout stays ready for kubectl apply -f -
+            print(f"# {note}", file=sys.stderr, flush=True)
+        return rendered.documents
     with volume_writes(layout.train_dir, "the training's files"):
-        return run_job(job, backend, layout.train_dir, backend_options=kube, log_sink=log_sink)
+        return run_job(job, backend, layout.train_dir, options=options, log_sink=log_sink)
 
 
 def launch_training_outputs(outcome, dataset_metadata: dict | None = None) -> tuple[dict, dict[str, float]]:

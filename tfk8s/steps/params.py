@@ -38,9 +38,15 @@ from tfk8s.core.policy import (
     DEFAULT_STARTUP_TIMEOUT_S,
     STOP_GRACE_S,
 )
-from tfk8s.launcher.backends import BACKENDS
-from tfk8s.launcher.kubernetes.settings import KubernetesParams, KubernetesSettings
-from tfk8s.launcher.kubernetes.values import DNS1123_LABEL, DNS1123_LABEL_RULE, DNS1123_SUBDOMAIN, parse_json
+from tfk8s.launcher.backends import BACKENDS, mounts_claim
+from tfk8s.launcher.kubernetes.settings import (
+    DNS1123_LABEL,
+    DNS1123_LABEL_RULE,
+    DNS1123_SUBDOMAIN,
+    KubernetesParams,
+    KubernetesSettings,
+    parse_json,
+)
 
 # A job-level deadline by default, so that a program that hangs without ever reporting progress (which the
 # progress watchdog cannot judge) fails within a day instead of at the Kubernetes backstop (7 days); MNIST trains
@@ -303,7 +309,7 @@ def problems(params: Mapping[str, Any]) -> list[str]:
     out += _command_problems(params)
     if "gate_metric" in params and not str(get("gate_metric")).strip():
         out.append("gate_metric is empty: name the metric the quality gate checks, e.g. accuracy")
-    if get("backend") == "kubernetes":
+    if mounts_claim(str(get("backend"))):  # Kubernetes: every step and replica mounts the PVC
         if "volume_root" in params and get("volume_root") != DEFAULT_ROOT:
             out.append(f"volume_root must be {DEFAULT_ROOT} on Kubernetes (where every step and replica mounts the "
                        f"PVC), got {get('volume_root')!r}; it is for --local runs")

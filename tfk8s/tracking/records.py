@@ -95,26 +95,17 @@ def read_record(path: str | os.PathLike) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get("name") else None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie still answers kill(0)
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except (OSError, IndexError):
-        return True
+def effective_state(record: Mapping[str, Any], launcher_lost: Callable[[Mapping[str, Any]], bool] | None = None) -> str:
+    """The record's state, ``Lost`` for a job still ``Running`` whose launcher is known to be gone (killed
+    before it could record the outcome).
 
-
-def effective_state(record: Mapping[str, Any]) -> str:
-    """The record's state, ``Lost`` for a local job still ``Running`` whose launcher process on this host is
-    gone (it was killed before it could record the outcome)."""
+    Args:
+        launcher_lost: whether the launcher of a Running record is gone, asked of the backend that ran it by
+            the caller (the ``tfk8s`` verbs: :meth:`tfk8s.launcher.backends.Inspection.launcher_lost`, a local
+            launcher's process on this host); None: the record's state as written.
+    """
     state = record.get("state", "Running")
-    launcher = record.get("launcher") or {}
-    if (state == "Running" and record.get("backend") == "local" and launcher.get("host") == socket.gethostname()
-            and launcher.get("pid") and not _pid_alive(int(launcher["pid"]))):
+    if state == "Running" and launcher_lost is not None and launcher_lost(record):
         return "Lost"
     return state
 
@@ -255,9 +246,15 @@ class JobRecorder:
 
     @classmethod
     def for_job(cls, job: Any, backend: str, train_dir: str | os.PathLike, *, namespace: str = "",
-                run_id: str = "", cluster_spec: Mapping[str, list[str]] | None = None) -> JobRecorder:
-        """A recorder for the :class:`~tfk8s.core.job.TrainingJob` ``job`` about to start on ``backend``."""
-        train = Path(train_dir).resolve() if backend == "local" else Path(train_dir)
+                run_id: str = "", cluster_spec: Mapping[str, list[str]] | None = None,
+                local_paths: bool = True) -> JobRecorder:
+        """A recorder for the :class:`~tfk8s.core.job.TrainingJob` ``job`` about to start on ``backend``.
+
+        Args:
+            local_paths: the replicas see this file system: the recorded paths are made absolute; False (a
+                cluster's replicas mount the volume at the same path): recorded as given.
+        """
+        train = Path(train_dir).resolve() if local_paths else Path(train_dir)
         layout = TrainLayout(train)
         counts = job.counts
         replicas = {t.value: counts.count(t) for t in ReplicaType if counts.count(t)}

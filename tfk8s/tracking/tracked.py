@@ -43,7 +43,7 @@ def _print(line: str) -> None:
 @contextmanager
 def tracked(job: Any, backend: str, train_dir: str | os.PathLike, log_sink: Callable[[str], None] | None = None,
             *, namespace: str = "", cluster_spec: Mapping[str, list[str]] | None = None,
-            keep_logs: bool = True, stream: IO[str] | None = None) -> Iterator[Tracked]:
+            keep_logs: bool = True, local_paths: bool = True, stream: IO[str] | None = None) -> Iterator[Tracked]:
     """Record, keep the logs of, and show the progress of ``job`` while the body runs it.
 
     Args:
@@ -54,12 +54,16 @@ def tracked(job: Any, backend: str, train_dir: str | os.PathLike, log_sink: Call
         namespace, cluster_spec: recorded for ``tfk8s describe``.
         keep_logs: write ``<train dir>/replica-logs/<label>.log`` from the sink, line by line (both backends
             leave it to this; False for a backend that keeps them itself).
+        local_paths: the replicas see the launcher's file system, so the record's paths are made absolute
+            (the backend's ``local_paths``, :class:`tfk8s.launcher.backends.Launch`); False: recorded as given
+            (the volume's mount path, the same in every pod).
         stream: where the progress display writes (default ``sys.stdout``).
 
     Raises:
         whatever the body raises (after the job record says ``Failed`` with its first line).
     """
-    recorder = JobRecorder.for_job(job, backend, train_dir, namespace=namespace, cluster_spec=cluster_spec)
+    recorder = JobRecorder.for_job(job, backend, train_dir, namespace=namespace, cluster_spec=cluster_spec,
+                                   local_paths=local_paths)
     monitor = ProgressMonitor(lambda: job_status(recorder.record), stream or sys.stdout)
     out = log_sink or (monitor.print_line if monitor.tty else _print)
     out = ConsoleStory(coordinator(job.counts).label).wrap(out)  # restarts and resumes, as tfk8s: lines

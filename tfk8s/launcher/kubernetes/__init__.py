@@ -29,10 +29,12 @@ Semantics (success policy, failure classes, restart budget, schedule deadline, c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tfk8s.core.job import LaunchResult, TrainingJob
+from tfk8s.launcher.backends import DryRun
+from tfk8s.launcher.kubernetes.errors import KubernetesApiError, VolumeError
 from tfk8s.launcher.kubernetes.objects import render_manifests as _render
 from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 
@@ -57,8 +59,6 @@ def load_api_client() -> Any:
         KubernetesApiError: no credentials found (run in a pod, or set KUBECONFIG).
     """
     from kubernetes import client, config
-
-    from tfk8s.launcher.kubernetes.errors import KubernetesApiError
 
     try:
         config.load_incluster_config()
@@ -103,17 +103,140 @@ def run_kubernetes(job: TrainingJob, settings: KubernetesSettings, *, api_client
 
 
 class Kubernetes:
-    """The ``kubernetes`` backend of :mod:`tfk8s.launcher.backends`: :func:`run_kubernetes` with the settings
-    built from ``options`` (:meth:`KubernetesSettings.from_params`); the launch step keeps the replicas' logs."""
+    """The ``kubernetes`` backend of :mod:`tfk8s.launcher.backends` (launch, volume, inspection):
+    :func:`run_kubernetes` with the settings checked once (:meth:`options`); the launch step keeps the replicas'
+    logs."""
 
     name = "kubernetes"
     keeps_replica_logs = False
+    local_paths = False
+    has_cluster = True
+    user_errors = (KubernetesApiError, VolumeError)
 
-    def namespace(self, options: Mapping[str, Any]) -> str:
-        return KubernetesSettings.from_params(**dict(options)).namespace
+    # -- launch ---------------------------------------------------------------------------------------------
+    def options(self, params: Mapping[str, Any]) -> KubernetesSettings:
+        """:meth:`KubernetesSettings.from_params` of ``params`` (its keywords), once per launch.
 
-    def run(self, job: TrainingJob, log_sink: Callable[[str], None], options: Mapping[str, Any]) -> LaunchResult:
-        return run_kubernetes(job, KubernetesSettings.from_params(**dict(options)), log_sink=log_sink)
+        Raises:
+            ValueError: a bad value (the message names the parameter).
+        """
+        return KubernetesSettings.from_params(**dict(params))
+
+    def namespace(self, options: KubernetesSettings) -> str:
+        return options.namespace
+
+    def program(self, argv: Sequence[str]) -> tuple[str, ...]:
+        return tuple(argv)  # the image's python
+
+    def dry_run(self, job: TrainingJob, options: KubernetesSettings) -> DryRun:
+        """Every manifest :func:`run_kubernetes` would create (:func:`render_manifests`); the note says who owns
+        the objects (the launcher pod) when that is known."""
+        return DryRun(render_manifests(job, options), [options.owner_note()] if options.owner_note() else [])
+
+    def run(self, job: TrainingJob, log_sink: Callable[[str], None], options: KubernetesSettings) -> LaunchResult:
+        return run_kubernetes(job, options, log_sink=log_sink)
+
+    # -- volume ---------------------------------------------------------------------------------------------
+    def ensure_volume(self, *, volume_root: str, pvc_name: str, namespace: str = "", create: bool = False,
+                      size: str = "20Gi", storage_class: str = "", api_client: Any = None) -> dict[str, Any]:
+        """PersistentVolumeClaim ``pvc_name`` in ``namespace`` (empty: this pod's) exists, or is created when
+        ``create`` (:func:`tfk8s.launcher.kubernetes.volume.ensure_pvc`); ``api_client``: default
+        :func:`load_api_client` (closed afterwards).
+
+        Raises:
+            tfk8s.launcher.kubernetes.errors.VolumeError: the claim is missing (and not to be created) or unusable.
+        """
+        from tfk8s.launcher.kubernetes.api import KubeApi
+        from tfk8s.launcher.kubernetes.settings import resolve_namespace
+        from tfk8s.launcher.kubernetes.volume import ensure_pvc
+
+        client = api_client or load_api_client()
+        try:
+            return ensure_pvc(KubeApi(client, resolve_namespace(namespace)), pvc_name, create=create, size=size,
+                              storage_class=storage_class)
+        finally:
+            if api_client is None:
+                client.close()
+
+    # -- inspection -----------------------------------------------------------------------------------------
+    def connect(self, namespace: str) -> Any:
+        """A ``KubeApi`` for ``namespace`` (empty: this pod's, else ``default``) from :func:`load_api_client`."""
+        from tfk8s.launcher.kubernetes.api import KubeApi
+        from tfk8s.launcher.kubernetes.settings import resolve_namespace
+
+        return KubeApi(load_api_client(), resolve_namespace(namespace))
+
+    def live_jobs(self, api: Any) -> dict[str, dict[str, Any]]:
+        """:func:`tfk8s.launcher.kubernetes.inventory.live_kubernetes_jobs`."""
+        from tfk8s.launcher.kubernetes.inventory import live_kubernetes_jobs
+
+        return live_kubernetes_jobs(api)
+
+    def launcher_lost(self, record: Mapping[str, Any]) -> bool:
+        return False  # the cluster says it (live_jobs): no objects left while the record says Running
+
+    def stop(self, record: Mapping[str, Any], api: Any) -> None:
+        """Delete the job's Jobs, Services, pods, NetworkPolicy and PodGroup
+        (:func:`tfk8s.launcher.kubernetes.cleanup.delete_job_objects`, the launcher's own cleanup).
+
+        Raises:
+            ValueError: no ``api`` (the cluster cannot be reached).
+        """
+        from tfk8s.launcher.kubernetes.cleanup import delete_job_objects
+
+        if api is None:
+            raise ValueError(f"cannot reach the cluster to delete {record.get('name')}")
+        delete_job_objects(api, str(record["name"]))
+
+    def events(self, record: Mapping[str, Any], api: Any, warn: Callable[[str], None]) -> list[dict[str, Any]]:
+        """The events of every pod the record names (the newest attempt's); a pod whose events cannot be listed
+        is warned of and the others still listed (events are a bonus)."""
+        found: list[dict[str, Any]] = []
+        for pod in (record.get("pods") or {}).values():
+            try:
+                found += api.list_events(pod)
+            except Exception as e:  # noqa: BLE001
+                warn(f"cannot list the events of pod {pod}: {e}")
+        return found
+
+    def logs(self, record: Mapping[str, Any], labels: Sequence[str], api: Any, *, follow: bool,
+             say: Callable[[str], None], warn: Callable[[str], None]) -> bool:
+        """Every chosen replica's log from its live pod. A pod whose container has not started (pulling its
+        image, or failing to) has no log: a real kubelet answers 400 ``container ... is waiting to start:
+        ...``; that replica is warned of and the others are still printed. False when the record names no pods.
+
+        Raises:
+            ValueError: no ``api`` (the cluster cannot be asked).
+        """
+        from tfk8s.launcher.kubernetes.api import close_stream, iter_lines
+        from tfk8s.launcher.kubernetes.objects import CONTAINER_NAME
+
+        if not record.get("pods"):
+            return False
+        if api is None:
+            raise ValueError(f"the volume holds no log of {record.get('name')} and the cluster cannot be asked")
+        prefix = len(labels) > 1
+        for label in labels:
+            pod = (record.get("pods") or {}).get(label)
+            if not pod:
+                warn(f"{label} has no pod")
+                continue
+            try:
+                if follow and len(labels) == 1:
+                    resp = api.open_log(pod, CONTAINER_NAME)
+                    try:
+                        for line in iter_lines(resp):
+                            say(line)
+                    finally:
+                        close_stream(resp)
+                else:
+                    for line in api.read_log_tail(pod, CONTAINER_NAME, 10**6):
+                        say(f"[{label}] {line}" if prefix else line)
+            except KubernetesApiError as e:
+                if e.status != 400:
+                    raise
+                warn(f"{label} has no log yet (pod {pod}): {str(e).split(': 400 ', 1)[-1]}")
+        return True
 
 
 BACKEND = Kubernetes()

@@ -8,6 +8,10 @@ replica type gets a resolved :class:`ReplicaSettings` (the defaults, with that t
 applied).
 
 Every bad value raises :class:`ValueError` naming the parameter and the fix; nothing here talks to a cluster.
+
+This module is the Kubernetes backend's public face: besides :mod:`tfk8s.launcher.backends`, the only module of
+:mod:`tfk8s.launcher` that other layers import (the parameter table, the CLI flags; ``tests/test_layers.py``),
+with the name rules they check claim names by (``DNS1123_*``, :func:`parse_json`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from tfk8s.core.contract import CONTRACT_ENV, PLATFORM_ENV, check_command
 from tfk8s.core.layout import DEFAULT_ROOT
 from tfk8s.launcher.kubernetes.values import (
     DNS1123_LABEL,
+    DNS1123_LABEL_RULE,
     DNS1123_SUBDOMAIN,
     DNS1123_SUBDOMAIN_RULE,
     ENV_NAME,
@@ -36,6 +41,8 @@ from tfk8s.launcher.kubernetes.values import (
     str_map,
 )
 
+NAME_RULES = {"label": (DNS1123_LABEL, DNS1123_LABEL_RULE), "subdomain": (DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_RULE)}
+"""Kubernetes' name rules (pattern, sentence) by kind, for the layers that check names before a launch."""
 GPU_RESOURCE = "nvidia.com/gpu"
 SERVICEACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 ENV_LAUNCHER_POD_NAME = "TFK8S_LAUNCHER_POD_NAME"
