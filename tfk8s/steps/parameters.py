@@ -159,7 +159,8 @@ def _p(name: str, kind: type, default: Any, help_text: str, *steps: str, check: 
 
 
 _K = KubernetesParams.defaults()
-_KUBE_KEYS = ", ".join(k for k in KubernetesParams.names() if k not in KubernetesParams.SHARED)
+_KUBE_KEYS = ", ".join('gang ("native": all-or-nothing with a Kubernetes PodGroup)' if k == "gang" else k
+                       for k in KubernetesParams.names() if k not in KubernetesParams.SHARED)
 _PLACEHOLDERS = "{data_dir} {model_dir} {checkpoint_dir} {tensorboard_dir} {job_name} {replica_type} {replica_index}"
 
 PARAMETERS: Mapping[str, Parameter] = MappingProxyType(dict([

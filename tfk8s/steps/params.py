@@ -155,12 +155,13 @@ LAUNCH_PARAMETERS: dict[str, Parameter] = {
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per :data:`LAUNCH_PARAMETERS` entry (``--workers``, ``--command``, ``--kubernetes JSON``...), and
+    """One flag per parameter of the launch step (:func:`tfk8s.steps.parameters.add_step_arguments`:
+    ``--volume-root``, ``--backend``, ``--workers``, ``--command``, ``--kubernetes JSON``...), and
     the ``kubernetes`` dict's keys as flags of their own (``--cpu 2``...; :func:`tfk8s.steps.cli.add_kubernetes_arguments`),
     which win over the same keys in ``--kubernetes``."""
     from tfk8s.steps.cli import add_kubernetes_arguments
 
-    add_step_arguments(parser, LAUNCH, skip=("volume_root", "backend"))
+    add_step_arguments(parser, LAUNCH)
     add_kubernetes_arguments(parser, skip=KubernetesParams.SHARED, unset_default=True)
 
 
