@@ -2,7 +2,6 @@
 confusion matrix, shown in the KFP UI, and the quality gate's verdict (blessing)."""
 
 import argparse
-from pathlib import Path
 from typing import NamedTuple
 
 from kfp import dsl
@@ -82,14 +81,11 @@ def main(argv: list[str] | None = None) -> None:
     add_step_arguments(p, EVALUATE)
     add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from tfk8s.core.layout import TrainLayout
     from tfk8s.steps.evaluate_model import evaluate_model_step, exported_metadata, training_metadata
 
-    summary_file = a.training_summary or (
-        str(TrainLayout(Path(a.saved_model_dir.rstrip("/")).parent).summary) if a.saved_model_dir else "")
     out = evaluate_model_step(
         exported=exported_metadata(a.model_dir, a.model_name), dataset={"path": a.data_dir},
-        training=training_metadata(summary_file), report_output=a.report or None,
+        training=training_metadata(a.training_summary, a.saved_model_dir), report_output=a.report or None,
         serving_base=a.serving_base or None, split=a.split, **step_arguments(a, EVALUATE))
     emit({**out.outcome.to_dict(), "report": out.report, "summary": out.summary}, a.results_dir)
 

@@ -258,11 +258,16 @@ def exported_metadata(model_dir: str, model_name: str = "") -> dict[str, Any]:
             "serving_signature": None}
 
 
-def training_metadata(summary_file: str) -> dict[str, Any]:
-    """The launch step's Model metadata, as far as its ``training_summary.json`` (the CLI's ``--training-summary``)
-    gives it: ``training_summary``, ``job_name``, ``restarts``, ``cluster_spec``, ``notes`` and each metric as
-    ``train_<name>``; ``{}`` without a summary file."""
+def training_metadata(summary_file: str = "", saved_model_dir: str = "") -> dict[str, Any]:
+    """The launch step's Model metadata, as far as its ``training_summary.json`` (the CLI's ``--training-summary``,
+    else the one beside ``saved_model_dir``, ``<train dir>/saved_model``) gives it: ``training_summary``,
+    ``job_name``, ``restarts``, ``cluster_spec``, ``notes`` and each metric as ``train_<name>``; ``{}`` without
+    either."""
+    from tfk8s.core.layout import TrainLayout
     from tfk8s.steps.launch_training import read_summary_file
+
+    if not summary_file and saved_model_dir:
+        summary_file = str(TrainLayout(Path(saved_model_dir.rstrip("/")).parent).summary)
 
     summary = read_summary_file(summary_file)
     if not summary:
