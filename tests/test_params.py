@@ -202,6 +202,11 @@ def test_the_table_holds_every_pipeline_parameter_and_the_literals_equal_it():
     assert step_parameters("prepare_dataset")["num_workers"].name == "workers"
     assert step_parameters("prepare_dataset")["download"].name == "tfds_download"
     assert PARAMETERS["pvc_name"].default_for("launch_training") == "" and DEFAULTS["pvc_name"] == "tfk8s-data"
+    from tfk8s.steps.launch_training import launch_training_step
+
+    with pytest.raises(ValueError, match="pvc_name is empty"):  # the launch step alone mounts no claim unless told
+        launch_training_step(data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1",
+                             backend="kubernetes", params={"chief": 1}, dry_run=True)
     # and the defaults pass the checks
     assert problems({n: p.default for n, p in PARAMETERS.items()}) == []
 

@@ -149,7 +149,7 @@ def serving_base(volume_root: str, model_name: str) -> str | None:
 
 @dataclass
 class EvaluateOutputs:
-    """What the evaluate component writes into its artifacts (:func:`evaluate_and_report`).
+    """What the evaluate component writes into its artifacts (:func:`evaluate_model_step`).
 
     Attributes:
         outcome: the evaluation and the gate's verdict.

@@ -301,8 +301,9 @@ def launch_training_step(
 
     Args:
         data_dir: the prepared data folder (the Dataset artifact's ``path``).
-        params: the launch parameters by name (:data:`tfk8s.steps.params.LAUNCH_PARAMETERS`: replica counts,
-            ``command``, the built-in trainer's hyperparameters, ``progress_timeout_s`` (the watchdog),
+        params: the launch parameters by name (:data:`tfk8s.steps.params.LAUNCH_PARAMETERS`, the parameter
+            table's launch part: replica counts, ``command``, the built-in trainer's hyperparameters,
+            ``progress_timeout_s`` (the watchdog),
             ``max_restarts`` (the restart budget on either backend), ``kubernetes`` dict...); missing ones keep
             their defaults, other keys are ignored.
 
@@ -321,7 +322,7 @@ def launch_training_step(
     from tfk8s.steps.params import LAUNCH_PARAMETERS, LaunchSpec
 
     given = {k: v for k, v in (params or {}).items() if k in LAUNCH_PARAMETERS}
-    pipeline_params.check({**{k: p.default for k, p in LAUNCH_PARAMETERS.items()}, **given,
+    pipeline_params.check({**{k: p.default_for("launch_training") for k, p in LAUNCH_PARAMETERS.items()}, **given,
                            "backend": backend, "volume_root": volume_root})  # before any replica exists
     spec = LaunchSpec.from_params(given)
     if not dry_run:
