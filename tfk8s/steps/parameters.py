@@ -30,6 +30,7 @@ from typing import Any
 
 from tfk8s import DEFAULT_IMAGE
 from tfk8s.core.builtin_trainer import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
+from tfk8s.core.contract import check_command, parse_command
 from tfk8s.core.job import SUCCESS_POLICIES
 from tfk8s.core.layout import DEFAULT_ROOT, check_model_name
 from tfk8s.core.policy import (
@@ -113,6 +114,19 @@ BACKEND = _rule(" or ".join(BACKENDS), lambda v: v in BACKENDS, f"{{name}} must 
 MODEL_NAME = Check("one path segment (empty: derived)", _model_name_problem)
 
 
+def _command_problem(name: str, value: Any) -> str | None:
+    if not value:
+        return None
+    try:
+        check_command(parse_command(value))
+    except ValueError as e:
+        return f"{name}: {e}"
+    return None
+
+
+COMMAND = Check("argv or a shell line; known placeholders", _command_problem)
+
+
 @dataclass(frozen=True)
 class Parameter:
     """One pipeline parameter.
@@ -127,6 +141,7 @@ class Parameter:
         pipeline: False for a component parameter the pipeline does not offer (``max_train_examples``).
         step_defaults: a step whose own default differs from ``default`` (used alone, not by the pipeline).
         used_by_pipeline: the pipeline itself uses it too (a condition, each step's image, the mounted claim).
+        also: the checks with other parameters, in words (:func:`tfk8s.steps.params.problems` makes them).
     """
 
     name: str
@@ -138,6 +153,7 @@ class Parameter:
     pipeline: bool = True
     step_defaults: Mapping[str, Any] = field(default_factory=dict)
     used_by_pipeline: bool = False
+    also: str = ""
 
     def default_for(self, step: str) -> Any:
         """The default of this parameter's argument in ``step``."""
@@ -150,12 +166,12 @@ class Parameter:
 
 def _p(name: str, kind: type, default: Any, help_text: str, *steps: str, check: Check | None = None,
        pipeline: bool = True, renamed: Mapping[str, str] | None = None,
-       step_defaults: Mapping[str, Any] | None = None) -> tuple[str, Parameter]:
+       step_defaults: Mapping[str, Any] | None = None, also: str = "") -> tuple[str, Parameter]:
     arguments = {s: name for s in steps if s != PIPELINE}
     arguments.update(renamed or {})
     ordered = {s: arguments[s] for s in STEPS if s in arguments}
     return name, Parameter(name, kind, default, help_text, MappingProxyType(ordered), check, pipeline,
-                           MappingProxyType(dict(step_defaults or {})), PIPELINE in steps)
+                           MappingProxyType(dict(step_defaults or {})), PIPELINE in steps, also)
 
 
 _K = KubernetesParams.defaults()
@@ -176,7 +192,7 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(dict([
         "use the local copy if present, else download it (true, the default; offline that fails within seconds "
         "saying how to point tfds_data_dir at a copy); false: never download."), renamed={PREPARE: "download"}),
     _p("num_shards", int, 0, "TFRecord files per split (0: 4 per chief/worker replica; at least one per replica).",
-       PREPARE, check=at_least(0)),
+       PREPARE, check=at_least(0), also="0 or >= chief + workers"),
     _p("max_examples", int, 0, "examples per split to use (0: all), for smoke runs.", PREPARE, check=at_least(0)),
     _p("reuse_data", bool, True, (
         "reuse the data an earlier run prepared on the volume for the same data set, TFDS version, source files, "
@@ -186,23 +202,27 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(dict([
     _p("command", str, "", (
         "the program every replica runs, a JSON list (argv) or a shell-style string, with placeholders "
         f"{_PLACEHOLDERS} (empty: the built-in trainer, python -m trainer.task). Contract: "
-        "docs/training-program.md."), LAUNCH),
+        "docs/training-program.md."), LAUNCH, check=COMMAND),
     _p("eval_command", str, "", (
         "evaluates the exported model when the built-in evaluation does not fit it (same contract; "
         "TFK8S_MODEL_DIR is the export); empty: such a model is \"not evaluated\" and gated on its training "
-        "metrics."), EVALUATE),
+        "metrics."), EVALUATE, check=COMMAND),
     _p("image", str, DEFAULT_IMAGE, (
         "container image of every step and of the replicas (your program's image, FROM the project image)."),
        LAUNCH, PIPELINE),
     # -- the replicas ------------------------------------------------------------------------------------------
-    _p("chief", int, 0, "chief replicas, 0 or 1 (1 is required with ps).", LAUNCH, PREPARE),
-    _p("workers", int, 2, "worker replicas.", LAUNCH, renamed={PREPARE: "num_workers"}),
-    _p("ps", int, 0, "parameter servers (ParameterServerStrategy; needs chief=1 and workers >= 1).", LAUNCH),
-    _p("evaluator", int, 0, "0 or 1 sidecar evaluator (the built-in trainer evaluates each checkpoint).", LAUNCH),
+    _p("chief", int, 0, "chief replicas, 0 or 1 (1 is required with ps).", LAUNCH, PREPARE,
+       also="0 or 1; 1 with ps"),
+    _p("workers", int, 2, "worker replicas.", LAUNCH, renamed={PREPARE: "num_workers"},
+       also="chief + workers >= 1; >= 1 with ps"),
+    _p("ps", int, 0, "parameter servers (ParameterServerStrategy; needs chief=1 and workers >= 1).", LAUNCH,
+       also="needs chief=1, workers >= 1"),
+    _p("evaluator", int, 0, "0 or 1 sidecar evaluator (the built-in trainer evaluates each checkpoint).", LAUNCH,
+       also="0 or 1"),
     # -- the built-in trainer ----------------------------------------------------------------------------------
     _p("epochs", int, DEFAULT_EPOCHS, "built-in trainer: training epochs.", LAUNCH, check=at_least(1)),
     _p("batch_size", int, DEFAULT_BATCH_SIZE, "built-in trainer: global batch size (without ps: a multiple of "
-       "chief + workers).", LAUNCH, check=at_least(1)),
+       "chief + workers).", LAUNCH, check=at_least(1), also="without ps: a multiple of chief + workers"),
     _p("learning_rate", float, DEFAULT_LEARNING_RATE, "built-in trainer: initial learning rate (cosine decay to 0 "
        "over the training).", LAUNCH, check=POSITIVE),
     _p("max_train_examples", int, 0, "built-in trainer: cap on training examples (0: all); the pipeline caps the "
@@ -252,9 +272,10 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(dict([
     _p("backend", str, "kubernetes", "where the replicas run: kubernetes (Jobs + Services) or local (processes; "
        "--local sets it).", ENSURE, LAUNCH, check=BACKEND),
     _p("volume_root", str, DEFAULT_ROOT, "the PVC's mount path; must stay /mnt/tfk8s on Kubernetes (--local sets a "
-       "folder).", ENSURE, PREPARE, LAUNCH, EXPORT, EVALUATE, PUSH),
+       "folder).", ENSURE, PREPARE, LAUNCH, EXPORT, EVALUATE, PUSH, also="/mnt/tfk8s with backend kubernetes"),
     _p("pvc_name", str, DEFAULT_PVC_NAME, "PersistentVolumeClaim for data, checkpoints, logs and models "
-       "(ReadWriteMany).", ENSURE, LAUNCH, PIPELINE, step_defaults={LAUNCH: _K["pvc_name"]}),
+       "(ReadWriteMany).", ENSURE, LAUNCH, PIPELINE, step_defaults={LAUNCH: _K["pvc_name"]},
+       also="a DNS-1123 label (KFP names a volume after it); not empty with backend kubernetes"),
     _p("create_pvc", bool, False, "create the PVC if it does not exist.", ENSURE),
     _p("pvc_size", str, "20Gi", "its size when created, e.g. 20Gi.", ENSURE),
     _p("pvc_storage_class", str, "", "its StorageClass when created (empty: the cluster's default).", ENSURE),
@@ -262,7 +283,8 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(dict([
        ENSURE, LAUNCH),
     _p("kubernetes", dict, {}, (
         f"the replicas' Kubernetes settings, any of {_KUBE_KEYS} (KubernetesParams of the Kubernetes backend's "
-        'settings); e.g. {"cpu": "2", "memory": "4Gi", "replica_overrides": {"ps": {"cpu": "500m"}}}.'), LAUNCH),
+        'settings); e.g. {"cpu": "2", "memory": "4Gi", "replica_overrides": {"ps": {"cpu": "500m"}}}.'), LAUNCH,
+       also="known keys, valid values; none of namespace, image, pvc_name, max_restarts"),
 ]))
 """Every pipeline parameter (and the launch step's ``max_train_examples``), in the pipeline's order."""
 
@@ -376,7 +398,7 @@ def _rows() -> Iterator[str]:
         if p.used_by_pipeline:
             steps = ", ".join(x for x in (steps, "the pipeline") if x)
         name = f"`{p.name}`" + ("" if p.pipeline else " (component only)")
-        check = p.check.rule if p.check else ""
+        check = "; ".join(x for x in (p.check.rule if p.check else "", p.also) if x)
         helptext = p.help.replace("|", "\\|")
         yield (f"| {name} | {p.kind.__name__} | `{_shown(p.default)}` | {check} | {steps} | {helptext} |")
 

@@ -29,7 +29,7 @@ from typing import Any
 from tfk8s import DEFAULT_IMAGE
 from tfk8s.core.builtin_trainer import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
 from tfk8s.core.cluster import ClusterConfigError, ReplicaCounts
-from tfk8s.core.contract import check_command, parse_command
+from tfk8s.core.contract import parse_command
 from tfk8s.core.job import RUN_POLICY_FIELDS, RunPolicy
 from tfk8s.core.layout import DEFAULT_ROOT
 from tfk8s.launcher.kubernetes.settings import KubernetesParams, KubernetesSettings
@@ -208,7 +208,6 @@ def problems(params: Mapping[str, Any]) -> list[str]:
         if get("num_shards", 0) and get("num_shards") < readers:
             out.append(f"num_shards {get('num_shards')} < {readers} chief/worker replicas: each reads its own "
                        f"shard files; use 0 (4 per replica) or at least {readers}")
-    out += _command_problems(params)
     if get("backend") == "kubernetes":
         if "volume_root" in params and get("volume_root") != DEFAULT_ROOT:
             out.append(f"volume_root must be {DEFAULT_ROOT} on Kubernetes (where every step and replica mounts the "
@@ -251,17 +250,6 @@ def _kubernetes_problems(params: Mapping[str, Any]) -> list[str]:
     except ValueError as e:
         return [str(e)]
     return []
-
-
-def _command_problems(params: Mapping[str, Any]) -> list[str]:
-    out = []
-    for key in ("command", "eval_command"):
-        if params.get(key):
-            try:
-                check_command(parse_command(params[key]))
-            except ValueError as e:
-                out.append(f"{key}: {e}")
-    return out
 
 
 def check(params: Mapping[str, Any]) -> None:
