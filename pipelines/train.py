@@ -107,7 +107,7 @@ def train_pipeline(
     max_accuracy_drop: float = -1.0,
     fail_on_unblessed: bool = False,
     backend: str = "kubernetes",
-    volume_root: str = "/mnt/tfk8s",
+    volume_root: str = VOLUME_MOUNT_PATH,
     pvc_name: str = "tfk8s-data",
     create_pvc: bool = False,
     pvc_size: str = "20Gi",
