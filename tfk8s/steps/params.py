@@ -4,12 +4,12 @@ Every parameter is defined once, in :data:`tfk8s.steps.parameters.PARAMETERS` (n
 the steps that take it); :data:`LAUNCH_PARAMETERS` is its launch step's part.
 
 A launch is a :class:`LaunchSpec`: the replica counts (:class:`~tfk8s.core.cluster.ReplicaCounts`), the program
-every replica runs (``command``; empty: the built-in trainer with its :class:`TrainerSpec`), the job's success
-policy / timeout / name prefix / restart budget, and the Kubernetes settings
+every replica runs (``command``; empty: the built-in trainer with its :class:`TrainerSpec`), the job's run policy
+(:class:`~tfk8s.core.job.RunPolicy`: success policy, timeout, restart budget, graces and watchdogs, carried whole
+to the :class:`~tfk8s.core.job.TrainingJob`), its name prefix, and the Kubernetes settings
 (:class:`~tfk8s.launcher.kubernetes.settings.KubernetesParams`). Its parameters (:data:`LAUNCH_PARAMETERS`) are
 what the pipeline and the ``launch_training`` component take and what ``python -m components.launch_training``
-offers as flags (generated from the table); the run-policy ones travel whole as a
-:class:`~tfk8s.core.job.RunPolicy`: the Kubernetes settings are one ``kubernetes`` dict parameter, e.g.
+offers as flags (generated from the table): the Kubernetes settings are one ``kubernetes`` dict parameter, e.g.
 ``--param kubernetes='{"cpu": "2", "memory": "4Gi"}'``, except :data:`OWN_PARAMETERS` (``namespace``,
 ``image``, ``pvc_name``, which other steps use, and ``max_restarts``, which both backends use).
 
@@ -37,6 +37,7 @@ from tfk8s.launcher.kubernetes.values import DNS1123_LABEL, DNS1123_LABEL_RULE, 
 from tfk8s.steps.parameters import DEFAULT_TIMEOUT_S, LAUNCH, PARAMETERS, Parameter, add_step_arguments
 
 __all__ = ["DEFAULT_TIMEOUT_S", "LAUNCH_PARAMETERS", "LaunchSpec", "Parameter", "TrainerSpec", "check", "problems"]
+
 OWN_PARAMETERS = (*KubernetesParams.SHARED, "max_restarts")
 """Settings of the replicas that are pipeline parameters of their own, not keys of the ``kubernetes`` dict."""
 
