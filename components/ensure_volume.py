@@ -7,7 +7,7 @@ import argparse
 from kfp import dsl
 
 from components import DEFAULT_IMAGE
-from tfk8s.steps.cli import add_results_dir_argument, add_volume_root_argument, boolean, emit, main_guard
+from tfk8s.steps.cli import add_results_dir_argument, emit, main_guard
 
 CLI_IO = {
     "inputs": {},
@@ -37,22 +37,15 @@ def ensure_volume(
 @main_guard
 def main(argv: list[str] | None = None) -> None:
     """CLI: ``python -m components.ensure_volume --help``; prints the result as JSON."""
+    from tfk8s.steps.parameters import ENSURE, add_step_arguments, step_arguments
+
     p = argparse.ArgumentParser(prog="python -m components.ensure_volume", description=__doc__)
-    p.add_argument("--backend", choices=("local", "kubernetes"), default="kubernetes")
-    add_volume_root_argument(p, "local: the folder standing for the volume")
-    p.add_argument("--pvc-name", default="tfk8s-data", help="the PersistentVolumeClaim")
-    p.add_argument("--namespace", default="", help="its namespace (default: this pod's)")
-    p.add_argument("--create-pvc", type=boolean, default=False, metavar="{true,false}",
-                   help="create it (ReadWriteMany) if missing (default: false)")
-    p.add_argument("--pvc-size", default="20Gi", help="size when creating, a Kubernetes quantity")
-    p.add_argument("--pvc-storage-class", default="", help="StorageClass when creating (default: the cluster's)")
+    add_step_arguments(p, ENSURE)  # --backend, --volume-root (local: the folder standing for the volume), --pvc-name ...
     add_results_dir_argument(p)
     a = p.parse_args(argv)
     from tfk8s.steps.ensure_volume import ensure_volume_step
 
-    out = ensure_volume_step(backend=a.backend, volume_root=a.volume_root, pvc_name=a.pvc_name,
-                             namespace=a.namespace, create_pvc=a.create_pvc, pvc_size=a.pvc_size,
-                             pvc_storage_class=a.pvc_storage_class)
+    out = ensure_volume_step(**step_arguments(a, ENSURE))
     emit(out, a.results_dir)
 
 

@@ -2,8 +2,6 @@
 confusion matrix, shown in the KFP UI, and the quality gate's verdict (blessing)."""
 
 import argparse
-import os
-from pathlib import Path
 from typing import NamedTuple
 
 from kfp import dsl
@@ -15,7 +13,7 @@ from tfk8s.steps.cli import add_results_dir_argument, emit, main_guard
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
     # path; each output -> the field of the CLI's JSON result (see --results-dir) holding its path or value.
-    "inputs": {"exported_model": "--model-dir", "dataset": "--data-dir", "model": None},  # model: KFP UI only
+    "inputs": {"exported_model": "--model-dir", "dataset": "--data-dir", "model": "--saved-model-dir"},
     "outputs": {"blessed": "blessed", "reasons": "reasons"},
 }
 
@@ -43,9 +41,9 @@ def evaluate_model(
     the model is blessed (with the reasons)."""
     from collections import namedtuple
 
-    from tfk8s.steps.evaluate_model import evaluate_and_report
+    from tfk8s.steps.evaluate_model import evaluate_model_step
 
-    out = evaluate_and_report(exported=exported_model.metadata, dataset=dataset.metadata, training=model.metadata,
+    out = evaluate_model_step(exported=exported_model.metadata, dataset=dataset.metadata, training=model.metadata,
                               min_accuracy=min_accuracy, max_accuracy_drop=max_accuracy_drop,
                               gate_metric=gate_metric, eval_command=eval_command, volume_root=volume_root,
                               model_name=model_name, report_output=report.path)
@@ -64,47 +62,32 @@ def evaluate_model(
 @main_guard
 def main(argv: list[str] | None = None) -> None:
     """CLI: ``python -m components.evaluate_model --help``; prints the metrics and verdict as JSON."""
+    from tfk8s.steps.parameters import EVALUATE, add_step_arguments, step_arguments
+
     p = argparse.ArgumentParser(prog="python -m components.evaluate_model", description=__doc__)
-    p.add_argument("--model-dir", required=True, help="an exported version folder <base>/<version>")
+    p.add_argument("--model-dir", required=True, help="an exported version folder <root>/models/<name>/<version>")
     p.add_argument("--data-dir", required=True, help="folder written by prepare_dataset")
-    p.add_argument("--split", default="test")
-    p.add_argument("--min-accuracy", type=float, default=0.98, help="gate: lowest accuracy blessed")
-    p.add_argument(
-        "--max-accuracy-drop",
-        type=float,
-        default=-1.0,
-        help="gate: largest accuracy drop vs the last blessed model (<0: no check)",
-    )
-    p.add_argument("--serving-base", default="", help="where blessed versions live (the baseline's base)")
-    p.add_argument("--volume-root", default="", help="with --model-name: serving base <root>/serving/<name>")
-    p.add_argument("--model-name", default="", help="the model under <root>/serving/ (see --volume-root)")
-    p.add_argument("--gate-metric", default="accuracy", help="the metric the gate checks (default: accuracy)")
-    p.add_argument("--eval-command", default="", help="evaluates a model the built-in evaluation does not fit "
-                   "(docs/training-program.md)")
-    p.add_argument("--training-summary", default="", help="training_summary.json of the launch step (its "
-                   "metrics are gated when the model is not evaluated)")
+    p.add_argument("--saved-model-dir", default="", help="the launch step's SavedModel (<train dir>/saved_model): "
+                   "its training summary beside it (unless --training-summary) is gated when the model is not "
+                   "evaluated, and names the run's folder, where the report is written")
+    p.add_argument("--training-summary", default="", help="training_summary.json of the launch step (default: "
+                   "beside --saved-model-dir)")
+    p.add_argument("--split", default="test", help="the split the built-in evaluation reads (default: test)")
+    p.add_argument("--serving-base", default="", help="where blessed versions live (the baseline's base; "
+                   "default: <volume root>/serving/<model name>)")
+    p.add_argument("--report", default="", help="also copy the HTML report here")
+    # --min-accuracy, --max-accuracy-drop, --gate-metric, --eval-command, --volume-root, --model-name (empty: the
+    # export's, <root>/models/<name>/<version>)
+    add_step_arguments(p, EVALUATE)
     add_results_dir_argument(p)
     a = p.parse_args(argv)
-    from tfk8s.steps.evaluate_model import evaluate_model_step, serving_base
-    from tfk8s.steps.launch_training import read_summary_file
+    from tfk8s.steps.evaluate_model import evaluate_model_step, exported_metadata, training_metadata
 
-    outcome = evaluate_model_step(
-        model_dir=a.model_dir,
-        data_dir=a.data_dir,
-        min_accuracy=a.min_accuracy,
-        max_accuracy_drop=a.max_accuracy_drop,
-        # no name: the export's own, <root>/models/<name>/<version> (as the pipeline's model metadata says)
-        serving_base=a.serving_base or serving_base(a.volume_root,
-                                                    a.model_name or Path(a.model_dir.rstrip("/")).parent.name),
-        split=a.split,
-        gate_metric=a.gate_metric,
-        eval_command=a.eval_command,
-        training_summary=read_summary_file(a.training_summary),
-        train_dir=os.path.dirname(a.training_summary) or None,
-    )
-    out = outcome.to_dict()
-    emit(out, a.results_dir)
-
+    out = evaluate_model_step(
+        exported=exported_metadata(a.model_dir, a.model_name), dataset={"path": a.data_dir},
+        training=training_metadata(a.training_summary, a.saved_model_dir), report_output=a.report or None,
+        serving_base=a.serving_base or None, split=a.split, **step_arguments(a, EVALUATE))
+    emit({**out.outcome.to_dict(), "report": out.report, "summary": out.summary}, a.results_dir)
 
 if __name__ == "__main__":
     main()

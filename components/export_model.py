@@ -7,7 +7,7 @@ from kfp import dsl
 from kfp.dsl import Input, Model, Output
 
 from components import DEFAULT_IMAGE
-from tfk8s.steps.cli import add_results_dir_argument, add_volume_root_argument, emit, main_guard
+from tfk8s.steps.cli import add_results_dir_argument, emit, main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -48,13 +48,13 @@ def export_model(
 @main_guard
 def main(argv: list[str] | None = None) -> None:
     """CLI: ``python -m components.export_model --help``; prints path, version and signature as JSON."""
+    from tfk8s.steps.parameters import EXPORT, add_step_arguments
+
     p = argparse.ArgumentParser(prog="python -m components.export_model", description=__doc__)
     p.add_argument(
         "--saved-model-dir", required=True, help="the chief's SavedModel (<train dir>/saved_model)"
     )
-    add_volume_root_argument(p)
-    p.add_argument("--model-name", default="", help="names the export base <root>/models/<name> (empty: from "
-                   "the data set, as the pipeline: <data set>-cnn for the built-in trainer, <data set>-model else)")
+    add_step_arguments(p, EXPORT)  # --volume-root, --model-name (the parameter table)
     add_results_dir_argument(p)
     a = p.parse_args(argv)
     from tfk8s.steps.export_model import export_model_step, model_name_of

@@ -5,7 +5,7 @@ Every replica runs ``--command`` (the user's program, see docs/training-program.
 built-in trainer. ``--backend local`` runs the replicas as processes on 127.0.0.1; ``--backend kubernetes``
 creates one Job and one headless Service per replica (``--dry-run`` prints them as YAML instead; with
 ``--backend local``, each process it would start, its command, TF_CONFIG and environment). The flags
-are the launch parameters of :data:`tfk8s.steps.params.LAUNCH_PARAMETERS`, the Kubernetes ones those of
+are the launch step's parameters of :data:`tfk8s.steps.parameters.PARAMETERS`, the Kubernetes ones those of
 :class:`tfk8s.launcher.kubernetes.settings.KubernetesParams`.
 """
 
@@ -15,7 +15,7 @@ from kfp import dsl
 from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
 from components import DEFAULT_IMAGE
-from tfk8s.steps.cli import add_results_dir_argument, add_volume_root_argument, emit, main_guard
+from tfk8s.steps.cli import add_results_dir_argument, emit, main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -34,8 +34,8 @@ CLI_IO = {
 }
 
 
-# The defaults are literals (KFP runs this function's source without module globals); a test asserts that they
-# equal tfk8s.steps.params.LAUNCH_PARAMETERS, the one definition.
+# The defaults are literals (KFP runs this function's source without module globals); tests/test_params.py
+# asserts that they, and the annotations, equal tfk8s.steps.parameters.PARAMETERS, the one definition.
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
 def launch_training(
     dataset: Input[Dataset],
@@ -70,9 +70,17 @@ def launch_training(
     """Train on the prepared data set with one replica per chief/worker/ps/evaluator; outputs the
     coordinator's SavedModel (Model artifact: path, job, training summary) and the training Metrics its
     program reported (non-finite values left out, said in the metadata's ``notes``)."""
-    params = {k: v for k, v in locals().items() if k not in ("dataset", "model", "metrics")}  # before imports
     from tfk8s.steps.launch_training import launch_training_outputs, launch_training_step
 
+    params = {
+        "chief": chief, "workers": workers, "ps": ps, "evaluator": evaluator, "command": command, "epochs": epochs,
+        "batch_size": batch_size, "learning_rate": learning_rate, "max_train_examples": max_train_examples,
+        "success_policy": success_policy, "timeout_s": timeout_s, "progress_timeout_s": progress_timeout_s,
+        "job_name_prefix": job_name_prefix, "max_restarts": max_restarts, "stop_grace_s": stop_grace_s,
+        "restart_exit_code": restart_exit_code, "startup_timeout_s": startup_timeout_s,
+        "evaluator_grace_s": evaluator_grace_s, "namespace": namespace, "image": image, "pvc_name": pvc_name,
+        "kubernetes": kubernetes,
+    }
     outcome = launch_training_step(data_dir=dataset.metadata["path"], volume_root=volume_root, run_id=run_id,
                                    backend=backend, params=params)
     meta, numbers = launch_training_outputs(outcome, dataset.metadata)
@@ -93,12 +101,12 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m components.launch_training", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", required=True, help="the data folder (written by prepare_dataset)")
-    add_volume_root_argument(p)
     p.add_argument("--run-id", default="local", help="the pipeline run's id (names the job and its folder)")
-    p.add_argument("--backend", choices=("local", "kubernetes"), default="kubernetes")
     p.add_argument("--dry-run", action="store_true", help="print what the backend would start as YAML and exit "
                    "(kubernetes: every object; local: each process, its command, TF_CONFIG and environment)")
-    add_launch_arguments(p)  # with the kubernetes dict's keys as flags of their own (--cpu 2 ...)
+    # the table's flags (--volume-root, --backend, --workers ...), with the kubernetes dict's keys as flags of
+    # their own (--cpu 2 ...)
+    add_launch_arguments(p)
     add_results_dir_argument(p)
     a = p.parse_args(argv)
     params = launch_params_from_args(a)

@@ -9,7 +9,7 @@ from kfp import dsl
 from kfp.dsl import Dataset
 
 from components import DEFAULT_IMAGE
-from tfk8s.steps.cli import add_results_dir_argument, add_volume_root_argument, boolean, emit, main_guard
+from tfk8s.steps.cli import add_results_dir_argument, emit, main_guard
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its
@@ -74,42 +74,16 @@ def prepare_dataset(
 @main_guard
 def main(argv: list[str] | None = None) -> None:
     """CLI: ``python -m components.prepare_dataset --help``; prints the metadata as JSON."""
+    from tfk8s.steps.parameters import PREPARE, add_step_arguments, step_arguments
+
     p = argparse.ArgumentParser(prog="python -m components.prepare_dataset", description=__doc__)
-    p.add_argument("--dataset-name", default="mnist", help="TFDS data set name")
-    p.add_argument(
-        "--tfds-data-dir", default="", help="TFDS data_dir holding the data (default: TFDS_DATA_DIR)"
-    )
-    add_volume_root_argument(p)
     p.add_argument("--run-id", default="local", help="the pipeline run's id (names the run's folder)")
-    p.add_argument("--num-shards", type=int, default=0, help="shards per split (0: 4 per worker)")
-    p.add_argument("--num-workers", type=int, default=2, help="worker replicas reading the shards")
-    p.add_argument("--chief", type=int, default=0, help="chief replicas (0 or 1) reading the shards")
-    p.add_argument("--download", type=boolean, default=True, metavar="{true,false}",
-                   help="download the data set when it is not in the data dir (default: true; offline it "
-                        "fails within seconds)")
-    p.add_argument("--max-examples", type=int, default=0, help="cap per split (0: all)")
-    p.add_argument("--data-dir", default="", help="a folder you prepared (TFRecords + metadata.json, or a "
-                   "tf.data snapshot): checked, nothing prepared")
-    p.add_argument("--reuse-data", type=boolean, default=True, metavar="{true,false}",
-                   help="reuse the volume's preparation of the same data set, version, splits, cap and shards "
-                        "(default: true); false: prepare a fresh copy in the run's folder")
+    add_step_arguments(p, PREPARE)  # --dataset-name, --num-workers, --download ... (the parameter table)
     add_results_dir_argument(p)
     a = p.parse_args(argv)
     from tfk8s.steps.prepare_dataset import prepare_dataset_step
 
-    md = prepare_dataset_step(
-        dataset_name=a.dataset_name,
-        tfds_data_dir=a.tfds_data_dir,
-        volume_root=a.volume_root,
-        run_id=a.run_id,
-        num_shards=a.num_shards,
-        num_workers=a.num_workers,
-        max_examples=a.max_examples,
-        chief=a.chief,
-        download=a.download,
-        data_dir=a.data_dir,
-        reuse_data=a.reuse_data,
-    )
+    md = prepare_dataset_step(run_id=a.run_id, **step_arguments(a, PREPARE))
     emit(md, a.results_dir)
 
 

@@ -11,7 +11,6 @@ from kfp.dsl import Input, Model, Output
 from components import DEFAULT_IMAGE
 from tfk8s.steps.cli import (
     add_results_dir_argument,
-    add_volume_root_argument,
     emit,
     main_guard,
     write_termination_message,
@@ -83,11 +82,11 @@ def reject_cli(reasons: str) -> None:
 @main_guard
 def main(argv: list[str] | None = None) -> None:
     """CLI: ``python -m components.push_model --help``; prints the pushed path and version as JSON."""
+    from tfk8s.steps.parameters import PUSH, add_step_arguments
+
     p = argparse.ArgumentParser(prog="python -m components.push_model", description=__doc__)
     p.add_argument("--model-dir", required=True, help="the blessed export <root>/models/<name>/<version>")
-    add_volume_root_argument(p)
-    p.add_argument("--model-name", default="",
-                   help="the served name (empty: the export's, <root>/models/<name>/<version>)")
+    add_step_arguments(p, PUSH)  # --volume-root, --model-name (empty: the export's, <root>/models/<name>/<version>)
     add_results_dir_argument(p)
     a = p.parse_args(argv)
     from pathlib import Path

@@ -47,7 +47,7 @@ from components.push_model import push_model, reject_model
 from tfk8s.core.layout import DEFAULT_ROOT
 from tfk8s.localrun import runner
 from tfk8s.localrun.outcome import print_outcome
-from tfk8s.steps.params import LAUNCH_PARAMETERS as LAUNCH
+from tfk8s.steps.parameters import document
 from tfk8s.submit.checks import check_run_params
 from tfk8s.submit.cli import add_arguments as add_cluster_arguments
 from tfk8s.submit.cli import check_mode as check_cluster_mode
@@ -73,6 +73,7 @@ class Outputs(NamedTuple):
 
 @dsl.pipeline(name=PIPELINE_NAME, description="Distributed TensorFlow training on Kubernetes, from data set to "
               "a versioned, evaluated SavedModel.")
+@document  # the docstring's Args, from the parameter table (KFP reads them into each input's description)
 def train_pipeline(
     dataset_name: str = "mnist",
     data_dir: str = "",
@@ -81,25 +82,25 @@ def train_pipeline(
     num_shards: int = 0,
     max_examples: int = 0,
     reuse_data: bool = True,
-    command: str = LAUNCH["command"].default,
+    command: str = "",
     eval_command: str = "",
-    image: str = LAUNCH["image"].default,
-    chief: int = LAUNCH["chief"].default,
-    workers: int = LAUNCH["workers"].default,
-    ps: int = LAUNCH["ps"].default,
-    evaluator: int = LAUNCH["evaluator"].default,
-    epochs: int = LAUNCH["epochs"].default,
-    batch_size: int = LAUNCH["batch_size"].default,
-    learning_rate: float = LAUNCH["learning_rate"].default,
-    success_policy: str = LAUNCH["success_policy"].default,
-    timeout_s: int = LAUNCH["timeout_s"].default,
-    progress_timeout_s: int = LAUNCH["progress_timeout_s"].default,
-    max_restarts: int = LAUNCH["max_restarts"].default,
-    stop_grace_s: int = LAUNCH["stop_grace_s"].default,
-    restart_exit_code: int = LAUNCH["restart_exit_code"].default,
-    startup_timeout_s: int = LAUNCH["startup_timeout_s"].default,
-    evaluator_grace_s: int = LAUNCH["evaluator_grace_s"].default,
-    job_name_prefix: str = LAUNCH["job_name_prefix"].default,
+    image: str = "ghcr.io/tfk8s/tfk8s:0.1.0",
+    chief: int = 0,
+    workers: int = 2,
+    ps: int = 0,
+    evaluator: int = 0,
+    epochs: int = 2,
+    batch_size: int = 512,
+    learning_rate: float = 0.006,
+    success_policy: str = "",
+    timeout_s: int = 86400,
+    progress_timeout_s: int = 600,
+    max_restarts: int = 3,
+    stop_grace_s: int = 10,
+    restart_exit_code: int = 42,
+    startup_timeout_s: int = 300,
+    evaluator_grace_s: int = 60,
+    job_name_prefix: str = "tfk8s",
     model_name: str = "",
     gate_metric: str = "accuracy",
     min_accuracy: float = 0.98,
@@ -111,73 +112,13 @@ def train_pipeline(
     create_pvc: bool = False,
     pvc_size: str = "20Gi",
     pvc_storage_class: str = "",
-    namespace: str = LAUNCH["namespace"].default,
+    namespace: str = "",
     kubernetes: dict = {},  # noqa: B006 - KFP reads the default; it is never mutated
 ) -> Outputs:
     """Train with distributed TensorFlow (the built-in CNN or your own program), export, evaluate and push.
 
-    Args:
-        dataset_name: TFDS data set with image + label features, e.g. mnist, fashion_mnist.
-        data_dir: a data folder you prepared on the volume (TFRecords + metadata.json, or a tf.data snapshot;
-            absolute, or relative to the volume); when given, nothing is prepared.
-        tfds_data_dir: TFDS data directory to read dataset_name from (empty: TFDS_DATA_DIR / TFDS's default).
-        tfds_download: use the local copy if present, else download it (true, the default; offline that fails
-            within seconds saying how to point tfds_data_dir at a copy); false: never download.
-        num_shards: TFRecord files per split (0: 4 per chief/worker replica; at least one per replica).
-        max_examples: examples per split to use (0: all), for smoke runs.
-        reuse_data: reuse the data an earlier run prepared on the volume for the same data set, TFDS version,
-            source files, max_examples and num_shards (<volume>/datasets/<name>/<version>/<key>/, checked
-            against its manifest); false: prepare a fresh copy in the run's own folder.
-        command: the program every replica runs, a JSON list (argv) or a shell-style string, with placeholders
-            {data_dir} {model_dir} {checkpoint_dir} {tensorboard_dir} {job_name} {replica_type} {replica_index}
-            (empty: the built-in trainer). Contract: docs/training-program.md.
-        eval_command: evaluates the exported model when the built-in evaluation does not fit it (same contract;
-            TFK8S_MODEL_DIR is the export); empty: such a model is "not evaluated" and gated on its training
-            metrics.
-        image: container image of every step and of the replicas (your program's image, FROM the project
-            image).
-        chief: chief replicas, 0 or 1 (1 is required with ps).
-        workers: worker replicas.
-        ps: parameter servers (ParameterServerStrategy; needs chief=1 and workers >= 1).
-        evaluator: 0 or 1 sidecar evaluator.
-        epochs: built-in trainer: training epochs.
-        batch_size: built-in trainer: global batch size (without ps: a multiple of chief + workers).
-        learning_rate: built-in trainer: initial learning rate (cosine decay to 0 over the training).
-        success_policy: '' (the chief, or worker 0, succeeds) or 'AllWorkers'.
-        timeout_s: job-level deadline of the training in seconds (default a day; 0: none).
-        progress_timeout_s: seconds a replica that has reported progress may go without a new report before it
-            counts as hung and is restarted (as a retryable failure); 0: no watchdog.
-        max_restarts: recreations allowed for retryable failures (exit >= 128 or restart_exit_code, killed by a
-            signal, OOMKilled, no progress...), on either backend; preemptions (eviction, the scheduler's
-            preemption, node loss, a Kueue suspension) do not use it.
-        stop_grace_s: seconds a replica gets between SIGTERM and SIGKILL when it is stopped (its pod's
-            terminationGracePeriodSeconds): time to checkpoint on a preemption notice.
-        restart_exit_code: the exit code of a program asking to be restarted after saving on SIGTERM
-            (TensorFlow's TerminationConfig: 42): retryable; 0: none.
-        startup_timeout_s: seconds a chief/worker that reported it is starting may take to its first step before
-            it counts as hung; programs that never report progress are not watched; 0: off.
-        evaluator_grace_s: seconds the evaluator may still run after the job succeeded, to evaluate the final
-            checkpoint, before it is stopped.
-        job_name_prefix: prefix of the training job's name (<prefix>-<run id>, cut to a DNS-1035 label).
-        model_name: names the export base <volume>/models/<model_name> and serving/<model_name> (empty:
-            <data set>-cnn for the built-in trainer, <data set>-model for your program).
-        gate_metric: the metric the quality gate checks against min_accuracy, higher is better (default
-            accuracy; from the evaluation, else from what the training program reported).
-        min_accuracy: quality gate: lowest value of gate_metric that is blessed.
-        max_accuracy_drop: quality gate: largest drop vs the last blessed model (< 0: no check).
-        fail_on_unblessed: fail the run when the model is not blessed (else it is just not pushed).
-        backend: where the replicas run: kubernetes (Jobs + Services) or local (processes; --local sets it).
-        volume_root: the PVC's mount path; must stay /mnt/tfk8s on Kubernetes (--local sets a folder).
-        pvc_name: PersistentVolumeClaim for data, checkpoints, logs and models (ReadWriteMany).
-        create_pvc: create the PVC if it does not exist.
-        pvc_size: its size when created, e.g. 20Gi.
-        pvc_storage_class: its StorageClass when created (empty: the cluster's default).
-        namespace: namespace of the training replicas (empty: the launcher pod's own).
-        kubernetes: the replicas' Kubernetes settings, any of cpu, memory, gpus, node_selector, tolerations,
-            service_account, replica_overrides, cluster_domain, schedule_timeout_s, ttl_seconds_after_finished,
-            kueue_queue, scheduler_name, spread, gang ("native": all-or-nothing with a Kubernetes PodGroup),
-            network_policy, network_policy_from (tfk8s.launcher.kubernetes.settings.KubernetesParams); e.g.
-            {"cpu": "2", "memory": "4Gi", "replica_overrides": {"ps": {"cpu": "500m"}}}.
+    The parameters' list (Args) is generated from tfk8s.steps.parameters.PARAMETERS by @document, the one table
+    of their types, defaults, help and checks; tests/test_params.py keeps these literal defaults equal to it.
     """
     run_id = dsl.PIPELINE_JOB_ID_PLACEHOLDER
 

@@ -30,7 +30,7 @@ def test_launch_spec_groups_the_flat_parameters_into_typed_specs():
     assert not spec.is_builtin_trainer
     k = spec.kubernetes
     assert (k.cpu, k.node_selector, k.image, k.memory) == ("2", {"pool": "gpu"}, "me/train:1", "2Gi")
-    assert spec.max_restarts == 5  # both backends' budget: not a Kubernetes setting
+    assert spec.run_policy.max_restarts == 5  # both backends' budget: not a Kubernetes setting
     with pytest.raises(ValueError, match=r"kubernetes must not set \['max_restarts'\]"):
         LaunchSpec.from_params({"kubernetes": {"max_restarts": 1}})
     assert LaunchSpec.from_params({}).is_builtin_trainer

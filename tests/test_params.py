@@ -160,29 +160,187 @@ def test_the_cli_takes_kubernetes_settings_as_dotted_params_and_says_where_flat_
         _check_params(["kubernetes.gpu=1"], local=False)
 
 
-def test_one_definition_of_the_launch_parameters_for_pipeline_component_and_cli():
+STEP_MODULES = {"ensure_volume": "components.ensure_volume", "prepare_dataset": "components.prepare_dataset",
+                "launch_training": "components.launch_training", "export_model": "components.export_model",
+                "evaluate_model": "components.evaluate_model", "push_model": "components.push_model"}
+
+
+class _Parsed(Exception):
+    pass
+
+
+def _cli_parser(step, monkeypatch):
+    """The argparse parser a component's CLI builds (its main stops at parse_args; no step logic runs)."""
     import argparse
+    import importlib
 
-    from components.launch_training import launch_training
+    def stop(self, args=None, namespace=None):
+        raise _Parsed(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", stop)
+    with pytest.raises(_Parsed) as got:
+        importlib.import_module(STEP_MODULES[step]).main.__wrapped__([])
+    return got.value.args[0]
+
+
+def test_the_table_holds_every_pipeline_parameter_and_the_literals_equal_it():
+    """KFP needs literals in the signatures: the pipeline's and each component's defaults and annotations are the
+    table's, and a component argument the table does not know is a KFP-only one (artifacts, run_id)."""
+    import importlib
+
+    from tfk8s.steps.parameters import PARAMETERS, pipeline_parameters, signature_mismatches, step_parameters
+
+    assert len(pipeline_parameters()) == 39 and list(pipeline_parameters()) == list(DEFAULTS)
+    assert [n for n, p in PARAMETERS.items() if not p.pipeline] == ["max_train_examples"]
+    assert signature_mismatches(train_pipeline.pipeline_func) == []
+    for step, module in STEP_MODULES.items():
+        func = getattr(importlib.import_module(module), step).python_func
+        assert signature_mismatches(func, step) == [], step
+        plain = {n for n, v in inspect.signature(func).parameters.items() if v.default is not inspect.Parameter.empty}
+        assert plain - set(step_parameters(step)) <= {"run_id"}, step
+    # the renamed and the step-only defaults are said in the table
+    assert step_parameters("prepare_dataset")["num_workers"].name == "workers"
+    assert step_parameters("prepare_dataset")["download"].name == "tfds_download"
+    assert PARAMETERS["pvc_name"].default_for("launch_training") == "" and DEFAULTS["pvc_name"] == "tfk8s-data"
+    from tfk8s.steps.launch_training import launch_training_step
+
+    with pytest.raises(ValueError, match="pvc_name is empty"):  # the launch step alone mounts no claim unless told
+        launch_training_step(data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1",
+                             backend="kubernetes", params={"chief": 1}, dry_run=True)
+    # and the defaults pass the checks
+    assert problems({n: p.default for n, p in PARAMETERS.items()}) == []
+
+
+def test_a_drifted_literal_is_found():
+    from tfk8s.steps.parameters import signature_mismatches
+
+    def launch_training(workers: int = 3, epochs: float = 2.0, chief: int = 0):
+        pass
+
+    found = signature_mismatches(launch_training, "launch_training")
+    assert "launch_training: workers defaults to 3, the table to 2" in found
+    assert "launch_training: epochs defaults to 2.0, the table to 2" in found
+    assert "launch_training: epochs is annotated <class 'float'>, the table says int" in found
+    assert "launch_training lacks ps" in found and not any("chief" in f for f in found)
+
+
+def test_the_pipeline_docstring_and_the_compiled_descriptions_are_the_tables():
+    import re
+    import textwrap
+
+    import yaml
+
+    from tfk8s.steps.parameters import PARAMETERS, docstring_args
+
+    doc = train_pipeline.pipeline_func.__doc__
+    assert doc.rstrip().endswith(textwrap.dedent(docstring_args()).rstrip())
+    assert doc.count("\n    ") >= 39 and "Args:" in doc
+    declared = next(yaml.safe_load_all((REPO / "compiled" / "train.yaml").read_text()))["root"]["inputDefinitions"]
+    for name, d in declared["parameters"].items():
+        assert re.sub(r"\s+", " ", d["description"]).strip() == PARAMETERS[name].help, name
+
+
+def test_each_component_cli_takes_the_tables_flags_with_its_defaults_and_help(monkeypatch):
     from tfk8s.launcher.kubernetes.settings import KubernetesParams
-    from tfk8s.steps.params import LAUNCH_PARAMETERS, add_launch_arguments
+    from tfk8s.steps.parameters import step_parameters
 
-    component = {k: v.default for k, v in inspect.signature(launch_training.python_func).parameters.items()
-                 if v.default is not inspect.Parameter.empty}
-    for name, p in LAUNCH_PARAMETERS.items():
-        assert component[name] == p.default, name  # literals in the component's source
-    # the pipeline's: the same, except that it names the PVC and leaves the trainer's example cap to max_examples
-    pipeline = {k: DEFAULTS[k] for k in LAUNCH_PARAMETERS if k in DEFAULTS}
-    assert pipeline == {**{k: p.default for k, p in LAUNCH_PARAMETERS.items() if k != "max_train_examples"},
-                        "pvc_name": "tfk8s-data"}
-    assert set(LAUNCH_PARAMETERS) | {"volume_root", "run_id", "backend"} == set(component)
-    parser = argparse.ArgumentParser()
-    add_launch_arguments(parser)
-    # the launch parameters, and the kubernetes dict's keys as flags of their own (--cpu 2 ...)
+    for step in STEP_MODULES:
+        actions = {a.dest: a for a in _cli_parser(step, monkeypatch)._actions}
+        for argument, p in step_parameters(step).items():
+            a = actions[argument]
+            assert a.option_strings == ["--" + argument.replace("_", "-")], (step, argument)
+            assert a.default == p.default_for(step), (step, argument)
+            assert a.help.startswith(p.help), (step, argument)
+    launch = {a.dest for a in _cli_parser("launch_training", monkeypatch)._actions}
+    # the launch step's parameters, the kubernetes dict's keys as flags of their own (--cpu 2 ...), and its own
     kube_flags = set(KubernetesParams.names()) - set(KubernetesParams.SHARED)
-    assert {a.dest for a in parser._actions} - {"help"} == set(LAUNCH_PARAMETERS) | kube_flags
-    # what the kubernetes dict may hold is KubernetesParams, less the parameters of their own
-    assert "cpu" in LAUNCH_PARAMETERS["kubernetes"].help and set(KubernetesParams.SHARED) <= set(LAUNCH_PARAMETERS)
+    assert launch == set(step_parameters("launch_training")) | kube_flags | {"help", "data_dir", "run_id", "dry_run",
+                                                                             "results_dir"}
+
+
+def test_docs_pipeline_md_lists_the_table():
+    from tfk8s.steps.parameters import markdown_table
+
+    assert markdown_table() in (REPO / "docs" / "pipeline.md").read_text()
+    assert "| `min_accuracy` | float | `0.98` | in [0, 1] | evaluate_model |" in markdown_table()
+    assert "prepare_dataset (as num_workers)" in markdown_table()
+
+
+def test_the_quality_gates_default_floor_is_the_pipelines():
+    from tfk8s.steps.evaluation import Thresholds
+    from tfk8s.steps.parameters import PARAMETERS
+
+    assert Thresholds().min_accuracy == PARAMETERS["min_accuracy"].default == DEFAULTS["min_accuracy"] == 0.98
+    assert Thresholds().max_accuracy_drop == DEFAULTS["max_accuracy_drop"] == -1.0
+
+
+def test_the_run_policy_travels_whole_from_the_parameters_to_the_job():
+    import dataclasses
+
+    from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.core.job import RunPolicy, TrainingJob
+    from tfk8s.steps.launch_training import build_job
+    from tfk8s.steps.params import LaunchSpec
+
+    spec = LaunchSpec.from_params({"max_restarts": 5, "timeout_s": 0, "stop_grace_s": 7, "success_policy": "AllWorkers",
+                                   "progress_timeout_s": 11, "startup_timeout_s": 13, "evaluator_grace_s": 17,
+                                   "restart_exit_code": 43})
+    assert spec.run_policy == RunPolicy(max_restarts=5, timeout_s=0, stop_grace_s=7, success_policy="AllWorkers",
+                                        progress_timeout_s=11, startup_timeout_s=13, evaluator_grace_s=17,
+                                        restart_exit_code=43)
+    assert LaunchSpec().run_policy == LaunchSpec.from_params({}).run_policy
+    assert LaunchSpec().run_policy.timeout_s == 86400 and LaunchSpec().run_policy.progress_timeout_s == 600
+    job = build_job(name="j", counts=ReplicaCounts(worker=2), backend="local", run_policy=spec.run_policy)
+    assert job.run_policy == dataclasses.replace(spec.run_policy, timeout_s=None)  # 0: no deadline
+    # the launcher reads the fields on the job, read-only
+    assert (job.max_restarts, job.stop_grace_s, job.success_policy, job.timeout_s) == (5, 7, "AllWorkers", None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.max_restarts = 1
+    # with ps, lagging workers get no grace after the chief's success
+    ps_job = build_job(name="j", counts=ReplicaCounts(chief=1, worker=1, ps=1), backend="local",
+                       run_policy=spec.run_policy)
+    assert ps_job.grace_period_s == 0.0 and ps_job.max_restarts == 5
+    # a field given as a keyword of its own is laid over the run policy
+    kw = TrainingJob("j", ReplicaCounts(worker=1), ["python", "t.py"], run_policy=spec.run_policy, max_restarts=1)
+    assert (kw.max_restarts, kw.stop_grace_s) == (1, 7)
+    assert dataclasses.replace(kw, grace_period_s=2.0).run_policy.grace_period_s == 2.0
+    with pytest.raises(ValueError, match=r"unknown keywords \['max_restart'\]"):
+        TrainingJob("j", ReplicaCounts(worker=1), ["python", "t.py"], max_restart=1)
+    with pytest.raises(ValueError, match="restart_exit_code must be an exit code 0-255"):
+        RunPolicy(restart_exit_code=300)
+
+
+def test_the_evaluate_component_and_its_cli_call_one_step(monkeypatch, tmp_path):
+    """What the Argo export runs (the CLI) and what KFP runs (the component's body) evaluate the same way."""
+    import json
+
+    import components.evaluate_model as component
+    import tfk8s.steps.evaluate_model as step
+    from tfk8s.steps.evaluation import Blessing, EvaluationOutcome
+
+    calls = []
+
+    def fake(**kwargs):
+        calls.append(kwargs)
+        outcome = EvaluationOutcome(True, "built-in", {"accuracy": 0.99}, Blessing(True, ["accuracy 0.99 >= 0.98"]))
+        return step.EvaluateOutputs(outcome, {"accuracy": 0.99}, {}, None, "# summary", "")
+
+    monkeypatch.setattr(step, "evaluate_model_step", fake)
+    train = tmp_path / "runs" / "r1" / "train"
+    train.mkdir(parents=True)
+    (train / "training_summary.json").write_text(json.dumps({"job": {"name": "tfk8s-r1", "restarts": 1},
+                                                             "metrics": {"accuracy": 0.97}}))
+    component.main.__wrapped__(["--model-dir", str(tmp_path / "models" / "mnist-cnn" / "3"), "--data-dir", "D",
+                                "--saved-model-dir", str(train / "saved_model"), "--min-accuracy", "0.9",
+                                "--results-dir", str(tmp_path / "out")])
+    (cli,) = calls
+    assert cli["exported"] == {"path": str(tmp_path / "models" / "mnist-cnn" / "3"), "version": 3,
+                               "model_name": "mnist-cnn", "serving_signature": None}
+    assert cli["training"]["job_name"] == "tfk8s-r1" and cli["training"]["train_accuracy"] == 0.97
+    assert (cli["min_accuracy"], cli["max_accuracy_drop"], cli["gate_metric"], cli["volume_root"]) == (
+        0.9, -1.0, "accuracy", "/mnt/tfk8s")
+    assert (tmp_path / "out" / "blessed").read_text() == "true"
+    assert json.loads((tmp_path / "out" / "reasons").read_text()) == ["accuracy 0.99 >= 0.98"]
 
 
 def test_component_clis_print_expected_errors_as_one_line(tmp_path):

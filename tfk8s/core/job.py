@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 from tfk8s.core import contract, policy
 from tfk8s.core.cluster import Replica, ReplicaCounts, ReplicaType, coordinator
@@ -35,75 +35,50 @@ MAX_JOB_NAME_LEN = 63 - len("-evaluator-") - 3
 
 
 @dataclass(frozen=True)
-class TrainingJob:
-    """A distributed training job, independent of where its replicas run.
+class RunPolicy:
+    """How a job's run is judged and bounded: the Kubeflow Training Operator's ``RunPolicy`` (``backoffLimit``,
+    ``activeDeadlineSeconds``) with TFJob's success policy and what this project adds (the stop grace, the restart
+    exit code, the progress and startup watchdogs, the evaluator's grace). It travels whole from the pipeline's
+    parameters (:class:`tfk8s.steps.params.LaunchSpec`) to the :class:`TrainingJob` every backend runs.
 
     Attributes:
-        name: the job name, a DNS-1035 label of at most :data:`MAX_JOB_NAME_LEN` characters
-            (use :func:`job_name` to derive one).
-        counts: replica counts per type.
-        command: the program every replica runs (argv); each replica finds its role in TF_CONFIG. It may
-            hold the placeholders of :mod:`tfk8s.core.contract` (``{model_dir}``...), substituted per replica
-            (:meth:`replica_command`); literal braces are written ``{{``/``}}``.
-        env: extra environment variables for every replica.
-        success_policy: ``""`` (chief, or worker 0) or ``"AllWorkers"``.
-        port: the TensorFlow server port of each replica (Kubernetes: the Service port; local: ignored,
-            each replica gets a free port).
-        timeout_s: job-level deadline in seconds (None: no deadline).
-        grace_period_s: after success, how long lagging workers may take to finish before being stopped.
-        train_dir: the run's train folder on the shared volume; with it every replica gets the contract's
-            environment (:func:`tfk8s.core.contract.replica_env`); empty: TF_CONFIG only (launcher tests). The
-            progress watchdog reads each replica's ``<train dir>/progress/<type>-<index>.json``
-            (:mod:`tfk8s.core.progress`).
-        data_dir: the prepared data folder (``TFK8S_DATA_DIR``).
-        progress_timeout_s: seconds a replica that has reported progress at least once (in its current
-            attempt) may go without a new report before it counts as hung: it is stopped and its restart
-            group recreated while the restart budget lasts, then the job fails (reason ``NoProgress``).
-            0 disables the watchdog; replicas that never report are never treated as hung.
         max_restarts: the restart budget, on every backend: how many recreations (of a replica's restart
             group, :func:`tfk8s.core.policy.restart_group`) retryable failures may use before the job fails;
             preemptions do not use it (:mod:`tfk8s.core.policy`).
+        timeout_s: job-level deadline in seconds (None: no deadline; the pipeline's 0 becomes None in
+            :func:`tfk8s.steps.launch_training.build_job`).
+        grace_period_s: after success, how long lagging workers may take to finish before being stopped.
         stop_grace_s: seconds a replica gets between SIGTERM and SIGKILL whenever it is stopped (a pod's
             ``terminationGracePeriodSeconds``; locally the process group's signals): time to checkpoint on a
             preemption notice.
         restart_exit_code: the exit code with which a program asks to be restarted after saving on SIGTERM
             (TensorFlow's ``TerminationConfig``: 42); retryable. 0: none.
+        progress_timeout_s: seconds a replica that has reported progress at least once (in its current
+            attempt) may go without a new report before it counts as hung: it is stopped and its restart
+            group recreated while the restart budget lasts, then the job fails (reason ``NoProgress``).
+            0 disables the watchdog; replicas that never report are never treated as hung.
         startup_timeout_s: seconds a chief/worker that reported ``starting`` may take to report its first
             step before it counts as hung (:mod:`tfk8s.launcher.watchdog`); 0: not watched.
         evaluator_grace_s: seconds the evaluator may run after the job succeeded, to evaluate the final
             checkpoint and exit by itself, before it is stopped.
+        success_policy: ``""`` (chief, or worker 0) or ``"AllWorkers"`` (TFJob's ``successPolicy``).
 
     Raises:
-        ValueError: on an invalid name, an empty command, an unknown success policy, a negative timeout, grace
-            or restart budget, a restart exit code outside 0-255, or an unknown placeholder / unbalanced brace in
-            the command (:class:`tfk8s.core.contract.PlaceholderError`).
+        ValueError: an unknown success policy, a negative timeout, grace or restart budget, or a restart exit
+            code outside 0-255; the message names the field.
     """
 
-    name: str
-    counts: ReplicaCounts
-    command: tuple[str, ...]
-    env: Mapping[str, str] = field(default_factory=dict)
-    success_policy: str = SUCCESS_POLICY_DEFAULT
-    port: int = DEFAULT_PORT
+    max_restarts: int = policy.DEFAULT_MAX_RESTARTS
     timeout_s: float | None = None
     grace_period_s: float = 30.0
-    train_dir: str = ""
-    data_dir: str = ""
-    progress_timeout_s: float = 0.0
-    max_restarts: int = policy.DEFAULT_MAX_RESTARTS
     stop_grace_s: float = policy.STOP_GRACE_S
     restart_exit_code: int = policy.DEFAULT_RESTART_EXIT_CODE
+    progress_timeout_s: float = 0.0
     startup_timeout_s: float = 0.0
     evaluator_grace_s: float = policy.DEFAULT_EVALUATOR_GRACE_S
+    success_policy: str = SUCCESS_POLICY_DEFAULT
 
     def __post_init__(self) -> None:
-        if not _DNS1035.match(self.name) or len(self.name) > MAX_JOB_NAME_LEN:
-            raise ValueError(
-                f"job name {self.name!r} must be a DNS-1035 label (lower-case letters, digits, '-', starting "
-                f"with a letter) of at most {MAX_JOB_NAME_LEN} characters: derive it with tfk8s.core.job.job_name()"
-            )
-        if not self.command:
-            raise ValueError("command must name the program every replica runs, e.g. python -m trainer.task")
         if self.success_policy not in SUCCESS_POLICIES:
             raise ValueError(f"success_policy must be one of {SUCCESS_POLICIES}, got {self.success_policy!r}")
         for name in ("progress_timeout_s", "startup_timeout_s", "stop_grace_s", "evaluator_grace_s"):
@@ -114,11 +89,90 @@ class TrainingJob:
             raise ValueError(f"restart_exit_code must be an exit code 0-255 (0: none), got {self.restart_exit_code!r}")
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
             raise ValueError(f"max_restarts must be an integer >= 0, got {self.max_restarts!r}")
-        object.__setattr__(self, "command", tuple(self.command))
-        object.__setattr__(self, "env", dict(self.env))
-        object.__setattr__(self, "train_dir", str(self.train_dir or ""))
-        object.__setattr__(self, "data_dir", str(self.data_dir or ""))
+
+
+RUN_POLICY_FIELDS = tuple(f.name for f in fields(RunPolicy))
+"""The names of :class:`RunPolicy`'s fields, which :class:`TrainingJob` also takes as keywords and reads back."""
+
+
+@dataclass(frozen=True, init=False)
+class TrainingJob:
+    """A distributed training job, independent of where its replicas run.
+
+    ``TrainingJob(name, counts, command, run_policy=RunPolicy(max_restarts=1))``; each :class:`RunPolicy` field
+    may also be given as a keyword of its own (``TrainingJob(name, counts, command, max_restarts=1)``), laid over
+    ``run_policy``, and is read back as a read-only attribute (``job.max_restarts``, ``job.timeout_s``...).
+
+    Attributes:
+        name: the job name, a DNS-1035 label of at most :data:`MAX_JOB_NAME_LEN` characters
+            (use :func:`job_name` to derive one).
+        counts: replica counts per type.
+        command: the program every replica runs (argv); each replica finds its role in TF_CONFIG. It may
+            hold the placeholders of :mod:`tfk8s.core.contract` (``{model_dir}``...), substituted per replica
+            (:meth:`replica_command`); literal braces are written ``{{``/``}}``.
+        env: extra environment variables for every replica.
+        port: the TensorFlow server port of each replica (Kubernetes: the Service port; local: ignored,
+            each replica gets a free port).
+        train_dir: the run's train folder on the shared volume; with it every replica gets the contract's
+            environment (:func:`tfk8s.core.contract.replica_env`); empty: TF_CONFIG only (launcher tests). The
+            progress watchdog reads each replica's ``<train dir>/progress/<type>-<index>.json``
+            (:mod:`tfk8s.core.progress`).
+        data_dir: the prepared data folder (``TFK8S_DATA_DIR``).
+        run_policy: how the run is judged and bounded (:class:`RunPolicy`: restart budget, deadline, graces,
+            watchdogs, success policy).
+
+    Raises:
+        ValueError: on an invalid name, an empty command, an invalid run policy (:class:`RunPolicy`), an unknown
+            keyword, or an unknown placeholder / unbalanced brace in the command
+            (:class:`tfk8s.core.contract.PlaceholderError`).
+    """
+
+    name: str
+    counts: ReplicaCounts
+    command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    port: int = DEFAULT_PORT
+    train_dir: str = ""
+    data_dir: str = ""
+    run_policy: RunPolicy = field(default_factory=RunPolicy)
+
+    def __init__(self, name: str, counts: ReplicaCounts, command: tuple[str, ...] | list[str],
+                 env: Mapping[str, str] | None = None, *, port: int = DEFAULT_PORT, train_dir: str = "",
+                 data_dir: str = "", run_policy: RunPolicy | None = None, **policy_fields) -> None:
+        unknown = sorted(set(policy_fields) - set(RUN_POLICY_FIELDS))
+        if unknown:
+            raise ValueError(f"TrainingJob got unknown keywords {unknown}: the run policy's are {RUN_POLICY_FIELDS}")
+        run_policy = replace(run_policy or RunPolicy(), **policy_fields) if policy_fields else (run_policy
+                                                                                               or RunPolicy())
+        if not _DNS1035.match(name) or len(name) > MAX_JOB_NAME_LEN:
+            raise ValueError(
+                f"job name {name!r} must be a DNS-1035 label (lower-case letters, digits, '-', starting "
+                f"with a letter) of at most {MAX_JOB_NAME_LEN} characters: derive it with tfk8s.core.job.job_name()"
+            )
+        if not command:
+            raise ValueError("command must name the program every replica runs, e.g. python -m trainer.task")
+        set_ = object.__setattr__
+        set_(self, "name", name)
+        set_(self, "counts", counts)
+        set_(self, "command", tuple(command))
+        set_(self, "env", dict(env or {}))
+        set_(self, "port", port)
+        set_(self, "train_dir", str(train_dir or ""))
+        set_(self, "data_dir", str(data_dir or ""))
+        set_(self, "run_policy", run_policy)
         contract.check_command(self.command)  # an unknown placeholder fails before any replica starts
+
+    # The run policy's fields, read-only, as the launcher reads them (job.max_restarts...).
+    max_restarts = property(lambda self: self.run_policy.max_restarts, doc="RunPolicy.max_restarts")
+    timeout_s = property(lambda self: self.run_policy.timeout_s, doc="RunPolicy.timeout_s")
+    grace_period_s = property(lambda self: self.run_policy.grace_period_s, doc="RunPolicy.grace_period_s")
+    stop_grace_s = property(lambda self: self.run_policy.stop_grace_s, doc="RunPolicy.stop_grace_s")
+    restart_exit_code = property(lambda self: self.run_policy.restart_exit_code, doc="RunPolicy.restart_exit_code")
+    progress_timeout_s = property(lambda self: self.run_policy.progress_timeout_s,
+                                  doc="RunPolicy.progress_timeout_s")
+    startup_timeout_s = property(lambda self: self.run_policy.startup_timeout_s, doc="RunPolicy.startup_timeout_s")
+    evaluator_grace_s = property(lambda self: self.run_policy.evaluator_grace_s, doc="RunPolicy.evaluator_grace_s")
+    success_policy = property(lambda self: self.run_policy.success_policy, doc="RunPolicy.success_policy")
 
     def contract_env(self, replica: Replica) -> dict[str, str]:
         """The contract's variables of ``replica`` (:func:`tfk8s.core.contract.replica_env`); ``{}`` without

@@ -27,7 +27,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tfk8s.core.layout import DEFAULT_ROOT
 from tfk8s.launcher.kubernetes.settings import KubernetesParams, KubernetesSettings
 
 _F = TypeVar("_F", bound=Callable[..., None])
@@ -167,11 +166,6 @@ def emit(result: Mapping[str, object], directory: str | os.PathLike | None) -> N
 
 
 # -- flags ----------------------------------------------------------------------------------------------------------
-def add_volume_root_argument(parser: argparse.ArgumentParser, help_text: str = "root of the shared volume") -> None:
-    """Add ``--volume-root`` (default :data:`tfk8s.core.layout.DEFAULT_ROOT`, where the PVC is mounted)."""
-    parser.add_argument("--volume-root", default=DEFAULT_ROOT, help=f"{help_text} (default: %(default)s)")
-
-
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 

@@ -1,9 +1,10 @@
 """The evaluate step: the exported model's metrics, the quality gate (TFX Evaluator's blessing) and the run's
 reports (the Markdown summary, :mod:`tfk8s.steps.summary`; the HTML page, :mod:`tfk8s.steps.report`).
 
-:func:`evaluate_model_step` evaluates and gates; :func:`evaluate_and_report` is everything the KFP component
-does with it (which metrics go into the Metrics artifact and why some are left out, the confusion matrix, the
-summary and the report), so that the component only copies the result into its artifacts.
+:func:`evaluate_model_step` is the step, which the KFP component's body and its CLI (what the Argo export runs)
+both call: :func:`evaluate_and_gate` evaluates and gates, then the step works out which metrics go into the Metrics
+artifact and why some are left out, the confusion matrix, the summary and the report, so that the component only
+copies the result into its artifacts and the CLI prints it.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfk8s.steps.parameters import DEFAULT_MAX_ACCURACY_DROP, DEFAULT_MIN_ACCURACY
 
-def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, max_accuracy_drop: float = -1.0,
-                        serving_base: str | None = None, split: str = "test", gate_metric: str = "accuracy",
-                        eval_command: str = "", training_summary: dict | None = None,
-                        train_dir: str | None = None, log_sink=None):
+
+def evaluate_and_gate(*, model_dir: str, data_dir: str, min_accuracy: float = DEFAULT_MIN_ACCURACY,
+                      max_accuracy_drop: float = DEFAULT_MAX_ACCURACY_DROP, serving_base: str | None = None,
+                      split: str = "test", gate_metric: str = "accuracy", eval_command: str = "",
+                      training_summary: dict | None = None, train_dir: str | None = None, log_sink=None):
     """Evaluate the exported model ``model_dir`` and apply the quality gate (TFX Evaluator) on ``gate_metric``.
 
     How (the first that applies; never a crash over what a program reported):
@@ -146,7 +149,7 @@ def serving_base(volume_root: str, model_name: str) -> str | None:
 
 @dataclass
 class EvaluateOutputs:
-    """What the evaluate component writes into its artifacts (:func:`evaluate_and_report`).
+    """What the evaluate component writes into its artifacts (:func:`evaluate_model_step`).
 
     Attributes:
         outcome: the evaluation and the gate's verdict.
@@ -176,19 +179,27 @@ class EvaluateOutputs:
         return "; ".join(self.outcome.blessing.reasons)
 
 
-def evaluate_and_report(*, exported: Mapping[str, Any], dataset: Mapping[str, Any], training: Mapping[str, Any],
-                        min_accuracy: float, max_accuracy_drop: float, gate_metric: str, eval_command: str,
-                        volume_root: str, model_name: str = "", report_output: str | None = None) -> EvaluateOutputs:
-    """The evaluate component's work: :func:`evaluate_model_step` on the export, then its Metrics, summary and
-    report.
+def evaluate_model_step(*, exported: Mapping[str, Any], dataset: Mapping[str, Any], training: Mapping[str, Any],
+                        min_accuracy: float = DEFAULT_MIN_ACCURACY,
+                        max_accuracy_drop: float = DEFAULT_MAX_ACCURACY_DROP, gate_metric: str = "accuracy",
+                        eval_command: str = "", volume_root: str = "", model_name: str = "",
+                        report_output: str | None = None, serving_base: str | None = None,
+                        split: str = "test") -> EvaluateOutputs:
+    """The evaluate step: :func:`evaluate_and_gate` on the export, then its Metrics, summary and report.
 
     Args:
-        exported: the export step's Model metadata (``path``, ``version``, ``model_name``, ``serving_signature``).
+        exported: the export step's Model metadata (``path``, ``version``, ``model_name``, ``serving_signature``;
+            :func:`exported_metadata` from a path).
         dataset: the prepare step's Dataset metadata (``path``).
-        training: the launch step's Model metadata (``training_summary``, ``job_name``, ``train_<metric>``...).
+        training: the launch step's Model metadata (``training_summary``, ``job_name``, ``train_<metric>``...;
+            :func:`training_metadata` from a summary file).
+        volume_root: the volume; the baseline is the last blessed version under ``<root>/serving/<model name>``.
         model_name: the model under ``<root>/serving/`` whose last blessed version is the baseline (empty: the
             export's).
-        report_output: where to copy the HTML report too (the KFP HTML artifact's path).
+        report_output: where to copy the HTML report too (the KFP HTML artifact's path); without it and without a
+            training summary (which names the run's folder) no report is written.
+        serving_base: the baseline's folder, instead of the one ``volume_root`` and ``model_name`` give.
+        split: the data set's split the built-in evaluation reads.
 
     Returns:
         :class:`EvaluateOutputs`.
@@ -198,13 +209,15 @@ def evaluate_and_report(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     from tfk8s.steps.summary import run_files, run_summary_markdown
 
     name = model_name or exported["model_name"]
-    serving_base = VolumeLayout(volume_root).serving_base(name)
+    if serving_base is None:
+        serving_base = str(VolumeLayout(volume_root).serving_base(name)) if volume_root else None
     summary_file = training.get("training_summary", "")
     train_dir = os.path.dirname(summary_file) or None
-    outcome = evaluate_model_step(
+    outcome = evaluate_and_gate(
         model_dir=exported["path"], data_dir=dataset["path"], min_accuracy=min_accuracy,
-        max_accuracy_drop=max_accuracy_drop, serving_base=str(serving_base), gate_metric=gate_metric,
-        eval_command=eval_command, training_summary=read_summary_file(summary_file), train_dir=train_dir)
+        max_accuracy_drop=max_accuracy_drop, serving_base=serving_base, gate_metric=gate_metric,
+        eval_command=eval_command, training_summary=read_summary_file(summary_file), train_dir=train_dir,
+        split=split)
     metrics: dict[str, float] = {}
     left_out = []  # a NaN/inf value (e.g. the test loss of a diverged model) would make the artifact invalid JSON
     for key, value in outcome.metrics.items():
@@ -228,6 +241,39 @@ def evaluate_and_report(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     text = run_summary_markdown(training=training, export=exported, evaluation=outcome,
                                 pushed_to=f"{serving_base}/{version}" if outcome.blessing.blessed else None,
                                 files=run_files(train_dir) if train_dir else {})
-    page = write_report_step(evaluation=outcome, export=dict(exported),
-                             output=report_output, run_dir=os.path.dirname(train_dir) if train_dir else None)
+    page = ""
+    if report_output or train_dir:
+        page = write_report_step(evaluation=outcome, export=dict(exported),
+                                 output=report_output, run_dir=os.path.dirname(train_dir) if train_dir else None)
     return EvaluateOutputs(outcome, metrics, metadata, confusion, text, page)
+
+
+def exported_metadata(model_dir: str, model_name: str = "") -> dict[str, Any]:
+    """The export step's Model metadata for an export folder ``<root>/models/<name>/<version>`` (the CLI's
+    ``--model-dir``): ``path``, ``version``, ``model_name`` (given, else the folder's parent's name) and
+    ``serving_signature`` (unknown here: None)."""
+    path = Path(model_dir.rstrip("/"))
+    version: Any = int(path.name) if path.name.isdigit() else path.name
+    return {"path": str(model_dir), "version": version, "model_name": model_name or path.parent.name,
+            "serving_signature": None}
+
+
+def training_metadata(summary_file: str = "", saved_model_dir: str = "") -> dict[str, Any]:
+    """The launch step's Model metadata, as far as its ``training_summary.json`` (the CLI's ``--training-summary``,
+    else the one beside ``saved_model_dir``, ``<train dir>/saved_model``) gives it: ``training_summary``,
+    ``job_name``, ``restarts``, ``cluster_spec``, ``notes`` and each metric as ``train_<name>``; ``{}`` without
+    either."""
+    from tfk8s.core.layout import TrainLayout
+    from tfk8s.steps.launch_training import read_summary_file
+
+    if not summary_file and saved_model_dir:
+        summary_file = str(TrainLayout(Path(saved_model_dir.rstrip("/")).parent).summary)
+
+    summary = read_summary_file(summary_file)
+    if not summary:
+        return {"training_summary": summary_file} if summary_file else {}
+    job = summary.get("job") or {}
+    return {"training_summary": summary_file, "job_name": job.get("name", "?"), "restarts": job.get("restarts", 0),
+            "cluster_spec": job.get("cluster_spec") or {}, "notes": list(summary.get("notes") or []),
+            **{f"train_{k}": v for k, v in (summary.get("metrics") or {}).items()
+               if isinstance(v, int | float | str | bool)}}

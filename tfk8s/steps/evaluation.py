@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from tfk8s.steps.parameters import DEFAULT_MAX_ACCURACY_DROP, DEFAULT_MIN_ACCURACY
+
 
 @dataclass(frozen=True)
 class EvalResult:
@@ -117,13 +119,14 @@ class Thresholds:
     """The quality gate, after TFX's Evaluator: absolute floor and allowed regression vs the baseline.
 
     Attributes:
-        min_accuracy: the candidate's accuracy must be >= this (0 disables).
+        min_accuracy: the candidate's accuracy must be >= this (0 disables; default the pipeline's
+            ``min_accuracy``, :data:`tfk8s.steps.parameters.DEFAULT_MIN_ACCURACY`).
         max_accuracy_drop: if a baseline (last blessed model) exists, the candidate may be at most this much
             below its accuracy (absolute, e.g. 0.005 = half a point). Negative disables.
     """
 
-    min_accuracy: float = 0.0
-    max_accuracy_drop: float = -1.0
+    min_accuracy: float = DEFAULT_MIN_ACCURACY
+    max_accuracy_drop: float = DEFAULT_MAX_ACCURACY_DROP
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_accuracy <= 1.0 or math.isnan(self.min_accuracy):

@@ -21,7 +21,7 @@ from pathlib import Path
 from tfk8s.core import builtin_trainer, contract
 from tfk8s.core.cluster import Replica, ReplicaCounts, ReplicaType, coordinator
 from tfk8s.core.errors import LaunchError, ReplicaFailedError
-from tfk8s.core.job import LaunchResult, TrainingJob
+from tfk8s.core.job import LaunchResult, RunPolicy, TrainingJob
 from tfk8s.core.layout import TrainLayout, tensorboard_command
 from tfk8s.tracking.progress_view import PLAIN_PREFIX
 
@@ -49,10 +49,9 @@ class TrainingOutcome:
 
 
 def build_job(*, name: str, counts: ReplicaCounts, args: Sequence[str] = (), backend: str,
-              success_policy: str = "", timeout_s: float | None = None, env: Mapping[str, str] | None = None,
-              train_dir: str | os.PathLike = "", data_dir: str | os.PathLike = "",
-              command: Sequence[str] = (), progress_timeout_s: float = 0,
-              max_restarts: int | None = None, **stops: float) -> TrainingJob:
+              env: Mapping[str, str] | None = None, train_dir: str | os.PathLike = "",
+              data_dir: str | os.PathLike = "", command: Sequence[str] = (), run_policy: RunPolicy | None = None,
+              **policy_fields) -> TrainingJob:
     """The training job every backend runs.
 
     Args:
@@ -62,28 +61,29 @@ def build_job(*, name: str, counts: ReplicaCounts, args: Sequence[str] = (), bac
             With the local backend a leading ``python``/``python3`` becomes the launcher's own interpreter
             (:func:`tfk8s.core.contract.local_python`); in a cluster it is the image's.
         train_dir, data_dir: the contract's directories (every replica gets :func:`tfk8s.core.contract.replica_env`).
-        progress_timeout_s: with ``train_dir``, arms the progress watchdog (:class:`~tfk8s.core.job.TrainingJob`).
-        max_restarts: the restart budget (None: :data:`tfk8s.core.policy.DEFAULT_MAX_RESTARTS`).
-        stops: ``stop_grace_s``, ``restart_exit_code``, ``startup_timeout_s``, ``evaluator_grace_s`` (the job's
-            fields; missing: their defaults).
+        run_policy: the job's :class:`~tfk8s.core.job.RunPolicy`, whole (None: its defaults); a ``timeout_s`` of 0
+            means no deadline.
+        policy_fields: :class:`~tfk8s.core.job.RunPolicy` fields laid over ``run_policy`` (``max_restarts=1``,
+            ``progress_timeout_s=...``, which arms the progress watchdog with ``train_dir``).
 
     With ps replicas (ParameterServerStrategy) the workers never exit by themselves, so the grace period lagging
-    workers get after the chief's success is 0.
+    workers get after the chief's success is 0 (unless ``grace_period_s`` is given).
 
     Raises:
         ValueError: unknown backend (the message lists the known ones), invalid job fields or placeholders.
     """
+    from dataclasses import replace
+
     from tfk8s.launcher.backends import get_backend
 
     argv = get_backend(backend).program(tuple(command) or ("python", "-m", builtin_trainer.TRAINER_MODULE, *args))
     # Under ParameterServerStrategy the workers serve the chief and never exit: stop them at once after it.
     extra: dict = {"grace_period_s": 0.0} if counts.ps else {}
-    if max_restarts is not None:
-        extra["max_restarts"] = max_restarts
-    extra.update(stops)
+    extra.update(policy_fields)
+    policy = replace(run_policy or RunPolicy(), **extra)
+    policy = replace(policy, timeout_s=policy.timeout_s or None)
     return TrainingJob(name=name, counts=counts, command=argv, env={**builtin_trainer.TRAINER_ENV, **(env or {})},
-                       success_policy=success_policy, timeout_s=timeout_s or None, train_dir=str(train_dir or ""),
-                       data_dir=str(data_dir or ""), progress_timeout_s=progress_timeout_s, **extra)
+                       train_dir=str(train_dir or ""), data_dir=str(data_dir or ""), run_policy=policy)
 
 
 def steps_warning(train_examples: int, batch_size: int, epochs: int, replicas: int = 1) -> str | None:
@@ -302,8 +302,9 @@ def launch_training_step(
 
     Args:
         data_dir: the prepared data folder (the Dataset artifact's ``path``).
-        params: the launch parameters by name (:data:`tfk8s.steps.params.LAUNCH_PARAMETERS`: replica counts,
-            ``command``, the built-in trainer's hyperparameters, ``progress_timeout_s`` (the watchdog),
+        params: the launch parameters by name (:data:`tfk8s.steps.params.LAUNCH_PARAMETERS`, the parameter
+            table's launch part: replica counts, ``command``, the built-in trainer's hyperparameters,
+            ``progress_timeout_s`` (the watchdog),
             ``max_restarts`` (the restart budget on either backend), ``kubernetes`` dict...); missing ones keep
             their defaults, other keys are ignored.
 
@@ -324,7 +325,7 @@ def launch_training_step(
     from tfk8s.steps.params import LAUNCH_PARAMETERS, LaunchSpec
 
     given = {k: v for k, v in (params or {}).items() if k in LAUNCH_PARAMETERS}
-    pipeline_params.check({**{k: p.default for k, p in LAUNCH_PARAMETERS.items()}, **given,
+    pipeline_params.check({**{k: p.default_for("launch_training") for k, p in LAUNCH_PARAMETERS.items()}, **given,
                            "backend": backend, "volume_root": volume_root})  # before any replica exists
     spec = LaunchSpec.from_params(given)
     if not dry_run:
@@ -351,16 +352,9 @@ def launch_training_step(
                                           t.max_train_examples),
         command=spec.command,
         backend=backend,
-        success_policy=spec.success_policy,
-        timeout_s=spec.timeout_s,
         train_dir=layout.train_dir,
         data_dir=data_dir,
-        progress_timeout_s=spec.progress_timeout_s,
-        max_restarts=spec.max_restarts,
-        stop_grace_s=spec.stop_grace_s,
-        restart_exit_code=spec.restart_exit_code,
-        startup_timeout_s=spec.startup_timeout_s,
-        evaluator_grace_s=spec.evaluator_grace_s,
+        run_policy=spec.run_policy,
     )
     runner = get_backend(backend)
     # the backend's settings, checked once and handed down typed (the dry run, the record's namespace, the run)
