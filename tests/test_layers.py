@@ -220,6 +220,24 @@ def test_the_readme_architecture_names_every_layer():
         assert package.split(".")[-1] + "/" in section, package
 
 
+def test_the_development_guide_states_each_layers_imports():
+    """docs/development.md's layer table says what each package may import, exactly as :data:`LAYERS` does."""
+    text = (ROOT / "docs" / "development.md").read_text()
+    section = text[text.index("## Architecture: the layer table"):]
+    table = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            table[cells[0].strip("`")] = set() if cells[2] == "nothing" else {c.strip().strip("`")
+                                                                                for c in cells[2].split(",")}
+    assert table == LAYERS
+
+
+def test_the_readme_is_a_front_door():
+    """What a user needs, about 150 lines; the contributor material lives in docs/development.md."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 160
+
+
 def test_no_module_is_over_500_lines_without_saying_why():
     """A big file is fine when it says at its top why it is one (a module that only orchestrates)."""
     long = {name: len(src.splitlines()) for name, src in _product().items()
