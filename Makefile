@@ -34,7 +34,7 @@ test-cluster: $(STAMP)
 # Debian's packages, cached under ~/.cache/tfk8s/node/), Argo Workflows v3.7.3's controller, executor and CLI
 # (hack/argo/build.sh, cached under ~/.cache/tfk8s/argo/) and the project image (image-archive, below: cached,
 # seconds when only .py files changed), which the tests import into the node's containerd; then the tests marked
-# `e2e`: tests/test_e2e_*.py (the launch step in a pod) and tests/test_argo_e2e.py (the exported pipeline and
+# `e2e`: tests/realnode/test_*.py (the launch step in a pod) and tests/realnode/test_argo.py (the exported pipeline and
 # CronWorkflow run by the real Argo controller), on one cluster. The session's teardown leaves the machine as it
 # found it; `hack/node/cleanup.sh --check` after it proves it (cleanup.sh without --check undoes what a killed
 # run left). test-argo: the same, the Argo scenarios only.
@@ -47,7 +47,7 @@ test-e2e: $(STAMP)
 
 test-argo: $(STAMP)
 	$(E2E_BUILD)
-	$(E2E_NODE) tests/test_argo_e2e.py; rc=$$?; bash hack/node/cleanup.sh --check || rc=1; exit $$rc
+	$(E2E_NODE) tests/realnode/test_argo.py; rc=$$?; bash hack/node/cleanup.sh --check || rc=1; exit $$rc
 
 # Skips the tests that train with TensorFlow.
 test-fast: $(STAMP)
@@ -69,7 +69,7 @@ bench: $(STAMP)
 	@for b in $(BENCHES); do echo "== bench/$$b.py"; $(PY) bench/$$b.py --out $(BENCH_OUT) || exit 1; done
 	$(PY) bench/table.py $(BENCH_OUT)
 
-# The same at tiny sizes: every benchmark run once (tests/test_bench_smoke.py, marked bench and left out of
+# The same at tiny sizes: every benchmark run once (tests/project/test_bench_smoke.py, marked bench and left out of
 # `make test`), checking that its figures appear and parse; about 2 minutes. .ci/run runs it.
 bench-smoke: $(STAMP)
 	TFK8S_TEST_BENCH=1 $(PY) -m pytest -q -ra -m bench

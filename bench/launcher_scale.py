@@ -3,11 +3,11 @@
     python bench/launcher_scale.py [--replicas 8,64,256,1024]
 
 Runs the real Kubernetes backend (``tfk8s.launcher.kubernetes.backend`` through ``run_kubernetes``, the real ``kubernetes``
-client) against the **real control plane** of the cluster tests (``tests/controlplane.py``: etcd,
+client) against the **real control plane** of the cluster tests (``tests/realcluster/controlplane.py``: etcd,
 kube-apiserver, controller manager, scheduler and KWOK fake nodes, built by ``make test-cluster``; the fake
-kubelet of ``tests/fake_kubelet.py`` plays the pods; the launcher runs as the ``tfk8s-launcher``
+kubelet of ``tests/realcluster/fake_kubelet.py`` plays the pods; the launcher runs as the ``tfk8s-launcher``
 ServiceAccount), or, where those binaries are not built (``--backend kmock``, and ``--smoke``), against the
-**kmock emulator** of ``tests/kube_fixtures.py`` (an aiohttp API server in this process with a fake Job
+**kmock emulator** of ``tests/fakes/kube_fixtures.py`` (an aiohttp API server in this process with a fake Job
 controller; the benchmark plays the kubelet), whose latencies are those of one Python event loop. The line
 of each figure says which.
 
@@ -54,8 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import Figure, common_args, report, usable_cores
 
-NOTE = "kmock emulator (tests/kube_fixtures.py), not a real control plane"
-NOTE_CP = "real control plane (tests/controlplane.py: etcd, apiserver, controllers, scheduler, KWOK nodes)"
+NOTE = "kmock emulator (tests/fakes/kube_fixtures.py), not a real control plane"
+NOTE_CP = "real control plane (tests/realcluster/controlplane.py: etcd, apiserver, controllers, scheduler, KWOK nodes)"
 
 
 def _count(requests, *, skip_watch_and_logs: bool) -> int:
@@ -80,7 +80,7 @@ def _per_replica(requests) -> int:
 
 def measure(n: int, wait_s: float = 2.0) -> dict:
     """Launch a job of ``n`` workers on a fresh emulated cluster; returns the counts and times."""
-    from tests.kube_fixtures import JOBS, PODS, running_cluster
+    from tests.fakes.kube_fixtures import JOBS, PODS, running_cluster
     from tfk8s.core.cluster import ReplicaCounts
     from tfk8s.core.job import TrainingJob
     from tfk8s.launcher.kubernetes.settings import KubernetesSettings
@@ -106,7 +106,7 @@ def measure(n: int, wait_s: float = 2.0) -> dict:
             return [o for o in c.objects(kind) if pred(o)]
 
         def script(c) -> None:
-            from tests.kube_fixtures import _now
+            from tests.fakes.kube_fixtures import _now
 
             deadline = time.monotonic() + 120
             while c.server.pods_created < n:
@@ -292,8 +292,8 @@ def launcher_child(spec: dict) -> dict:
 
 
 def measure_control_plane(n: int, wait_s: float, nodes: int, sequential: bool = False) -> dict:
-    """The same as :func:`measure` on the real control plane of ``tests/controlplane.py`` (etcd, kube-apiserver,
-    controller manager, scheduler, KWOK nodes) with the fake kubelet of ``tests/fake_kubelet.py``; the launcher
+    """The same as :func:`measure` on the real control plane of ``tests/realcluster/controlplane.py`` (etcd, kube-apiserver,
+    controller manager, scheduler, KWOK nodes) with the fake kubelet of ``tests/realcluster/fake_kubelet.py``; the launcher
     authenticates as the ``tfk8s-launcher`` ServiceAccount of ``manifests/rbac.yaml`` and runs in a process of
     its own (:func:`launcher_child`), whose CPU seconds and peak memory are also returned (``cpu_s``,
     ``rss_start_kib``, ``peak_rss_kib``). ``nodes`` is raised to hold every pod (110 pods a node).
@@ -304,9 +304,9 @@ def measure_control_plane(n: int, wait_s: float, nodes: int, sequential: bool = 
     import tempfile
     import uuid
 
-    from tests.cluster_fixtures import RealCluster, add_node, node_name, wait
-    from tests.controlplane import free_port, running_control_plane
-    from tests.fake_kubelet import FakeKubelet
+    from tests.realcluster.cluster_fixtures import RealCluster, add_node, node_name, wait
+    from tests.realcluster.controlplane import free_port, running_control_plane
+    from tests.realcluster.fake_kubelet import FakeKubelet
 
     nodes = max(nodes, -(-n // 100))
     out: dict = {}
@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     if a.smoke:
         sizes, a.wait_s, a.backend = [2, 4], 0.5, "kmock"
     if a.backend == "auto":
-        from tests.controlplane import binaries_dir
+        from tests.realcluster.controlplane import binaries_dir
 
         a.backend = "controlplane" if binaries_dir() is not None else "kmock"
     figures: list[Figure] = []

@@ -1,10 +1,10 @@
-"""Benchmark 7, the launch step on the real one-node cluster (``make test-e2e``'s, :mod:`tests.realnode`).
+"""Benchmark 7, the launch step on the real one-node cluster (``make test-e2e``'s, :mod:`tests.realnode.realnode`).
 
     python bench/real_node.py [--replicas 2,4] [--reps 1]      # as root, after `make test-e2e` built everything
 
 Brings up the real node (kubelet, containerd, runc, CNI, CoreDNS, kube-proxy on the test control plane), imports
 the project image (``make image-archive``'s archive), and runs the launch step **in a pod** as the
-``tfk8s-launcher`` ServiceAccount, exactly as the e2e tests do (:mod:`tests.e2e_pods`): MultiWorkerMirroredStrategy
+``tfk8s-launcher`` ServiceAccount, exactly as the e2e tests do (:mod:`tests.realnode.e2e_pods`): MultiWorkerMirroredStrategy
 over N workers, one epoch of 2,048 MNIST examples at global batch 64 on a hostPath PersistentVolume. Per job it
 times, from the creation of the launcher's pod:
 
@@ -47,15 +47,15 @@ from bench.common import (
     usable_cores,
 )
 
-NOTE = ("real one-node cluster (tests/realnode.py: kubelet 1.37, containerd 2.4, runc, CNI bridge, CoreDNS, "
+NOTE = ("real one-node cluster (tests/realnode/realnode.py: kubelet 1.37, containerd 2.4, runc, CNI bridge, CoreDNS, "
         "kube-proxy); launcher in a pod; MWMS, 2048 examples x 1 epoch, batch 64, 250m CPU requested per replica")
 BATCH = 64
 
 
 def unavailable() -> str:
     """Why the real node cannot be brought up here ("" when it can)."""
-    from tests import realnode
-    from tests.e2e_pods import image_archive
+    from tests.realnode import realnode
+    from tests.realnode.e2e_pods import image_archive
 
     if os.geteuid() != 0:
         return "needs root (mounts, cgroups, a bridge, iptables)"
@@ -70,7 +70,7 @@ def unavailable() -> str:
 
 def _watch_running(p, job: str, n: int, t0: float, out: dict) -> threading.Thread:
     """Record in ``out["running"]`` the seconds after ``t0`` when ``n`` pods of ``job`` are Running."""
-    from tests.e2e_pods import wait_for
+    from tests.realnode.e2e_pods import wait_for
 
     def run() -> None:
         def all_running() -> bool:
@@ -88,7 +88,7 @@ def _watch_running(p, job: str, n: int, t0: float, out: dict) -> threading.Threa
 def measure_real(p, workers: int, tag: str) -> dict:
     """One job of ``workers`` MWMS workers launched in a pod; seconds to all Running, to the first step, to
     the launcher pod's success."""
-    from tests.e2e_pods import MOUNT, small_job, unique, wait_for
+    from tests.realnode.e2e_pods import MOUNT, small_job, unique, wait_for
     from tfk8s.core.layout import RunLayout
 
     run = unique(f"bench-{tag}")
@@ -135,8 +135,8 @@ def measure_local(data_dir: Path, workers: int) -> float:
 
 def run(replicas: list[int], reps: int, cache_dir: str) -> list[Figure]:
     """Bring the node up, measure, tear it down; the figures."""
-    from tests.e2e_fixtures import new_namespace
-    from tests.e2e_pods import (
+    from tests.realnode.e2e_fixtures import new_namespace
+    from tests.realnode.e2e_pods import (
         MNIST_EXAMPLES,
         MNIST_SHARDS,
         ProjectPods,
@@ -146,7 +146,7 @@ def run(replicas: list[int], reps: int, cache_dir: str) -> list[Figure]:
         make_volume,
         remove_namespace,
     )
-    from tests.realnode import running_real_cluster
+    from tests.realnode.realnode import running_real_cluster
     from tfk8s import DEFAULT_IMAGE
 
     data = prepared_mnist(cache_dir, MNIST_EXAMPLES, MNIST_SHARDS)

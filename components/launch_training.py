@@ -34,7 +34,7 @@ CLI_IO = {
 }
 
 
-# The defaults are literals (KFP runs this function's source without module globals); tests/test_params.py
+# The defaults are literals (KFP runs this function's source without module globals); tests/steps/test_params.py
 # asserts that they, and the annotations, equal tfk8s.steps.parameters.PARAMETERS, the one definition.
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
 def launch_training(

@@ -1,6 +1,6 @@
 """tfk8s: distributed TensorFlow training on Kubernetes, as Kubeflow Pipelines components.
 
-The package's folders are its layers; each imports only the ones below it (``tests/test_layers.py`` holds the
+The package's folders are its layers; each imports only the ones below it (``tests/project/test_layers.py`` holds the
 table, README.md's architecture section draws it):
 
 - :mod:`tfk8s.core`      the shared vocabulary (replica types and TF_CONFIG, the contract, the volume layout,

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds Argo Workflows at a pinned version from the Go module proxy, once (make test-e2e, make test-argo;
-# tests/argo_fixtures.py):
+# tests/realnode/argo_fixtures.py):
 #   workflow-controller   the controller (run as a pod on the e2e node, from a one-file image packed by the tests)
-#   argoexec              the executor (emissary): static, packed by tests/argo_fixtures.py into a one-file image
+#   argoexec              the executor (emissary): static, packed by tests/realnode/argo_fixtures.py into a one-file image
 #   argo                  the CLI (argo submit / get / cron create), for the tests and the commands in docs/kfp.md
 # into ${XDG_CACHE_HOME:-~/.cache}/tfk8s/argo/<version>/ and prints that directory (last line). A second run finds
 # them there and returns at once. Needs Go >= 1.24 (Argo's go.mod).

@@ -1,6 +1,6 @@
 """Prints one distinctive base64 line of each certificate in the bundle HOST that none of the PUBLIC bundles
 has: the build host's own CAs (a TLS-intercepting proxy's, from /usr/local/share/ca-certificates), to search a
-built image for (hack/image/smoke.sh, tests/test_dockerfile.py's e2e test).
+built image for (hack/image/smoke.sh, tests/project/test_dockerfile.py's e2e test).
 
     python3 host_only_ca.py HOST_BUNDLE PUBLIC...   (PUBLIC: PEM files, or folders of *.crt / *.pem)
 

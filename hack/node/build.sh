@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Builds the e2e node's binaries (`make test-e2e`, tests/realnode.py) at pinned versions, once:
+# Builds the e2e node's binaries (`make test-e2e`, tests/realnode/realnode.py) at pinned versions, once:
 #   kubelet, kube-proxy             k8s.io/kubernetes (the control plane's ../controlplane/kubernetes/go.mod:
 #                                   same version, same replace lines, so the Go build cache is shared)
 #   containerd, containerd-shim-runc-v2, ctr
 #                                   github.com/containerd/containerd/v2 (go install: its own go.mod)
 #   coredns                         github.com/coredns/coredns with the plugins the node needs (./coredns)
 #   pause, probe                    ./images: the sandbox image's program and the smoke tests' program
-#                                   (static, standard library only; tests/realnode.py packs them into images)
+#                                   (static, standard library only; tests/realnode/realnode.py packs them into images)
 # into ${XDG_CACHE_HOME:-~/.cache}/tfk8s/node/<versions>/ and prints that directory (last line); pause and
 # probe go into its images-<hash of their source>/ (`--images-dir` prints it). runc, the CNI plugins (bridge,
 # host-local, loopback, portmap), iptables and nftables (the teardown's nft) are Debian's packages, installed
@@ -55,7 +55,7 @@ bins=(kubelet kube-proxy containerd containerd-shim-runc-v2 ctr coredns)
 missing=()
 for b in "${bins[@]}"; do [[ -x "$dir/$b" ]] || missing+=("$b"); done
 for b in pause probe; do [[ -x "$images/$b" ]] || missing+=("$b"); done
-link() {  # the Debian-provided tools, where tests/realnode.py looks for them
+link() {  # the Debian-provided tools, where tests/realnode/realnode.py looks for them
   ln -sfn "$(command -v runc || echo /usr/sbin/runc)" "$dir/runc"
   ln -sfn /usr/lib/cni "$dir/cni"
 }

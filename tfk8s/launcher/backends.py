@@ -1,7 +1,7 @@
 """The backends by name: what a backend provides, one small protocol per extension point, and one registry (in
 the spirit of Kubeflow Trainer v2's small plugin interfaces and its runtime registry).
 
-Outside :mod:`tfk8s.launcher` this module is the only door into the backends (``tests/test_layers.py``), and no
+Outside :mod:`tfk8s.launcher` this module is the only door into the backends (``tests/project/test_layers.py``), and no
 code outside asks a backend's name (no ``backend == "..."``): it asks the backend.
 
 A backend module exports ``BACKEND``, an object with some of these protocols; :func:`get_backend` imports it
@@ -14,7 +14,7 @@ when it is first asked for, so the Kubernetes client is loaded only for Kubernet
 - :class:`Inspection`  the ``tfk8s`` verbs: a job's live state, stopping it, its logs and events from where
   the replicas run.
 
-Both registered backends provide all three (``tests/test_backend_seam.py``); :func:`backend_for` names the
+Both registered backends provide all three (``tests/launcher/test_backends.py``); :func:`backend_for` names the
 backend of a job record, :func:`provides` says whether a backend has a capability.
 """
 

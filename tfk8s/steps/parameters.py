@@ -9,7 +9,7 @@ help, check, and the steps (components) that take it.
 - docs/pipeline.md's parameter table (:func:`markdown_table`; ``python -m tfk8s.steps.parameters`` prints it);
 - the single-value checks of :func:`tfk8s.steps.params.problems` (:attr:`Parameter.check`).
 
-KFP needs literals in a component's and the pipeline's signature, so those are not generated: tests/test_params.py
+KFP needs literals in a component's and the pipeline's signature, so those are not generated: tests/steps/test_params.py
 compares each signature's defaults and annotations with the table (:func:`signature_mismatches`).
 
 A parameter a step takes under another name (``workers`` is ``prepare_dataset``'s ``num_workers``) says so in

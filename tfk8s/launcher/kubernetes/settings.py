@@ -10,7 +10,7 @@ applied).
 Every bad value raises :class:`ValueError` naming the parameter and the fix; nothing here talks to a cluster.
 
 This module is the Kubernetes backend's public face: besides :mod:`tfk8s.launcher.backends`, the only module of
-:mod:`tfk8s.launcher` that other layers import (the parameter table, the CLI flags; ``tests/test_layers.py``),
+:mod:`tfk8s.launcher` that other layers import (the parameter table, the CLI flags; ``tests/project/test_layers.py``),
 with the name rules they check claim names by (``DNS1123_*``, :func:`parse_json`).
 """
 

@@ -1,0 +1,230 @@
+"""The Kubernetes backend's stops against the fake API server (tests/fakes/kube_fixtures.py): preemptions restarted
+without using the restart budget, a Kueue suspension waiting for re-admission, TensorFlow's restart exit code,
+the stop grace, SIGINT, the evaluator's time for the final checkpoint and the start-up deadline."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+pytest.register_assert_rewrite("tests.fakes.kube_fixtures")
+
+from tests.fakes.kube_fixtures import PODS, FakeCluster
+from tests.launcher.kubernetes.test_backend import (  # noqa: F401 - the autouse fixtures apply here too
+    JOB,
+    _nothing_left_and_every_call_granted,
+    _outside_a_pod,
+    make_job,
+    make_settings,
+)
+from tfk8s.core.errors import LauncherTerminatedError, ReplicaFailedError
+from tfk8s.launcher.kubernetes.errors import PermanentFailureError, ScheduleTimeoutError
+
+pytest_plugins = ["tests.fakes.kube_fixtures"]
+pytestmark = pytest.mark.timeout(60)
+
+
+def _recreations(cluster: FakeCluster) -> list[str]:
+    return [line for line in cluster.output if ": recreating " in line]
+
+
+def test_preemptions_are_restarted_without_using_up_the_restart_budget(cluster):
+    """max_restarts=0: an eviction and a preemption by the scheduler are recreated all the same, counted as
+    preemptions; then a program failure (exit 137) finds the budget empty."""
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        c.evict("worker-1")
+        c.wait_pods("worker-0", "worker-1", attempt=1)
+        c.run()
+        c.preempt("worker-0")
+        c.wait_pods("worker-0", "worker-1", attempt=2)
+        c.run()
+        c.fail("worker-1", 137)
+
+    with pytest.raises(ReplicaFailedError) as e:
+        cluster.launch(make_job(chief=0, worker=2, ps=0, max_restarts=0), make_settings(), script)
+    assert (e.value.replica.label, e.value.exit_code, e.value.reason) == ("worker-1", 137, "Signal")
+    assert "restart budget is used up (0 of max_restarts=0)" in str(e.value)
+    first, second = _recreations(cluster)
+    assert "worker-1 failed with exit code 137: Evicted" in first
+    assert first.endswith("preempted: recreating worker-0, worker-1 (preemption 1, not counted against "
+                          "max_restarts=0)")
+    assert "worker-0 failed with exit code 143: PreemptionByScheduler" in second
+    assert second.endswith("(preemption 2, not counted against max_restarts=0)")
+
+
+def test_a_preempted_job_succeeds_with_its_preemptions_counted_apart(cluster):
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        c.preempt("worker-1")
+        c.wait_pods("worker-0", "worker-1", attempt=1)
+        c.run()
+        c.succeed("worker-0")
+
+    result = cluster.launch(make_job(chief=0, worker=2, ps=0, max_restarts=0), make_settings(), script)
+    assert (result.restarts, result.preemptions, result.exit_codes) == (0, 1, {"worker-0": 0})
+
+
+@pytest.mark.parametrize(("deletion_first", "pod_first"), [(False, False), (True, False), (False, True)],
+                         ids=["job-update-first", "deletion-first", "pod-first"])
+def test_a_kueue_suspension_is_a_preemption_and_waits_for_readmission(cluster, deletion_first, pod_first):
+    """Kueue suspends a running replica's Job (its workload preempted): the set is recreated, not counted, and
+    the new Jobs wait, suspended, until the queue admits them again. The pod's deletion seen before the Job's
+    suspension (``deletion_first``; max_restarts=0) is not taken for a deletion by someone else, and a re-admitted
+    Job whose pod is seen before the Job's own update (``pod_first``) is not taken for a second suspension."""
+    admitted: list[str] = []
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        c.server.kueue_hold = True  # from now on the queue holds new Jobs
+        c.suspend("worker-1", deletion_first=deletion_first)
+        held = c.wait_for(lambda: len(c.held_jobs()) == 2 and c.held_jobs(), "both new Jobs held by the queue")
+        time.sleep(1)  # held, the launcher waits (schedule_timeout_s is 20 s)
+        for job in held:
+            c.admit(job, pod_first=pod_first)
+            admitted.append(job)
+        c.wait_pods("worker-0", "worker-1", attempt=1)
+        c.run()
+        c.succeed("worker-0")
+
+    settings = make_settings(schedule_timeout_s=20, kueue_queue="team-a")
+    result = cluster.launch(make_job(chief=0, worker=2, ps=0, max_restarts=0), settings, script)
+    assert (result.restarts, result.preemptions) == (0, 1) and len(admitted) == 2
+    (line,) = _recreations(cluster)
+    assert "worker-1 failed: Suspended (Job tfk8s-run-7-worker-1 was suspended while its pod ran (its queue team-a " \
+           "preempted the workload)" in line
+
+
+def test_a_suspended_job_never_readmitted_fails_at_the_schedule_deadline(cluster):
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0")
+        c.run()
+        c.server.kueue_hold = True
+        c.suspend("worker-0")
+
+    settings = make_settings(schedule_timeout_s=1, kueue_queue="team-a")
+    with pytest.raises(ScheduleTimeoutError) as e:
+        cluster.launch(make_job(chief=0, worker=1, ps=0), settings, script)
+    assert e.value.reason == "Suspended" and "queue team-a has not admitted it" in str(e.value)
+
+
+def test_the_restart_exit_code_after_a_preemption_notice_is_retryable_and_counted(cluster):
+    """TensorFlow's PreemptionCheckpointHandler saved on SIGTERM and exited 42: recreated, from the budget (no
+    preemption shows on the pod); with restart_exit_code=0, exit 42 is a program error like any 1-127."""
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        c.fail("worker-1", 42)
+        c.wait_pods("worker-0", "worker-1", attempt=1)
+        c.run()
+        c.succeed("worker-0")
+
+    result = cluster.launch(make_job(chief=0, worker=2, ps=0), make_settings(), script)
+    assert (result.restarts, result.preemptions) == (1, 0)
+    (line,) = _recreations(cluster)
+    assert ("worker-1 failed with exit code 42: RestartRequested (exit code 42: the program saved on SIGTERM and "
+            "asks to be restarted)") in line
+
+
+def test_exit_42_is_a_program_error_when_no_restart_exit_code_is_set(cluster):
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0")
+        c.run()
+        c.fail("worker-0", 42)
+
+    with pytest.raises(PermanentFailureError) as e:
+        cluster.launch(make_job(chief=0, worker=1, ps=0, restart_exit_code=0), make_settings(), script)
+    assert (e.value.exit_code, e.value.reason) == (42, "Error")
+
+
+def test_stop_grace_s_is_the_pods_grace_period_and_the_grace_of_the_launchers_deletes(cluster):
+    seen: dict = {}
+
+    def script(c: FakeCluster) -> None:
+        pods = c.wait_pods("chief-0", "worker-0", "ps-0")
+        seen["grace"] = {p["spec"]["terminationGracePeriodSeconds"] for p in pods.values()}
+        c.run()
+        c.succeed("chief-0")
+
+    cluster.launch(make_job(worker=1, stop_grace_s=7.5), make_settings(), script)
+    assert seen["grace"] == {8}  # whole seconds, rounded up
+    deletes = {str(r.params.get("gracePeriodSeconds")) for r in cluster.requests()
+               if r.resource == PODS and r.method.value == "DELETE"}
+    assert deletes == {"8"}
+
+
+def test_sigint_of_the_launcher_deletes_every_replica_like_sigterm(cluster):
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "ps-0")
+        c.run()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(LauncherTerminatedError) as e:
+        cluster.launch(make_job(worker=1), make_settings(), script)
+    assert e.value.signum == signal.SIGINT
+    assert str(e.value) == (f"the launcher was interrupted by the user (SIGINT: Ctrl-C or kill -INT); every replica "
+                            f"of {JOB} is being deleted; rerun the step to train again")
+    assert cluster.count("DELETE", "pods") == 3
+
+
+def test_the_evaluator_gets_its_grace_after_the_chiefs_success_to_evaluate_the_final_checkpoint(cluster):
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "evaluator-0")
+        c.run()
+        c.succeed("chief-0")
+        c.succeed("worker-0")
+        time.sleep(1.5)  # past grace_period_s (0.2 s): still running, it evaluates the last checkpoint
+        c.log("evaluator-0", "evaluator: checkpoint 3: loss=0.1 accuracy=0.97")
+        c.succeed("evaluator-0")
+
+    from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.core.job import TrainingJob
+
+    job = TrainingJob(JOB, ReplicaCounts(chief=1, worker=1, evaluator=1), ("python", "-m", "trainer.task"),
+                      grace_period_s=0.2, stop_grace_s=0, evaluator_grace_s=20)
+    result = cluster.launch(job, make_settings(), script)
+    assert result.exit_codes == {"chief-0": 0, "worker-0": 0, "evaluator-0": 0} and result.stopped == []
+    assert "[evaluator-0] evaluator: checkpoint 3: loss=0.1 accuracy=0.97" in cluster.output
+
+
+def test_an_evaluator_past_its_grace_is_stopped(cluster):
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "evaluator-0")
+        c.run()
+        c.succeed("chief-0")
+
+    from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.core.job import TrainingJob
+
+    job = TrainingJob(JOB, ReplicaCounts(chief=1, worker=0, evaluator=1), ("python", "-m", "trainer.task"),
+                      stop_grace_s=0, evaluator_grace_s=0.5)
+    t0 = time.monotonic()
+    result = cluster.launch(job, make_settings(), script)
+    assert result.stopped == ["evaluator-0"] and time.monotonic() - t0 < 20
+
+
+def test_a_replica_starting_forever_is_hung_at_the_startup_deadline(cluster, tmp_path):
+    """It said it was starting (the trainer's heartbeat before it builds its strategy) and never reported a
+    step: after startup_timeout_s it is hung (a proxy in the way of the replicas' gRPC, tensorflow#24887)."""
+    from tfk8s.core.progress import Progress, progress_file, write_progress
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        for label in ("worker-0", "worker-1"):
+            write_progress(progress_file(tmp_path, label), Progress(label, time.time(), state="starting"))
+
+    job = make_job(chief=0, worker=2, ps=0, train_dir=str(tmp_path), progress_timeout_s=600, startup_timeout_s=1,
+                   max_restarts=0)
+    t0 = time.monotonic()
+    with pytest.raises(ReplicaFailedError) as e:
+        cluster.launch(job, make_settings(), script)
+    assert time.monotonic() - t0 < 20 and e.value.reason == "NoProgress"
+    assert "no first step 1 s after it said it was starting (last report: state starting at" in str(e.value)
+    assert "startup_timeout_s=1" in str(e.value) and "NO_PROXY" in str(e.value)

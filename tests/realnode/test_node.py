@@ -1,0 +1,163 @@
+"""Smoke tests of the real one-node cluster (tests/realnode/realnode.py; `make test-e2e`): a real kubelet, containerd,
+runc, CNI, kube-proxy and CoreDNS run real containers of a tiny locally built image (hack/node/images/probe).
+
+Each test asserts what only a real node produces: the node's own address and capacity, a container's real exit
+code and log, an address a real DNS server answers, a real SIGTERM, a real OOM kill. The last one checks that the
+kubelet leaves no container, mount, network namespace or veth behind; the session's teardown then checks that
+nothing at all of the node is left on the machine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import time
+
+import pytest
+
+pytest.register_assert_rewrite("tests.realnode.e2e_fixtures")
+
+from tests.realnode import realnode
+from tests.realnode.e2e_fixtures import E2E
+from tests.realnode.realnode import BRIDGE, NODE_IP, NODE_NAME, ROOT, SUBNET
+
+pytest_plugins = ["tests.realnode.e2e_fixtures"]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+
+def test_node_is_ready_with_its_bridge_address_and_the_machines_capacity(e2e: E2E):
+    node = e2e.core.read_node(NODE_NAME)
+    conditions = {c.type: c.status for c in node.status.conditions}
+    assert conditions["Ready"] == "True"
+    assert conditions["MemoryPressure"] == "False"
+    addresses = {a.type: a.address for a in node.status.addresses}
+    assert addresses == {"InternalIP": NODE_IP, "Hostname": NODE_NAME}
+    info = node.status.node_info
+    assert info.kubelet_version == "v1.37.2"
+    assert info.container_runtime_version.startswith("containerd://") and "2.4.2" in info.container_runtime_version
+    # the machine's own CPUs, not a fake node's declared capacity; no taint left (the node lifecycle controller)
+    assert node.status.capacity["cpu"] == str(os.cpu_count())
+    assert not [t.key for t in node.spec.taints or []]
+    # KWOK manages only its annotated fake nodes: this one is the kubelet's
+    assert "kwok.x-k8s.io/node" not in (node.metadata.annotations or {})
+
+
+def test_a_container_runs_and_its_log_comes_back_through_the_api_server(e2e: E2E):
+    e2e.run("hello", ["echo", "hello from a real container", "second line"])
+    pod = e2e.wait_phase("hello", "Succeeded", "Failed")
+    assert pod["status"]["phase"] == "Succeeded", pod["status"]
+    term = e2e.terminated(pod)
+    assert (term["exitCode"], term["reason"]) == (0, "Completed")
+    assert term["containerID"].startswith("containerd://")
+    assert pod["status"]["hostIP"] == NODE_IP
+    assert ipaddress.ip_address(pod["status"]["podIP"]) in SUBNET
+    assert pod["status"]["podIP"] != NODE_IP
+    assert e2e.log("hello") == "hello from a real container\nsecond line\n"
+
+
+def test_a_headless_service_resolves_through_coredns_to_the_pods_address(e2e: E2E):
+    e2e.run("target", ["wait-term", "/dev/null"], labels={"app": "target"})
+    e2e.core.create_namespaced_service(e2e.namespace, {"metadata": {"name": "target"}, "spec": {
+        "clusterIP": "None", "selector": {"app": "target"}, "ports": [{"name": "x", "port": 2222}]}})
+    target = e2e.wait_phase("target", "Running")
+    name = f"target.{e2e.namespace}.svc.cluster.local"
+    e2e.run("client", ["resolve", name])
+    pod = e2e.wait_phase("client", "Succeeded", "Failed")
+    log = e2e.log("client")
+    assert pod["status"]["phase"] == "Succeeded", log
+    assert log == f"resolved {name} {target['status']['podIP']}\n"
+    # the pod's resolver is CoreDNS behind the kube-dns Service, and nothing outside the cluster domain resolves
+    # (no forward plugin: the query never leaves the machine)
+    e2e.run("outside", ["resolve", "example.com", "1"])
+    pod = e2e.wait_phase("outside", "Succeeded", "Failed")
+    assert pod["status"]["phase"] == "Failed"
+    assert e2e.log("outside").startswith("probe: resolve example.com: ")
+
+
+def test_a_pod_reaches_the_api_server_through_the_kubernetes_service_with_its_token(e2e: E2E):
+    e2e.run("api", ["apiserver"])
+    pod = e2e.wait_phase("api", "Succeeded", "Failed")
+    log = e2e.log("api")
+    assert pod["status"]["phase"] == "Succeeded", log
+    from kubernetes import client
+
+    version = client.VersionApi(e2e.api).get_code().git_version
+    assert log.splitlines() == ["apiserver https://10.96.0.1:443", f"version {version}",
+                                f"user system:serviceaccount:{e2e.namespace}:default"]
+
+
+def test_a_container_over_its_memory_limit_is_oom_killed(e2e: E2E):
+    e2e.run("hog", ["alloc", "256"], memory="32Mi")
+    pod = e2e.wait_phase("hog", "Succeeded", "Failed")
+    term = e2e.terminated(pod)
+    assert (pod["status"]["phase"], term["exitCode"], term["reason"]) == ("Failed", 137, "OOMKilled"), e2e.log("hog")
+    assert "allocated all" not in e2e.log("hog")
+
+
+def test_deleting_a_pod_sends_its_process_a_real_sigterm(e2e: E2E):
+    out = ROOT / "hostpath" / e2e.namespace
+    e2e.run("term", ["wait-term", "/out/term"], volumes=[
+        {"name": "out", "hostPath": {"path": str(out), "type": "DirectoryOrCreate"}}],
+        container={"volumeMounts": [{"name": "out", "mountPath": "/out"}]})
+    e2e.wait_phase("term", "Running")
+    e2e.wait_log("term", "waiting")
+    t0 = time.monotonic()
+    e2e.core.delete_namespaced_pod("term", e2e.namespace)  # grace period 30 s
+    from kubernetes import client
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            e2e.core.read_namespaced_pod("term", e2e.namespace)
+        except client.ApiException as e:
+            if e.status == 404:
+                break
+        time.sleep(0.2)
+    elapsed = time.monotonic() - t0
+    # the program is PID 1 of its container's PID namespace; it exited on SIGTERM, long before the grace period
+    assert (out / "term").read_text() == "SIGTERM pid=1\n"
+    assert elapsed < 20, f"the pod took {elapsed:.1f}s to go"
+
+
+def test_a_pid_1_that_ignores_sigterm_runs_out_its_grace_period_and_is_sigkilled(e2e: E2E):
+    """What a ``python`` PID 1 without a SIGTERM handler does: the kernel does not deliver SIGTERM to a PID 1
+    that has no handler, so deleting the pod waits the whole grace period, then the runtime's SIGKILL gives
+    exit code 137 (the fake kubelet plays exit 143 at once)."""
+    from kubernetes import watch
+
+    e2e.run("stubborn", ["ignore-term"], terminationGracePeriodSeconds=3)
+    e2e.wait_log("stubborn", "ignoring SIGTERM")
+    last: dict = {}
+    t0 = time.monotonic()
+    e2e.core.delete_namespaced_pod("stubborn", e2e.namespace)
+    for event in watch.Watch().stream(e2e.core.list_namespaced_pod, e2e.namespace, timeout_seconds=60,
+                                      field_selector="metadata.name=stubborn"):
+        last = event["raw_object"]
+        if event["type"] == "DELETED":
+            break
+    elapsed = time.monotonic() - t0
+    term = E2E.terminated(last)
+    assert (last["status"]["phase"], term.get("exitCode"), term.get("reason")) == ("Failed", 137, "Error")
+    assert 3 <= elapsed < 20, f"deleted after {elapsed:.1f}s"
+
+
+def test_after_the_pods_are_gone_no_container_mount_netns_or_veth_is_left(e2e: E2E):
+    """The kubelet's own cleanup (sandboxes go with its container GC, once a minute): the session's other pods
+    are deleted with their namespaces; wait until containerd has no container left."""
+    node = e2e.cluster.node
+    for pod in e2e.core.list_pod_for_all_namespaces().items:
+        e2e.core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
+    deadline = time.monotonic() + 150
+    left: dict[str, list[str]] = {}
+    while time.monotonic() < deadline:
+        left = {"pods": [p.metadata.name for p in e2e.core.list_pod_for_all_namespaces().items],
+                "containers": node.ctr("containers", "ls", "-q").split(),
+                "tasks": node.ctr("tasks", "ls", "-q").split(),
+                "mounts": [m for m in realnode.mounts_under(ROOT) if m != str(ROOT / "kubelet")],
+                "netns": sorted(os.listdir(ROOT / "containerd" / "state" / "netns"))
+                if (ROOT / "containerd" / "state" / "netns").exists() else [],
+                "veths": [link["ifname"] for link in realnode.links() if link.get("master") == BRIDGE]}
+        if not any(left.values()):
+            break
+        time.sleep(1)
+    assert not any(left.values()), f"left after 150 s: {left}"

@@ -1,0 +1,392 @@
+"""The pipeline's parameters are checked together, naming the parameter and the fix, before anything runs."""
+
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.train import train_pipeline
+from tfk8s.steps.params import check, problems
+
+DEFAULTS = {k: v.default for k, v in inspect.signature(train_pipeline.pipeline_func).parameters.items()}
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_pipeline_defaults_pass():
+    assert problems(DEFAULTS) == []
+
+
+@pytest.mark.parametrize(("override", "expected"), [
+    ({"workers": 3}, ("batch_size 512 is the global batch, split evenly over the 3 chief/worker replicas: make "
+                      "it a multiple of 3, e.g. 510")),
+    ({"chief": 1, "workers": 2, "batch_size": 100}, "over the 3 chief/worker replicas"),
+    ({"chief": 2}, "chief must be 0 or 1, got 2: raise workers instead"),
+    ({"ps": 1}, "ps=1 needs chief=1"),
+    ({"chief": 1, "workers": 0, "ps": 1}, "ps=1 needs workers >= 1"),
+    ({"workers": 0}, "at least one chief or worker: set workers >= 1"),
+    ({"num_shards": 1}, "num_shards 1 < 2 chief/worker replicas"),
+    ({"epochs": 0}, "epochs must be >= 1, got 0"),
+    ({"learning_rate": 0.0}, "learning_rate must be > 0"),
+    ({"min_accuracy": 1.5}, "min_accuracy must be in [0, 1]"),
+    ({"success_policy": "Chief"}, "success_policy must be '' (chief, or worker 0) or 'AllWorkers'"),
+    ({"model_name": "../evil"}, "model name '../evil' must be a single path segment"),
+    ({"volume_root": "/data"}, "volume_root must be /mnt/tfk8s on Kubernetes"),
+    ({"pvc_name": ""}, "pvc_name is empty"),
+    ({"kubernetes": {"node_selector": "{pool: gpu}"}}, "node_selector"),
+    ({"kubernetes": {"replica_overrides": {"boss": {"cpu": "1"}}}},
+     "replica_overrides has unknown replica types ['boss']"),
+    ({"kubernetes": {"memory": "lots"}}, "'lots' is not a Kubernetes quantity"),
+    ({"kubernetes": {"cpus": "2"}}, "kubernetes has unknown keys ['cpus'] (did you mean cpu?)"),
+    ({"kubernetes": {"image": "x"}}, "kubernetes must not set ['image']: they are pipeline parameters"),
+    ({"command": "python train.py --out {model}"}, "command: command uses unknown placeholder {model}"),
+    ({"eval_command": "python 'eval.py"}, "cannot be split like a shell line (No closing quotation)"),
+    ({"gate_metric": ""}, "gate_metric is empty"),
+    ({"pvc_name": "Bad_Name"}, ("pvc_name 'Bad_Name' is not a valid PersistentVolumeClaim name: a DNS-1123 "
+                                "subdomain: at most 253 lower-case letters, digits, '-' and '.', starting and ending "
+                                "with a letter or digit")),
+    ({"pvc_name": "data.v1"}, ("pvc_name 'data.v1' is a valid claim name, but KFP names each step's pod volume "
+                               "after the claim, which must be a DNS-1123 label: at most 63 lower-case letters, "
+                               "digits and '-', starting and ending with a letter or digit, no dots, e.g. "
+                               "'tfk8s-data': rename the claim, e.g. 'data-v1'")),
+    ({"pvc_name": "d" * 64}, "which must be a DNS-1123 label: at most 63"),
+    ({"progress_timeout_s": -1}, "progress_timeout_s must be >= 0, got -1"),
+    ({"timeout_s": -5}, "timeout_s must be >= 0, got -5"),
+    ({"stop_grace_s": -1}, "stop_grace_s must be >= 0, got -1"),
+    ({"startup_timeout_s": -1}, "startup_timeout_s must be >= 0, got -1"),
+    ({"evaluator_grace_s": -1}, "evaluator_grace_s must be >= 0, got -1"),
+    ({"restart_exit_code": 256}, "restart_exit_code must be an exit code 0-255 (0: none), got 256"),
+])
+def test_each_bad_parameter_is_named_with_its_fix(override, expected):
+    found = problems({**DEFAULTS, **override})
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_ps_jobs_need_no_batch_divisibility_and_local_runs_any_volume_root():
+    assert problems({**DEFAULTS, "chief": 1, "workers": 3, "ps": 1, "batch_size": 100}) == []
+    assert problems({**DEFAULTS, "backend": "local", "volume_root": "/tmp/x", "pvc_name": ""}) == []
+
+
+def test_check_lists_every_problem():
+    with pytest.raises(ValueError) as err:
+        check({**DEFAULTS, "epochs": 0, "model_name": "a/b"})
+    assert str(err.value).count("\n  - ") == 2
+
+
+def test_cli_refuses_bad_parameters_before_anything_runs(tmp_path):
+    volume = tmp_path / "vol"
+    r = subprocess.run([sys.executable, "pipelines/train.py", "--local", "--volume", str(volume), "--param",
+                        "workers=3"], check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert "batch_size 512 is the global batch" in r.stderr
+    assert not volume.exists()  # nothing was prepared or written
+
+
+def test_a_local_run_refuses_a_bad_kubernetes_setting_before_anything_runs(tmp_path):
+    """The local backend does not use them, but a typo or a bad quantity is said at once (it failed in the
+    launch step, after the data set was prepared, or not at all)."""
+    from tfk8s.steps.params import problems
+
+    assert problems({"backend": "local", "kubernetes": {"cpu": "2", "memory": "4Gi"}}) == []
+    (bad_value,) = problems({"backend": "local", "kubernetes": {"cpu": "abc"}})
+    assert "'abc' is not a Kubernetes quantity" in bad_value
+    volume = tmp_path / "vol"
+    r = subprocess.run([sys.executable, "pipelines/train.py", "--local", "--volume", str(volume), "--param",
+                        "kubernetes.cpux=2"], check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "kubernetes has unknown keys ['cpux'] (did you mean cpu?)" in r.stderr
+    assert not volume.exists()
+
+
+def test_a_local_run_refuses_a_program_that_is_not_there_and_a_bad_claim_name_before_the_prepare_step(tmp_path):
+    """With --local the replicas run here: `python missing.py` fails at once (it failed in the launch step, after
+    the data set was prepared); pvc_name is not used there but checked as on a cluster."""
+    from tfk8s.submit.checks import missing_program
+
+    (tmp_path / "train.py").write_text("")
+    assert missing_program("command", "python train.py --epochs 2", tmp_path) is None
+    assert missing_program("command", "python -m trainer.task", tmp_path) is None
+    assert missing_program("command", "python {data_dir}/train.py", tmp_path) is None  # a placeholder: unknown here
+    assert missing_program("command", "python -u missing.py", tmp_path) == (
+        f"command: missing.py does not exist (in {tmp_path}, where the local replicas run): give the path of your "
+        f"program, e.g. --param command='python path/to/train.py'")
+    assert "nope-tool is neither on the PATH nor a file" in missing_program("eval_command", "nope-tool x", tmp_path)
+    assert problems({"backend": "local", "pvc_name": "Bad_Name"})[0].startswith("pvc_name 'Bad_Name' is not a valid")
+    volume = tmp_path / "vol"
+    for param, said in (("command=python no_such_train.py", "command: no_such_train.py does not exist"),
+                        ("pvc_name=Bad_Name", "pvc_name 'Bad_Name' is not a valid PersistentVolumeClaim name")):
+        r = subprocess.run([sys.executable, "pipelines/train.py", "--local", "--volume", str(volume), "--param",
+                            param], check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert not volume.exists()
+
+
+def test_an_empty_dataset_name_is_one_line_not_tfdss_help(tmp_path):
+    r = subprocess.run([sys.executable, "pipelines/train.py", "--local", "--volume", str(tmp_path / "vol"),
+                        "--param", "dataset_name="], check=False, cwd=REPO, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        ("tfk8s: dataset_name is empty: name a TFDS image-classification data set (e.g. --param dataset_name=mnist), "
+        "or pass data_dir, a folder you prepared")], r.stderr
+
+
+def test_the_launch_step_checks_again_before_creating_any_replica(tmp_path):
+    from tfk8s.steps.launch_training import launch_training_step
+
+    with pytest.raises(ValueError, match="make it a multiple of 3"):
+        launch_training_step(data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
+                             backend="local", params={"workers": 3, "epochs": 1})
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(ValueError, match="pvc_name is empty"):
+        launch_training_step(data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1",
+                             backend="kubernetes", params={"chief": 1, "pvc_name": ""}, dry_run=True)
+    with pytest.raises(ValueError, match=r"data_dir .*data does not exist: prepare it on the volume"):
+        launch_training_step(data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
+                             backend="local", params={"command": "python train.py"})
+    (tmp_path / "data").mkdir()
+    with pytest.raises(ValueError, match=r"data_dir .*data is empty"):
+        launch_training_step(data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
+                             backend="local", params={"command": "python train.py"})
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_cli_takes_kubernetes_settings_as_dotted_params_and_says_where_flat_ones_went(tmp_path):
+    from pipelines.train import _check_params
+
+    _check_params(["kubernetes.cpu=2", 'kubernetes.node_selector={"pool": "gpu"}', "workers=4"], local=False)
+    with pytest.raises(SystemExit, match=r"cpu is a key of the kubernetes parameter now: --param kubernetes.cpu=2"):
+        _check_params(["cpu=2"], local=False)
+    with pytest.raises(SystemExit, match=r"kubernetes has unknown keys \['gpu'\] \(did you mean gpus\?\)"):
+        _check_params(["kubernetes.gpu=1"], local=False)
+
+
+STEP_MODULES = {"ensure_volume": "components.ensure_volume", "prepare_dataset": "components.prepare_dataset",
+                "launch_training": "components.launch_training", "export_model": "components.export_model",
+                "evaluate_model": "components.evaluate_model", "push_model": "components.push_model"}
+
+
+class _Parsed(Exception):
+    pass
+
+
+def _cli_parser(step, monkeypatch):
+    """The argparse parser a component's CLI builds (its main stops at parse_args; no step logic runs)."""
+    import argparse
+    import importlib
+
+    def stop(self, args=None, namespace=None):
+        raise _Parsed(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", stop)
+    with pytest.raises(_Parsed) as got:
+        importlib.import_module(STEP_MODULES[step]).main.__wrapped__([])
+    return got.value.args[0]
+
+
+def test_the_table_holds_every_pipeline_parameter_and_the_literals_equal_it():
+    """KFP needs literals in the signatures: the pipeline's and each component's defaults and annotations are the
+    table's, and a component argument the table does not know is a KFP-only one (artifacts, run_id)."""
+    import importlib
+
+    from tfk8s.steps.parameters import PARAMETERS, pipeline_parameters, signature_mismatches, step_parameters
+
+    assert len(pipeline_parameters()) == 39 and list(pipeline_parameters()) == list(DEFAULTS)
+    assert [n for n, p in PARAMETERS.items() if not p.pipeline] == ["max_train_examples"]
+    assert signature_mismatches(train_pipeline.pipeline_func) == []
+    for step, module in STEP_MODULES.items():
+        func = getattr(importlib.import_module(module), step).python_func
+        assert signature_mismatches(func, step) == [], step
+        plain = {n for n, v in inspect.signature(func).parameters.items() if v.default is not inspect.Parameter.empty}
+        assert plain - set(step_parameters(step)) <= {"run_id"}, step
+    # the renamed and the step-only defaults are said in the table
+    assert step_parameters("prepare_dataset")["num_workers"].name == "workers"
+    assert step_parameters("prepare_dataset")["download"].name == "tfds_download"
+    assert PARAMETERS["pvc_name"].default_for("launch_training") == "" and DEFAULTS["pvc_name"] == "tfk8s-data"
+    from tfk8s.steps.launch_training import launch_training_step
+
+    with pytest.raises(ValueError, match="pvc_name is empty"):  # the launch step alone mounts no claim unless told
+        launch_training_step(data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1",
+                             backend="kubernetes", params={"chief": 1}, dry_run=True)
+    # and the defaults pass the checks
+    assert problems({n: p.default for n, p in PARAMETERS.items()}) == []
+
+
+def test_a_drifted_literal_is_found():
+    from tfk8s.steps.parameters import signature_mismatches
+
+    def launch_training(workers: int = 3, epochs: float = 2.0, chief: int = 0):
+        pass
+
+    found = signature_mismatches(launch_training, "launch_training")
+    assert "launch_training: workers defaults to 3, the table to 2" in found
+    assert "launch_training: epochs defaults to 2.0, the table to 2" in found
+    assert "launch_training: epochs is annotated <class 'float'>, the table says int" in found
+    assert "launch_training lacks ps" in found and not any("chief" in f for f in found)
+
+
+def test_the_pipeline_docstring_and_the_compiled_descriptions_are_the_tables():
+    import re
+    import textwrap
+
+    import yaml
+
+    from tfk8s.steps.parameters import PARAMETERS, docstring_args
+
+    doc = train_pipeline.pipeline_func.__doc__
+    assert doc.rstrip().endswith(textwrap.dedent(docstring_args()).rstrip())
+    assert doc.count("\n    ") >= 39 and "Args:" in doc
+    declared = next(yaml.safe_load_all((REPO / "compiled" / "train.yaml").read_text()))["root"]["inputDefinitions"]
+    for name, d in declared["parameters"].items():
+        assert re.sub(r"\s+", " ", d["description"]).strip() == PARAMETERS[name].help, name
+
+
+def test_each_component_cli_takes_the_tables_flags_with_its_defaults_and_help(monkeypatch):
+    from tfk8s.launcher.kubernetes.settings import KubernetesParams
+    from tfk8s.steps.parameters import step_parameters
+
+    for step in STEP_MODULES:
+        actions = {a.dest: a for a in _cli_parser(step, monkeypatch)._actions}
+        for argument, p in step_parameters(step).items():
+            a = actions[argument]
+            assert a.option_strings == ["--" + argument.replace("_", "-")], (step, argument)
+            assert a.default == p.default_for(step), (step, argument)
+            assert a.help.startswith(p.help), (step, argument)
+    launch = {a.dest for a in _cli_parser("launch_training", monkeypatch)._actions}
+    # the launch step's parameters, the kubernetes dict's keys as flags of their own (--cpu 2 ...), and its own
+    kube_flags = set(KubernetesParams.names()) - set(KubernetesParams.SHARED)
+    assert launch == set(step_parameters("launch_training")) | kube_flags | {"help", "data_dir", "run_id", "dry_run",
+                                                                             "results_dir"}
+
+
+def test_docs_pipeline_md_lists_the_table():
+    from tfk8s.steps.parameters import markdown_table
+
+    assert markdown_table() in (REPO / "docs" / "pipeline.md").read_text()
+    assert "| `min_accuracy` | float | `0.98` | in [0, 1] | evaluate_model |" in markdown_table()
+    assert "prepare_dataset (as num_workers)" in markdown_table()
+
+
+def test_the_quality_gates_default_floor_is_the_pipelines():
+    from tfk8s.steps.evaluation import Thresholds
+    from tfk8s.steps.parameters import PARAMETERS
+
+    assert Thresholds().min_accuracy == PARAMETERS["min_accuracy"].default == DEFAULTS["min_accuracy"] == 0.98
+    assert Thresholds().max_accuracy_drop == DEFAULTS["max_accuracy_drop"] == -1.0
+
+
+def test_the_run_policy_travels_whole_from_the_parameters_to_the_job():
+    import dataclasses
+
+    from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.core.job import RunPolicy, TrainingJob
+    from tfk8s.steps.launch_training import build_job
+    from tfk8s.steps.params import LaunchSpec
+
+    spec = LaunchSpec.from_params({"max_restarts": 5, "timeout_s": 0, "stop_grace_s": 7, "success_policy": "AllWorkers",
+                                   "progress_timeout_s": 11, "startup_timeout_s": 13, "evaluator_grace_s": 17,
+                                   "restart_exit_code": 43})
+    assert spec.run_policy == RunPolicy(max_restarts=5, timeout_s=0, stop_grace_s=7, success_policy="AllWorkers",
+                                        progress_timeout_s=11, startup_timeout_s=13, evaluator_grace_s=17,
+                                        restart_exit_code=43)
+    assert LaunchSpec().run_policy == LaunchSpec.from_params({}).run_policy
+    assert LaunchSpec().run_policy.timeout_s == 86400 and LaunchSpec().run_policy.progress_timeout_s == 600
+    job = build_job(name="j", counts=ReplicaCounts(worker=2), backend="local", run_policy=spec.run_policy)
+    assert job.run_policy == dataclasses.replace(spec.run_policy, timeout_s=None)  # 0: no deadline
+    # the launcher reads the fields on the job, read-only
+    assert (job.max_restarts, job.stop_grace_s, job.success_policy, job.timeout_s) == (5, 7, "AllWorkers", None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.max_restarts = 1
+    # with ps, lagging workers get no grace after the chief's success
+    ps_job = build_job(name="j", counts=ReplicaCounts(chief=1, worker=1, ps=1), backend="local",
+                       run_policy=spec.run_policy)
+    assert ps_job.grace_period_s == 0.0 and ps_job.max_restarts == 5
+    # a field given as a keyword of its own is laid over the run policy
+    kw = TrainingJob("j", ReplicaCounts(worker=1), ["python", "t.py"], run_policy=spec.run_policy, max_restarts=1)
+    assert (kw.max_restarts, kw.stop_grace_s) == (1, 7)
+    assert dataclasses.replace(kw, grace_period_s=2.0).run_policy.grace_period_s == 2.0
+    with pytest.raises(ValueError, match=r"unknown keywords \['max_restart'\]"):
+        TrainingJob("j", ReplicaCounts(worker=1), ["python", "t.py"], max_restart=1)
+    with pytest.raises(ValueError, match="restart_exit_code must be an exit code 0-255"):
+        RunPolicy(restart_exit_code=300)
+
+
+def test_the_evaluate_component_and_its_cli_call_one_step(monkeypatch, tmp_path):
+    """What the Argo export runs (the CLI) and what KFP runs (the component's body) evaluate the same way."""
+    import json
+
+    import components.evaluate_model as component
+    import tfk8s.steps.evaluate_model as step
+    from tfk8s.steps.evaluation import Blessing, EvaluationOutcome
+
+    calls = []
+
+    def fake(**kwargs):
+        calls.append(kwargs)
+        outcome = EvaluationOutcome(True, "built-in", {"accuracy": 0.99}, Blessing(True, ["accuracy 0.99 >= 0.98"]))
+        return step.EvaluateOutputs(outcome, {"accuracy": 0.99}, {}, None, "# summary", "")
+
+    monkeypatch.setattr(step, "evaluate_model_step", fake)
+    train = tmp_path / "runs" / "r1" / "train"
+    train.mkdir(parents=True)
+    (train / "training_summary.json").write_text(json.dumps({"job": {"name": "tfk8s-r1", "restarts": 1},
+                                                             "metrics": {"accuracy": 0.97}}))
+    component.main.__wrapped__(["--model-dir", str(tmp_path / "models" / "mnist-cnn" / "3"), "--data-dir", "D",
+                                "--saved-model-dir", str(train / "saved_model"), "--min-accuracy", "0.9",
+                                "--results-dir", str(tmp_path / "out")])
+    (cli,) = calls
+    assert cli["exported"] == {"path": str(tmp_path / "models" / "mnist-cnn" / "3"), "version": 3,
+                               "model_name": "mnist-cnn", "serving_signature": None}
+    assert cli["training"]["job_name"] == "tfk8s-r1" and cli["training"]["train_accuracy"] == 0.97
+    assert (cli["min_accuracy"], cli["max_accuracy_drop"], cli["gate_metric"], cli["volume_root"]) == (
+        0.9, -1.0, "accuracy", "/mnt/tfk8s")
+    assert (tmp_path / "out" / "blessed").read_text() == "true"
+    assert json.loads((tmp_path / "out" / "reasons").read_text()) == ["accuracy 0.99 >= 0.98"]
+
+
+def test_component_clis_print_expected_errors_as_one_line(tmp_path):
+    """On stderr as the error says it; in the container's termination message (what Argo shows as the step's
+    message, Kubernetes as the pod's) on one line."""
+    import os
+
+    log = tmp_path / "termination-log"
+    log.write_text("")  # in a pod the kubelet mounts it; a CLI never creates it
+    r = subprocess.run([sys.executable, "-m", "components.launch_training", "--dry-run", "--data-dir", "D",
+                        "--chief", "1", "--workers", "2", "--ps", "1", "--batch-size", "100"], check=False, cwd=REPO,
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "TFK8S_TERMINATION_LOG": str(log)})
+    assert r.returncode == 1
+    assert r.stderr.startswith("launch_training: error: invalid pipeline parameters:\n  - pvc_name is empty")
+    assert "Traceback" not in r.stderr
+    assert log.read_text() == "launch_training: error: invalid pipeline parameters: pvc_name is empty: name the " \
+        "PersistentVolumeClaim for data, checkpoints and models (without it the model would be written to a pod's " \
+        "ephemeral storage)"
+
+
+def test_without_a_termination_log_nothing_is_written(tmp_path, monkeypatch):
+    from tfk8s.steps.cli import write_termination_message
+
+    monkeypatch.setenv("TFK8S_TERMINATION_LOG", str(tmp_path / "absent"))
+    assert write_termination_message("x: error: y") is False
+    assert not (tmp_path / "absent").exists()
+
+
+def test_a_run_id_placeholder_left_unreplaced_by_an_old_kfp_backend_names_the_version_needed():
+    from kfp import dsl
+
+    from tfk8s.core.layout import RunLayout
+
+    with pytest.raises(ValueError) as err:
+        RunLayout("/mnt/tfk8s", dsl.PIPELINE_JOB_ID_PLACEHOLDER)
+    msg = str(err.value)
+    assert "run id '{{$.pipeline_job_uuid}}' is a KFP placeholder the backend did not replace" in msg
+    assert "older than 2.5" in msg and "to 2.5 or newer" in msg
+
+
+def test_ensure_volume_refuses_a_claim_name_kfp_cannot_mount_before_asking_the_cluster(monkeypatch):
+    """data.v1 is a legal claim name; KFP would accept the run and fail at the first step that mounts it."""
+    import tfk8s.steps.ensure_volume as ev
+
+    monkeypatch.setattr(ev, "ensure_pvc", lambda *a, **k: pytest.fail("the cluster was asked"), raising=False)
+    with pytest.raises(ValueError, match=r"pvc_name 'data\.v1' is a valid claim name, but KFP names each step's "
+                                         r"pod volume after the claim.*rename the claim, e\.g\. 'data-v1'"):
+        ev.ensure_volume_step(backend="kubernetes", volume_root="/mnt/tfk8s", pvc_name="data.v1")
+    assert problems({**DEFAULTS, "pvc_name": "d" * 63}) == []

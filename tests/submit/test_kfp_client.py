@@ -1,0 +1,525 @@
+"""tfk8s.submit.kfp_client against a real local HTTP server that answers like the KFP v2beta1 API and records what
+kfp.Client sends: the method, path, query and JSON body of every request."""
+
+import json
+import re
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+import yaml
+
+from tfk8s.submit import kfp_client
+from tfk8s.submit.cron import validate_cron
+from tfk8s.submit.errors import CronError, KfpApiError, KfpClientError, KfpUnreachableError, ParameterError
+from tfk8s.submit.kfp_client import create_schedule, submit_run
+from tfk8s.submit.params import parse_param_items, resolve_params
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "compiled" / "train.yaml"
+
+
+class FakeKfp:
+    """A threaded HTTP server on 127.0.0.1 answering the v2beta1 endpoints kfp.Client calls."""
+
+    def __init__(self, experiments=(), pipelines=(), versions=(), status_for=None):
+        self.requests: list[dict] = []
+        self.experiments = list(experiments)  # [{"experiment_id", "display_name"}]
+        self.pipelines = list(pipelines)  # [{"pipeline_id", "display_name"}]
+        self.versions = list(versions)  # [{"pipeline_id", "pipeline_version_id", "display_name"}]
+        self.status_for = status_for or {}  # path -> (status, body) overrides
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def _answer(self, method):
+                url = urlparse(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                ctype = self.headers.get("Content-Type", "")
+                body = json.loads(raw) if raw and ctype.startswith("application/json") else raw
+                fake.requests.append(
+                    {
+                        "method": method,
+                        "path": url.path,
+                        "query": {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()},
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body,
+                    }
+                )
+                status, payload = fake.route(method, url.path, parse_qs(url.query), body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._answer("GET")
+
+            def do_POST(self):
+                self._answer("POST")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+
+    def route(self, method, path, query, body):
+        if path in self.status_for:
+            return self.status_for[path]
+        if (method, path) == ("GET", "/apis/v2beta1/healthz"):
+            return 200, {"multi_user": False}
+        if (method, path) == ("GET", "/apis/v2beta1/experiments"):
+            wanted = json.loads(query["filter"][0])["predicates"][0]["stringValue"]
+            found = [e for e in self.experiments if e["display_name"] == wanted]
+            return 200, ({"experiments": found, "total_size": len(found)} if found else {})
+        if (method, path) == ("POST", "/apis/v2beta1/experiments"):
+            exp = {"experiment_id": "exp-new", "display_name": body["display_name"]}
+            self.experiments.append(exp)
+            return 200, exp
+        if (method, path) == ("POST", "/apis/v2beta1/runs"):
+            return 200, {"run_id": "run-1", "display_name": body["display_name"], "state": "PENDING"}
+        if (method, path) == ("POST", "/apis/v2beta1/recurringruns"):
+            return 200, {
+                "recurring_run_id": "rr-1",
+                "display_name": body["display_name"],
+                "status": "ENABLED",
+            }
+        if (method, path) == ("GET", "/apis/v2beta1/pipelines"):
+            wanted = json.loads(query["filter"][0])["predicates"][0]["stringValue"]
+            found = [p for p in self.pipelines if p["display_name"] == wanted]
+            return 200, ({"pipelines": found, "total_size": len(found)} if found else {})
+        if (method, path) == ("POST", "/apis/v2beta1/pipelines/upload"):
+            pipeline = {"pipeline_id": "pipe-1", "display_name": query["name"][0]}
+            self.pipelines.append(pipeline)
+            self.versions.append(
+                {"pipeline_id": "pipe-1", "pipeline_version_id": "ver-1", "display_name": query["name"][0]}
+            )
+            return 200, pipeline
+        if (method, path) == ("POST", "/apis/v2beta1/pipelines/upload_version"):
+            version = {
+                "pipeline_id": query["pipelineid"][0],
+                "pipeline_version_id": "ver-2",
+                "display_name": query["name"][0],
+            }
+            self.versions.append(version)
+            return 200, version
+        if method == "GET" and path.startswith("/apis/v2beta1/pipelines/") and path.endswith("/versions"):
+            pid = path.split("/")[4]
+            found = [v for v in self.versions if v["pipeline_id"] == pid]
+            if "filter" in query:
+                wanted = json.loads(query["filter"][0])["predicates"][0]["stringValue"]
+                found = [v for v in found if v["display_name"] == wanted]
+            return 200, ({"pipeline_versions": found[-1:], "total_size": len(found)} if found else {})
+        return 404, {"error": f"no route {method} {path}", "code": 5}
+
+    def calls(self):
+        return [(r["method"], r["path"]) for r in self.requests]
+
+    def one(self, method, path):
+        hits = [r for r in self.requests if (r["method"], r["path"]) == (method, path)]
+        assert len(hits) == 1, (method, path, self.calls())
+        return hits[0]
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_kfp(monkeypatch, tmp_path):
+    """No kfp context file, token or endpoint from the developer's machine leaks into a test."""
+    from kfp.client import client
+
+    monkeypatch.setattr(client.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
+    for var in (
+        kfp_client.TOKEN_ENV,
+        kfp_client.HOST_ENV,
+        "KF_PIPELINES_DEFAULT_EXPERIMENT_NAME",
+        "KF_PIPELINES_OVERRIDE_EXPERIMENT_NAME",
+    ):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_run_creates_the_experiment_then_posts_the_spec_and_typed_parameters():
+    with FakeKfp() as kfp:
+        run = submit_run(
+            kfp.host,
+            PACKAGE,
+            {"epochs": "2", "learning_rate": "0.01", "model_name": "m2"},
+            experiment="nightly",
+            run_name="try-1",
+        )
+
+    assert kfp.calls() == [
+        ("GET", "/apis/v2beta1/healthz"),  # our probe
+        ("GET", "/apis/v2beta1/healthz"),  # kfp.Client's own
+        ("GET", "/apis/v2beta1/experiments"),
+        ("POST", "/apis/v2beta1/experiments"),
+        ("POST", "/apis/v2beta1/runs"),
+    ]
+    assert kfp.one("POST", "/apis/v2beta1/experiments")["body"]["display_name"] == "nightly"
+    body = kfp.one("POST", "/apis/v2beta1/runs")["body"]
+    assert body["experiment_id"] == "exp-new"
+    assert body["display_name"] == "try-1"
+    assert body["runtime_config"]["parameters"] == {"epochs": 2, "learning_rate": 0.01, "model_name": "m2"}
+    compiled = next(yaml.safe_load_all(PACKAGE.read_text()))
+    assert body["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["name"] == "tfk8s-train"
+    assert body["pipeline_spec"]["pipeline_spec"]["root"] == compiled["root"]
+    assert "pvcMount" in json.dumps(body["pipeline_spec"]["platform_spec"])
+    assert "pipeline_version_reference" not in body
+    assert run.run_id == "run-1"
+    assert run.url == f"{kfp.host}/#/runs/details/run-1"
+
+
+def test_run_reuses_an_existing_experiment_and_sends_the_token_from_the_environment(monkeypatch):
+    monkeypatch.setenv("KF_PIPELINES_TOKEN", "s3cret")
+    with FakeKfp(experiments=[{"experiment_id": "exp-7", "display_name": "tfk8s"}]) as kfp:
+        run = submit_run(kfp.host, PACKAGE, {})
+
+    assert ("POST", "/apis/v2beta1/experiments") not in kfp.calls()
+    assert kfp.one("GET", "/apis/v2beta1/experiments")["query"]["filter"].count('"stringValue": "tfk8s"') == 1
+    runs = kfp.one("POST", "/apis/v2beta1/runs")
+    assert runs["body"]["experiment_id"] == "exp-7"
+    assert runs["body"]["display_name"].startswith("tfk8s-train ")
+    assert runs["headers"]["authorization"] == "Bearer s3cret"
+    assert kfp.requests[0]["headers"]["authorization"] == "Bearer s3cret"  # the probe too
+    assert run.experiment_id == "exp-7"
+
+
+def test_upload_registers_the_pipeline_then_runs_its_version():
+    with FakeKfp() as kfp:
+        run = submit_run(kfp.host, PACKAGE, {"workers": 3}, upload=True)
+
+    upload = kfp.one("POST", "/apis/v2beta1/pipelines/upload")
+    assert upload["query"]["name"] == "tfk8s-train"
+    assert b'name="uploadfile"' in upload["body"] and b"pipelineInfo" in upload["body"]
+    body = kfp.one("POST", "/apis/v2beta1/runs")["body"]
+    assert body["pipeline_version_reference"] == {"pipeline_id": "pipe-1", "pipeline_version_id": "ver-1"}
+    assert "pipeline_spec" not in body
+    assert body["runtime_config"]["parameters"] == {"workers": 3}
+    assert (run.pipeline_id, run.version_id) == ("pipe-1", "ver-1")
+
+
+def test_upload_adds_a_content_named_version_once_and_reuses_it():
+    import hashlib
+
+    version = "tfk8s-train-" + hashlib.sha256(PACKAGE.read_bytes()).hexdigest()[:12]
+    with FakeKfp(pipelines=[{"pipeline_id": "pipe-9", "display_name": "tfk8s-train"}]) as kfp:
+        first = submit_run(kfp.host, PACKAGE, {}, upload=True)
+        second = submit_run(kfp.host, PACKAGE, {}, upload=True)
+
+    uploads = [r for r in kfp.requests if r["path"] == "/apis/v2beta1/pipelines/upload_version"]
+    assert len(uploads) == 1
+    assert uploads[0]["query"] == {"name": version, "pipelineid": "pipe-9"}
+    assert first.version_id == second.version_id == "ver-2"
+
+
+def test_schedule_posts_a_recurring_run_with_nightly_defaults():
+    with FakeKfp() as kfp:
+        sched = create_schedule(kfp.host, PACKAGE, "0 0 2 * * *", {"epochs": "5"}, experiment="nightly")
+
+    assert kfp.calls()[-1] == ("POST", "/apis/v2beta1/recurringruns")
+    body = kfp.one("POST", "/apis/v2beta1/recurringruns")["body"]
+    assert body["trigger"] == {"cron_schedule": {"cron": "0 0 2 * * *"}}
+    assert body["max_concurrency"] == 1
+    assert body["no_catchup"] is True
+    assert body["mode"] == "ENABLE"
+    assert body["experiment_id"] == "exp-new"
+    assert body["display_name"] == "tfk8s-train [0 0 2 * * *]"
+    assert body["runtime_config"]["parameters"] == {"epochs": 5}
+    assert body["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["name"] == "tfk8s-train"
+    assert sched.recurring_run_id == "rr-1"
+    assert sched.url == f"{kfp.host}/#/recurringrun/details/rr-1"
+
+
+def test_malformed_cron_fails_before_any_request():
+    with FakeKfp() as kfp:
+        with pytest.raises(
+            CronError, match=r"has 5 fields; KFP cron has 6: seconds minutes hours.*'0 0 2 \* \* \*'"
+        ):
+            create_schedule(kfp.host, PACKAGE, "0 2 * * *")
+        with pytest.raises(CronError, match=r"hours 25 is out of range 0-23"):
+            create_schedule(kfp.host, PACKAGE, "0 0 25 * * *")
+    assert kfp.requests == []
+
+
+@pytest.mark.parametrize(
+    ("cron", "message"),
+    [
+        ("0 0 2 * * *", None),
+        ("0 30 1 * * MON-FRI", None),
+        ("*/30 */5 1,13 ? JAN-JUN 1", None),
+        ("@daily", None),
+        ("@every 6h", None),
+        ("0 0 2 * *", "has 5 fields"),
+        ("60 0 2 * * *", "seconds 60 is out of range 0-59"),
+        ("0 0 2 0 * *", "day-of-month 0 is out of range 1-31"),
+        ("0 0 2 * 13 *", "month 13 is out of range 1-12"),
+        ("0 0 2 * * 7", "day-of-week 7 is out of range 0-6"),
+        ("0 0 x * * *", "hours field has 'x'"),
+        ("0 0 */0 * * *", "step in '\\*/0' must be a positive number"),
+        ("0 0 5-2 * * *", "range '5-2' runs backwards"),
+        ("? 0 2 * * *", "only allowed in day-of-month or day-of-week"),
+        ("@nightly", "unknown descriptor"),
+    ],
+)
+def test_cron_validation_names_the_field(cron, message):
+    if message is None:
+        assert validate_cron(cron) == cron
+    else:
+        with pytest.raises(CronError, match=message):
+            validate_cron(cron)
+
+
+def test_caching_forced_on_at_submit_is_refused_in_one_line_before_any_request():
+    """KFP's enable_caching=True overrides every step's caching-off (kubeflow/pipelines#10676): a cached launch
+    would train nothing, so it is refused; None (as compiled) and False go through."""
+    with FakeKfp() as kfp:
+        for submit in (lambda: submit_run(kfp.host, PACKAGE, enable_caching=True),
+                       lambda: create_schedule(kfp.host, PACKAGE, "0 0 2 * * *", enable_caching=True)):
+            with pytest.raises(KfpClientError) as err:
+                submit()
+            message = str(err.value)
+            assert "\n" not in message and message.startswith("enable_caching=True would serve every step from KFP's "
+                                                              "cache")
+            assert ("but ensure-volume, evaluate-model, export-model, launch-training, prepare-dataset, push-model, "
+                    "reject-model must run each time") in message and "leave enable_caching unset" in message
+        assert kfp.requests == []
+        submit_run(kfp.host, PACKAGE, enable_caching=False)
+    assert kfp.requests
+
+
+def test_unknown_parameter_lists_the_known_ones_before_any_request():
+    with FakeKfp() as kfp, pytest.raises(ParameterError) as err:
+        submit_run(kfp.host, PACKAGE, {"epoch": "2"})
+    assert kfp.requests == []
+    message = str(err.value)
+    assert "unknown pipeline parameter epoch (did you mean epochs?)" in message
+    assert "epochs" in message and "workers" in message and "pvc_name" in message
+
+
+def test_values_are_parsed_to_the_declared_types():
+    assert resolve_params(
+        PACKAGE,
+        {"workers": "3", "learning_rate": "1e-3", "fail_on_unblessed": "true", "model_name": "m", "max_restarts": 1,
+         "kubernetes": '{"cpu": "2"}'},
+    ) == {"workers": 3, "learning_rate": 0.001, "fail_on_unblessed": True, "model_name": "m", "max_restarts": 1,
+          "kubernetes": {"cpu": "2"}}
+    # dotted items set keys of an object parameter, their values JSON where they parse
+    assert parse_param_items(["kubernetes.cpu=2", 'kubernetes.node_selector={"a": "b"}', "kubernetes.memory=4Gi"]) == {
+        "kubernetes": {"cpu": 2, "node_selector": {"a": "b"}, "memory": "4Gi"}}
+    with pytest.raises(ParameterError, match="given both whole and"):
+        parse_param_items(['kubernetes={"cpu": "1"}', "kubernetes.cpu=2"])
+    with pytest.raises(ParameterError, match=r"workers='two': expected an integer"):
+        resolve_params(PACKAGE, {"workers": "two"})
+    with pytest.raises(ParameterError, match=r"fail_on_unblessed='maybe': expected true or false"):
+        resolve_params(PACKAGE, {"fail_on_unblessed": "maybe"})
+    with pytest.raises(ParameterError, match=r"workers=True: expected an integer"):
+        resolve_params(PACKAGE, {"workers": True})
+
+
+def test_unreachable_host_is_one_clear_error_within_seconds():
+    host = f"http://127.0.0.1:{_closed_port()}"
+    t0 = time.monotonic()
+    with pytest.raises(KfpUnreachableError) as err:
+        submit_run(host, PACKAGE, {"epochs": 1})
+    assert time.monotonic() - t0 < 5
+    assert str(err.value).startswith(f"cannot reach the KFP API at {host} (connection refused)")
+    assert "--host" in str(err.value)
+
+
+def test_a_server_that_is_not_the_kfp_api_is_named_as_such():
+    with (
+        FakeKfp(status_for={"/apis/v2beta1/healthz": (404, {})}) as kfp,
+        pytest.raises(
+            KfpApiError,
+            match=r"no KFP v2 API at http://127\.0\.0\.1:\d+ \(GET /apis/v2beta1/healthz -> 404\)",
+        ),
+    ):
+        submit_run(kfp.host, PACKAGE, {})
+    assert kfp.calls() == [("GET", "/apis/v2beta1/healthz")]
+
+
+def test_an_api_error_is_reported_with_status_and_message():
+    with (
+        FakeKfp(status_for={"/apis/v2beta1/runs": (400, {"message": "bad pipeline spec", "code": 3})}) as kfp,
+        pytest.raises(KfpApiError, match=r"answered 400 .*bad pipeline spec"),
+    ):
+        submit_run(kfp.host, PACKAGE, {})
+
+
+def test_a_host_without_scheme_is_rejected():
+    with pytest.raises(KfpClientError, match=r"needs a scheme and a host name, e\.g\. http://localhost:8080"):
+        submit_run("localhost:8080", PACKAGE, {})
+
+
+# --- the CLI: python pipelines/train.py --run / --schedule (tfk8s/submit/cli.py) ---------------------------
+
+
+def _cli(argv: list[str]):
+    """train.py's parser (as of its main()) with tfk8s.submit.cli's flags; returns (args, compile_fn, compiled)."""
+    import argparse
+    import shutil
+
+    from tfk8s.submit.cli import add_arguments
+
+    p = argparse.ArgumentParser(prog="python pipelines/train.py")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--compile", action="store_true")
+    mode.add_argument("--local", action="store_true")
+    p.add_argument("--output", default="compiled/train.yaml")
+    p.add_argument("--param", action="append", default=[])
+    add_arguments(p, mode)
+    compiled: list[Path] = []
+
+    def compile_fn(output):  # stands for pipelines.train.compile_pipeline (same package, no compile time)
+        compiled.append(Path(output))
+        return Path(shutil.copy(PACKAGE, output))
+
+    return p, p.parse_args(argv) if argv else None, compile_fn, compiled
+
+
+def test_cli_run_compiles_afresh_and_submits_the_parameters(capsys):
+    from tfk8s.submit.cli import handle
+
+    with FakeKfp() as kfp:
+        _, args, compile_fn, compiled = _cli(
+            [
+                "--run",
+                "--host",
+                kfp.host,
+                "--experiment",
+                "dev",
+                "--param",
+                "epochs=2",
+                "--param",
+                "workers=3",
+                "--run-service-account",
+                "tfk8s-launcher",
+            ]
+        )
+        assert handle(args, compile_fn) is True
+
+    assert len(compiled) == 1 and compiled[0].name == "train.yaml" and not compiled[0].exists()  # a temp file
+    body = kfp.one("POST", "/apis/v2beta1/runs")["body"]
+    assert body["runtime_config"]["parameters"] == {"epochs": 2, "workers": 3}
+    assert body["service_account"] == "tfk8s-launcher"  # the launch step needs manifests/rbac.yaml's Role
+    assert kfp.one("POST", "/apis/v2beta1/experiments")["body"]["display_name"] == "dev"
+    assert f"{kfp.host}/#/runs/details/run-1" in capsys.readouterr().out
+
+
+def test_cli_schedule_creates_the_recurring_run_from_a_given_package(capsys):
+    from tfk8s.submit.cli import handle
+
+    with FakeKfp() as kfp:
+        _, args, compile_fn, compiled = _cli(
+            [
+                "--schedule",
+                "0 0 2 * * *",
+                "--host",
+                kfp.host,
+                "--package",
+                str(PACKAGE),
+                "--schedule-name",
+                "nightly",
+            ]
+        )
+        assert handle(args, compile_fn) is True
+
+    assert compiled == []  # --package: nothing compiled
+    body = kfp.one("POST", "/apis/v2beta1/recurringruns")["body"]
+    assert (body["display_name"], body["trigger"]["cron_schedule"]["cron"]) == ("nightly", "0 0 2 * * *")
+    assert (body["max_concurrency"], body["no_catchup"], body["mode"]) == (1, True, "ENABLE")
+    assert "one run at a time, no backfill" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--schedule", "0 2 * * *"],
+            r"^error: cron '0 2 \* \* \*' has 5 fields; KFP cron has 6: seconds minutes",
+        ),
+        (
+            ["--run", "--param", "epoch=2"],
+            r"^error: unknown pipeline parameter epoch \(did you mean epochs\?\); the compiled pipeline declares: ",
+        ),
+        (["--run", "--param", "epochs"], r"^error: --param 'epochs': expected key=value"),
+        (["--run", "--format", "argo"], r"^error: --format argo applies to --compile only"),
+    ],
+)
+def test_cli_bad_values_are_one_line_errors_before_any_request(argv, message):
+    from tfk8s.submit.cli import handle
+
+    with FakeKfp() as kfp:
+        _, args, compile_fn, _ = _cli([*argv, "--host", kfp.host])
+        with pytest.raises(SystemExit, match=message):
+            handle(args, compile_fn)
+    assert kfp.requests == []
+
+
+def test_cli_without_host_or_with_a_dead_one_says_which(monkeypatch):
+    from tfk8s.submit.cli import handle
+
+    _, args, compile_fn, compiled = _cli(["--run"])
+    with pytest.raises(
+        SystemExit, match=r"^error: no KFP host: pass --host URL \(or set KF_PIPELINES_ENDPOINT\)"
+    ):
+        handle(args, compile_fn)
+    assert compiled == []
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    _, args, compile_fn, _ = _cli(["--run", "--host", dead])
+    with pytest.raises(
+        SystemExit, match=rf"^error: cannot reach the KFP API at {re.escape(dead)} \(connection refused\)"
+    ):
+        handle(args, compile_fn)
+
+
+def test_cli_help_lists_every_flag():
+    parser, _, _, _ = _cli([])
+    text = " ".join(parser.format_help().split())
+    for flag in (
+        "--run",
+        "--schedule CRON",
+        "--format {kfp,argo}",
+        "--host URL",
+        "--experiment",
+        "--run-name",
+        "--schedule-name",
+        "--upload",
+        "--package PATH",
+        "--kfp-namespace",
+        "--run-service-account NAME",
+    ):
+        assert flag in text, flag
+    assert "'0 0 2 * * *' is 02:00 daily" in text
+    assert "KF_PIPELINES_TOKEN" in text
+
+
+def test_an_empty_schedule_is_a_cron_error_not_a_local_run(monkeypatch):
+    from pipelines import train
+
+    monkeypatch.setattr(train, "run_local", lambda *a, **k: pytest.fail("--schedule '' ran the pipeline locally"))
+    with FakeKfp() as kfp, pytest.raises(SystemExit, match=r"^error: cron '' has 0 fields; KFP cron has 6"):
+        train.main(["--schedule", "", "--host", kfp.host])
+    assert kfp.requests == []
