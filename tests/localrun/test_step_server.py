@@ -159,7 +159,7 @@ with StepServer(preload=("json",), later=()) as server, stops_reach_children(gra
 
 def test_sigterm_stops_a_forked_step_and_the_server(executor_env, tmp_path):
     driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SIGTERM_DRIVER).format(
-        tests=str(REPO / "tests"), tmp=str(tmp_path))], stdout=subprocess.PIPE, text=True)
+        tests=str(Path(__file__).resolve().parent), tmp=str(tmp_path))], stdout=subprocess.PIPE, text=True)
     try:
         lines = [driver.stdout.readline(), driver.stdout.readline(), driver.stdout.readline()]
         server_pid = int(lines[0].split()[1])
