@@ -225,3 +225,96 @@ def test_the_clis_name_the_model_as_the_pipeline_does_when_no_name_is_given(save
     with pytest.raises(SystemExit):
         export_model.main(["--saved-model-dir", str(train / "saved_model"), "--volume-root", str(tmp_path)])
     assert "no model name given and no training summary" in capsys.readouterr().err
+
+
+def _signature_model(path, input_spec=None, heads=1):
+    """A SavedModel whose ``serving_default`` takes ``input_spec`` and returns ``heads`` outputs of 3 numbers
+    (not one probability per MNIST class: the built-in evaluation cannot run it); no signature without a spec."""
+    import tensorflow as tf
+
+    class M(tf.Module):
+        pass
+
+    m = M()
+    if input_spec is None:
+        tf.saved_model.save(m, str(path))
+        return str(path)
+
+    @tf.function(input_signature=[input_spec])
+    def serve(x):
+        flat = tf.reshape(tf.cast(x, tf.float32), [tf.shape(x)[0], -1])[:, :3]
+        return {f"head{i}": flat * float(i + 1) for i in range(heads)}
+
+    m.serve = serve
+    tf.saved_model.save(m, str(path), signatures={"serving_default": serve})
+    return str(path)
+
+
+def _evaluate_on_program_metrics(tmp_path, model_dir, data_dir):
+    """The evaluate component's work on a model the built-in evaluation cannot run, whose program reported an
+    accuracy of 0.99 (a floor of 0.9): the outcome, the KFP Markdown summary, the metadata and the HTML report."""
+    import json
+
+    from tfk8s.steps.evaluate_model import evaluate_and_report
+
+    train = tmp_path / "vol" / "runs" / "r1" / "train"
+    train.mkdir(parents=True)
+    (train / "training_summary.json").write_text(json.dumps({"job": {"name": "j"}, "metrics": {"accuracy": 0.99}}))
+    out = evaluate_and_report(exported={"path": model_dir, "version": 1, "model_name": "m"},
+                              dataset={"path": str(data_dir)}, training={"training_summary": str(train / "training_summary.json")},
+                              min_accuracy=0.9, max_accuracy_drop=-1.0, gate_metric="accuracy", eval_command="",
+                              volume_root=str(tmp_path / "vol"))
+    return out, open(out.report).read()
+
+
+def test_a_model_without_a_serving_signature_is_never_blessed_on_its_programs_metrics(tmp_path, mnist_subset_dir):
+    """Issue 25 item 4: a program's own accuracy of 0.99 blessed (and pushed) a model TF Serving cannot serve."""
+    out, page = _evaluate_on_program_metrics(tmp_path, _signature_model(tmp_path / "nosig"), mnist_subset_dir)
+    why = "not blessed: not servable: the model has no 'serving_default' signature"
+    assert out.blessed is False and out.outcome.evaluated is False
+    assert out.outcome.blessing.reasons[0].startswith(why) and "model.export(dir)" in out.reasons
+    assert "accuracy 0.9900 >= min_accuracy 0.9000 (the training program's metrics)" in out.reasons  # shown, not enough
+    assert out.metadata["not_blessed"].startswith(why) and out.metadata["blessed"] is False
+    assert f"**{why}" in out.summary and "not pushed: only a blessed model is served" in out.summary
+    assert "id='why-not'" in page and why.replace("'", "&#x27;") in page and "NOT BLESSED" in page
+
+
+def test_a_serving_signature_the_examples_do_not_fit_is_not_blessed_one_they_fit_is(tmp_path, mnist_subset_dir):
+    """Issue 25 item 4: the program's metrics bless only an export whose serving_default takes the data set's
+    examples (uint8 [None, 28, 28, 1] for MNIST), even when its outputs are not the built-in evaluation's."""
+    import tensorflow as tf
+
+    flat = _signature_model(tmp_path / "flat", tf.TensorSpec([None, 784], tf.float32))
+    out, page = _evaluate_on_program_metrics(tmp_path / "a", flat, mnist_subset_dir)
+    assert out.blessed is False
+    assert out.metadata["not_blessed"].startswith(
+        "not blessed: not servable: the model's serving signature takes float32 [None, 784]; the data set's images "
+        "are uint8 [28, 28, 1]")
+    assert "not blessed: not servable: the model&#x27;s serving signature takes float32" in page
+
+    fits = _signature_model(tmp_path / "fits", tf.TensorSpec([None, 28, 28, 1], tf.uint8), heads=2)
+    out, page = _evaluate_on_program_metrics(tmp_path / "b", fits, mnist_subset_dir)
+    assert out.outcome.evaluated is False and "has 2 outputs" in out.outcome.reason
+    assert out.blessed is True and out.metadata["not_blessed"] == ""
+    assert out.reasons == "accuracy 0.9900 >= min_accuracy 0.9000 (the training program's metrics)"
+    assert "id='why-not'" not in page and "**not blessed" not in out.summary
+
+
+def test_the_push_step_refuses_a_version_without_a_serving_signature(tmp_path):
+    from tfk8s.steps.model_versions import push_saved_model
+
+    exported = export_saved_model(_signature_model(tmp_path / "nosig"), tmp_path / "models" / "m")
+    assert exported.signature == {}
+    with pytest.raises(ExportError, match=r"is not servable: it has no 'serving_default' signature.*model.export"):
+        push_saved_model(exported.path, tmp_path / "serving" / "m", signature=exported.signature)
+    assert existing_versions(tmp_path / "serving" / "m") == []
+
+
+def test_why_not_blessed_names_the_failed_checks():
+    from tfk8s.steps.evaluation import Blessing, gate
+
+    assert gate({"accuracy": 0.5}, Thresholds(min_accuracy=0.9)).why_not == (
+        "not blessed: accuracy 0.5000 < min_accuracy 0.9000 (evaluation)")
+    assert gate({"accuracy": 0.95}, Thresholds(min_accuracy=0.9)).why_not == ""
+    assert Blessing(False, ["not blessed: training diverged (loss NaN)"]).why_not == (
+        "not blessed: training diverged (loss NaN)")

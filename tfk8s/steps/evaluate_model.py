@@ -29,7 +29,11 @@ def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, m
        model (the highest version under ``serving_base``) evaluated on the same data;
     2. else ``eval_command``, run under the training-program contract (:func:`tfk8s.steps.eval_command.run_eval_command`):
        its metrics file's values are the evaluation's;
-    3. else "not evaluated: <why>", and the gate decides on the metrics the training program reported.
+    3. else "not evaluated: <why>", and the gate decides on the metrics the training program reported, but only
+       for a model TF Serving can serve the data set's examples with: an export without a ``serving_default``
+       signature that takes them (:func:`tfk8s.steps.evaluation.serving_misfit`), or whose signature failed on
+       them in the built-in evaluation, is "not blessed: not servable: <why>" whatever the program reported
+       (issue 25: such a model was pushed and every default Predict failed).
 
     A training summary whose metrics say ``diverged: true`` is "not blessed: training diverged (loss NaN)".
 
@@ -42,11 +46,14 @@ def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, m
     """
     from tfk8s.core.data_format import load_metadata
     from tfk8s.steps.evaluation import (
+        Blessing,
         EvaluationOutcome,
         Thresholds,
         builtin_misfit,
         evaluate_saved_model,
         gate,
+        serving_misfit,
+        unservable,
     )
     from tfk8s.steps.model_versions import latest_version_dir, serving_signature
 
@@ -59,11 +66,14 @@ def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, m
         metadata = None
     signature = serving_signature(model_dir, required=False)
     misfit = builtin_misfit(signature, metadata)
+    unserved = serving_misfit(signature, metadata)  # None: TF Serving can take the data set's examples
     if misfit is None:
         try:
             result = evaluate_saved_model(model_dir, data_dir, split)
         except Exception as e:  # noqa: BLE001 - whatever the model does with the images, the gate must decide
-            misfit = f"the built-in evaluation failed ({type(e).__name__}: {str(e).splitlines()[0][:300]})"
+            first = (str(e).splitlines() or [""])[0][:300]
+            misfit = f"the built-in evaluation failed ({type(e).__name__}: {first})"
+            unserved = f"its serving signature failed on the data set's examples ({type(e).__name__}: {first})"
     if misfit is None:
         baseline = None
         baseline_dir = latest_version_dir(serving_base) if serving_base else None
@@ -90,6 +100,8 @@ def evaluate_model_step(*, model_dir: str, data_dir: str, min_accuracy: float, m
               f"eval_command to evaluate it (docs/training-program.md)")
     numbers = {k: v for k, v in trained.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     blessing = gate(numbers, thresholds, gate_metric, diverged=diverged, source="the training program's metrics")
+    if unserved is not None and not diverged:
+        blessing = Blessing(False, unservable(unserved).reasons + blessing.reasons)  # the gate's own checks too
     return EvaluationOutcome(False, "", numbers, blessing, reason=reason)
 
 
@@ -153,7 +165,7 @@ class EvaluateOutputs:
         metrics: the finite numbers for the Metrics artifact (the evaluation's, plus the training's
             ``train_examples_per_sec`` and ``train_wall_time_s``).
         metadata: the Metrics artifact's metadata: ``blessed``, ``evaluated``, ``how``, ``not_evaluated``,
-            ``reasons``, ``left_out`` (the non-finite values, in words: they would make the artifact invalid JSON).
+            ``reasons``, ``not_blessed`` ("not blessed: <why>", empty when blessed), ``left_out`` (the non-finite values, in words: they would make the artifact invalid JSON).
         confusion: ``(label names, matrix)`` of the built-in evaluation, else None.
         summary: the Markdown run summary.
         report: the path of the run's HTML report (``<run dir>/report.html``).
@@ -218,7 +230,8 @@ def evaluate_and_report(*, exported: Mapping[str, Any], dataset: Mapping[str, An
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             metrics[f"train_{key}"] = float(value)
     metadata = {"blessed": outcome.blessing.blessed, "evaluated": outcome.evaluated, "how": outcome.how,
-                "not_evaluated": outcome.reason, "reasons": outcome.blessing.reasons, "left_out": "; ".join(left_out)}
+                "not_evaluated": outcome.reason, "reasons": outcome.blessing.reasons, "left_out": "; ".join(left_out),
+                "not_blessed": outcome.blessing.why_not}
     confusion = None
     if outcome.result is not None:
         confusion = (list(outcome.result.label_names), outcome.result.confusion_matrix)

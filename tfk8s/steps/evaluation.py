@@ -137,6 +137,19 @@ class Blessing:
     blessed: bool
     reasons: list[str] = field(default_factory=list)
 
+    @property
+    def why_not(self) -> str:
+        """``"not blessed: <why>"`` for a model that is not blessed (its first such reason, else its failed
+        checks), ``""`` for a blessed one: the line every place the verdict shows (summary, HTML report, KFP
+        Markdown) gives beside it."""
+        if self.blessed:
+            return ""
+        for reason in self.reasons:
+            if reason.startswith("not blessed:"):
+                return reason
+        failed = [r for r in self.reasons if " < " in r or " > " in r]
+        return "not blessed: " + ("; ".join(failed or self.reasons) or "no evaluation and no gate metric")
+
 
 def bless(candidate: EvalResult, thresholds: Thresholds, baseline_accuracy: float | None = None) -> Blessing:
     """Apply ``thresholds`` to ``candidate``'s accuracy (and to its difference from ``baseline_accuracy``);
@@ -144,13 +157,48 @@ def bless(candidate: EvalResult, thresholds: Thresholds, baseline_accuracy: floa
     return gate({"accuracy": candidate.accuracy, "loss": candidate.loss}, thresholds, "accuracy",
                 baseline_accuracy)
 
+def serving_misfit(signature: dict, metadata) -> str | None:
+    """Why the data set's examples cannot be fed to a model's ``serving_default`` signature, or None when they
+    can: what TF Serving's default Predict needs of a model that is pushed (issue 25: a model without it was
+    blessed on its program's own metrics, and every default Predict failed).
+
+    The examples fit when the data set is one ``prepare_dataset`` wrote (``metadata``: image shape and dtype) and
+    the signature takes one input of the images' dtype and shape ``[batch, *image_shape]`` (unknown dims match).
+    The outputs are not looked at (a program's own model may return logits, or several heads).
+
+    Args:
+        signature: ``{"inputs": {...}, "outputs": {...}}`` or ``{}`` (no serving signature), as
+            :func:`tfk8s.steps.model_versions.serving_signature` describes it.
+        metadata: :class:`tfk8s.steps.prepare_dataset.DatasetMetadata`, or None for a data folder without
+            metadata.json.
+
+    Returns:
+        A sentence such as ``"the model's serving signature takes float32 [None, 784]; the data set's images
+        are uint8 [28, 28, 1]"``, or None.
+    """
+    if not signature:
+        return "the model has no 'serving_default' signature"
+    if metadata is None:
+        return "the data folder has no metadata.json (image shape, classes), which the built-in evaluation needs"
+    inputs = signature.get("inputs") or {}
+    want = [None, *metadata.image_shape]
+    if len(inputs) != 1:
+        return f"the model's serving signature takes {len(inputs)} inputs ({sorted(inputs)}), not one image tensor"
+    (spec,) = inputs.values()
+    shape = spec.get("shape")
+    shape_ok = shape is not None and len(shape) == len(want) and all(
+        a is None or b is None or a == b for a, b in zip(shape, want, strict=True))
+    if spec.get("dtype") != metadata.image_dtype or not shape_ok:
+        return (f"the model's serving signature takes {spec.get('dtype')} {shape}; the data set's images are "
+                f"{metadata.image_dtype} {list(metadata.image_shape)}")
+    return None
+
+
 def builtin_misfit(signature: dict, metadata) -> str | None:
     """Why the built-in classification evaluation cannot run a model, or None when it can.
 
-    It can when the data set is one ``prepare_dataset`` wrote (``metadata``: image shape, dtype, classes) and
-    the model's ``serving_default`` signature (:func:`tfk8s.steps.model_versions.serving_signature`) takes one input of the
-    images' dtype and shape ``[batch, *image_shape]`` (unknown dims match) and returns one output of
-    ``num_classes`` probabilities per example.
+    It can when the data set's examples fit the model's ``serving_default`` signature (:func:`serving_misfit`)
+    and the signature returns one output of ``num_classes`` probabilities per example.
 
     Args:
         signature: ``{"inputs": {...}, "outputs": {...}}`` or ``{}`` (no serving signature).
@@ -162,19 +210,10 @@ def builtin_misfit(signature: dict, metadata) -> str | None:
     """
     if metadata is None:
         return "the data folder has no metadata.json (image shape, classes), which the built-in evaluation needs"
-    if not signature:
-        return "the model has no 'serving_default' signature"
-    inputs, outputs = signature.get("inputs") or {}, signature.get("outputs") or {}
-    want = [None, *metadata.image_shape]
-    if len(inputs) != 1:
-        return f"the model's serving signature takes {len(inputs)} inputs ({sorted(inputs)}), not one image tensor"
-    (spec,) = inputs.values()
-    shape = spec.get("shape")
-    shape_ok = shape is not None and len(shape) == len(want) and all(
-        a is None or b is None or a == b for a, b in zip(shape, want, strict=True))
-    if spec.get("dtype") != metadata.image_dtype or not shape_ok:
-        return (f"the model's serving signature takes {spec.get('dtype')} {shape}; the data set's images are "
-                f"{metadata.image_dtype} {list(metadata.image_shape)}")
+    misfit = serving_misfit(signature, metadata)
+    if misfit is not None:
+        return misfit
+    outputs = signature.get("outputs") or {}
     if len(outputs) != 1:
         return f"the model's serving signature has {len(outputs)} outputs ({sorted(outputs)}), not one"
     (out,) = outputs.values()
@@ -183,6 +222,21 @@ def builtin_misfit(signature: dict, metadata) -> str | None:
         return (f"the model's output has shape {out_shape}, not one probability per class "
                 f"([None, {metadata.num_classes}])")
     return None
+
+
+def unservable(why: str) -> Blessing:
+    """The verdict on a model that was not evaluated and that TF Serving could not serve the data set's examples
+    with (:func:`serving_misfit` said ``why``): not blessed, whatever its program reported, so it is never pushed.
+
+    Returns:
+        ``Blessing(False, ["not blessed: <why>: ..."])`` naming the two ways out (a serving signature that takes
+        the examples, or ``eval_command``).
+    """
+    return Blessing(False, [
+        (f"not blessed: not servable: {why}, so a pushed version would fail every default Predict (TF Serving); "
+        "the training program's own metrics bless only a model whose serving_default signature takes the data "
+        "set's examples: export one (model.export(dir) for Keras 3, tf.saved_model.save(..., signatures=...)) "
+        "or pass eval_command to evaluate it (docs/training-program.md)")])
 
 
 def gate(metrics: dict, thresholds: Thresholds, metric: str = "accuracy", baseline_value: float | None = None,

@@ -37,6 +37,7 @@ from tfk8s.core.layout import (
     TrainLayout,
 )
 from tfk8s.core.progress import read_job_progress
+from tfk8s.steps.evaluation import Blessing
 from tfk8s.steps.event_files import read_scalars  # without TensorFlow: no start-up lines, 5 s less
 from tfk8s.tracking.records import read_record
 
@@ -266,6 +267,9 @@ def render_html(data: Mapping[str, Any]) -> str:
                              if isinstance(v, int | float) and not isinstance(v, bool))
         parts.append(f"<div class='verdict {'ok' if blessed else 'bad'}'>{'BLESSED' if blessed else 'NOT BLESSED'}"
                      f" — {_h(what)}</div>")
+        if not blessed:
+            why_not = Blessing(False, [str(r) for r in ev.get("reasons") or []]).why_not
+            parts.append(f"<p id='why-not' class='bad'>{_h(why_not)}</p>")
     else:
         parts.append("<p class='muted'>not evaluated (no evaluation.json in the run folder)</p>")
     rows = [(k, job[k]) for k in ("name", "backend", "state") if job.get(k)]
