@@ -318,3 +318,74 @@ def test_why_not_blessed_names_the_failed_checks():
     assert gate({"accuracy": 0.95}, Thresholds(min_accuracy=0.9)).why_not == ""
     assert Blessing(False, ["not blessed: training diverged (loss NaN)"]).why_not == (
         "not blessed: training diverged (loss NaN)")
+
+
+def _classification_artifact_bytes(names, matrix, metadata=None) -> int:
+    """The size of a ClassificationMetrics artifact's metadata as KFP's launcher sends it to ML Metadata: a
+    protobuf Struct (4 MiB gRPC limit before KFP 2.16)."""
+    from google.protobuf import json_format, struct_pb2
+    from kfp.dsl import ClassificationMetrics
+
+    artifact = ClassificationMetrics(name="classification")
+    artifact.log_confusion_matrix(names, matrix)
+    artifact.metadata.update(metadata or {})
+    return json_format.ParseDict(artifact.metadata, struct_pb2.Struct()).ByteSize()
+
+
+@pytest.mark.parametrize("classes", [10, 1000])
+def test_the_classification_metrics_artifact_stays_far_under_4_mib_whatever_the_class_count(
+        tmp_path, monkeypatch, classes):
+    """Issue 25 item 10: 1,000 classes made a 10.5 MiB ClassificationMetrics (over ML Metadata's 4 MiB), failing
+    the evaluate step after training succeeded. Now at most 50 classes: the most confused, the rest as "other";
+    the whole matrix is on the volume, named in the artifact's metadata. Measured: 10 classes 1.8 KiB, 1,000
+    classes 29.8 KiB (uncapped: 10.5 MiB)."""
+    import json
+
+    from tfk8s.steps import evaluate_model as step
+    from tfk8s.steps.evaluation import MAX_CONFUSION_CLASSES, EvaluationOutcome
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, classes, 20_000)
+    probs = rng.random((labels.size, classes))
+    probs[np.arange(labels.size), labels] += 0.02 * classes * (rng.random(labels.size) < 0.7)  # 70 % right
+    result = compute_metrics(labels, probs / probs.sum(axis=1, keepdims=True), [f"class-{i:04d}" for i in
+                                                                              range(classes)])
+    outcome = EvaluationOutcome(True, "built-in classification evaluation",
+                                {"accuracy": result.accuracy, "loss": result.loss}, bless(result, Thresholds()),
+                                result=result)
+    monkeypatch.setattr(step, "evaluate_model_step", lambda **_kw: outcome)
+    train = tmp_path / "vol" / "runs" / "r1" / "train"
+    train.mkdir(parents=True)
+    out = step.evaluate_and_report(exported={"path": "/v/models/m/1", "version": 1, "model_name": "m"},
+                                   dataset={"path": "/d"}, training={"training_summary": str(train / "s.json")},
+                                   min_accuracy=0.0, max_accuracy_drop=-1.0, gate_metric="accuracy",
+                                   eval_command="", volume_root=str(tmp_path / "vol"))
+    names, matrix = out.confusion
+    size = _classification_artifact_bytes(names, matrix, out.confusion_metadata)
+    full = tmp_path / "vol" / "runs" / "r1" / "evaluation.json"
+    assert out.confusion_metadata["full_confusion_matrix"] == str(full)
+    saved = json.loads(full.read_text())
+    assert saved["confusion_matrix"] == result.confusion_matrix and len(saved["label_names"]) == classes
+    assert sum(map(sum, matrix)) == 20_000  # the "other" row and column keep every example
+    print(f"ClassificationMetrics of {classes} classes: {size / 1024:.1f} KiB as ML Metadata's Struct")
+    if classes == 10:
+        assert (names, matrix) == (result.label_names, result.confusion_matrix)
+        assert out.confusion_metadata["confusion_classes"] == "all 10 classes" and size < 4 * 1024
+    else:
+        assert len(names) == len(matrix) == MAX_CONFUSION_CLASSES and names[-1] == "(other 951 classes)"
+        assert out.confusion_metadata["confusion_classes"].startswith("the 49 most confused of 1000 classes")
+        assert size < 64 * 1024  # far under 4 MiB
+        assert _classification_artifact_bytes(result.label_names, result.confusion_matrix) > 4 * 2**20  # before
+
+
+def test_cap_confusion_keeps_the_most_confused_classes_and_sums_the_rest():
+    from tfk8s.steps.evaluation import cap_confusion
+
+    cm = [[5, 0, 0, 0], [0, 5, 3, 0], [0, 1, 5, 0], [2, 0, 0, 5]]  # class 1 and 2 confused most, then 0 and 3
+    capped = cap_confusion(["a", "b", "c", "d"], cm, max_classes=3)
+    assert capped.label_names == ["b", "c", "(other 2 classes)"]
+    assert capped.matrix == [[5, 3, 0], [1, 5, 0], [0, 0, 12]]
+    assert (capped.num_classes, capped.shown, capped.capped) == (4, 2, True)
+    assert cap_confusion(["a", "b"], [[1, 0], [0, 1]], 2).matrix == [[1, 0], [0, 1]]
+    with pytest.raises(ValueError, match="expected \\(3, 3\\)"):
+        cap_confusion(["a", "b", "c"], [[1, 0], [0, 1]])

@@ -166,7 +166,13 @@ class EvaluateOutputs:
             ``train_examples_per_sec`` and ``train_wall_time_s``).
         metadata: the Metrics artifact's metadata: ``blessed``, ``evaluated``, ``how``, ``not_evaluated``,
             ``reasons``, ``not_blessed`` ("not blessed: <why>", empty when blessed), ``left_out`` (the non-finite values, in words: they would make the artifact invalid JSON).
-        confusion: ``(label names, matrix)`` of the built-in evaluation, else None.
+        confusion: ``(label names, matrix)`` for the ClassificationMetrics artifact, of the built-in evaluation,
+            else None: at most :data:`tfk8s.steps.evaluation.MAX_CONFUSION_CLASSES` classes
+            (:func:`tfk8s.steps.evaluation.cap_confusion`: the most confused, the rest summed as "other"), so the
+            artifact stays far under the 4 MiB ML Metadata takes whatever the class count.
+        confusion_metadata: the ClassificationMetrics artifact's metadata beside it: ``confusion_classes`` (what the
+            matrix shows, in words) and ``full_confusion_matrix`` (the file on the volume holding the whole matrix:
+            ``<run dir>/evaluation.json``, keys ``label_names`` and ``confusion_matrix``).
         summary: the Markdown run summary.
         report: the path of the run's HTML report (``<run dir>/report.html``).
     """
@@ -178,6 +184,7 @@ class EvaluateOutputs:
     summary: str
     report: str
     notes: list[str] = field(default_factory=list)
+    confusion_metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
     def blessed(self) -> bool:
@@ -205,7 +212,8 @@ def evaluate_and_report(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     Returns:
         :class:`EvaluateOutputs`.
     """
-    from tfk8s.core.layout import VolumeLayout
+    from tfk8s.core.layout import EVALUATION_FILE, VolumeLayout
+    from tfk8s.steps.evaluation import cap_confusion
     from tfk8s.steps.launch_training import read_summary_file
     from tfk8s.steps.summary import run_files, run_summary_markdown
 
@@ -232,9 +240,10 @@ def evaluate_and_report(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     metadata = {"blessed": outcome.blessing.blessed, "evaluated": outcome.evaluated, "how": outcome.how,
                 "not_evaluated": outcome.reason, "reasons": outcome.blessing.reasons, "left_out": "; ".join(left_out),
                 "not_blessed": outcome.blessing.why_not}
-    confusion = None
+    confusion, capped = None, None
     if outcome.result is not None:
-        confusion = (list(outcome.result.label_names), outcome.result.confusion_matrix)
+        capped = cap_confusion(list(outcome.result.label_names), outcome.result.confusion_matrix)
+        confusion = (capped.label_names, capped.matrix)
     version = _int_version(exported["version"])
     # the run's files are beside its training summary; without one (a training step that reported none) the
     # run's folder is unknown: the prepared data lives apart from every run (datasets/<name>/<version>/<key>)
@@ -243,4 +252,8 @@ def evaluate_and_report(*, exported: Mapping[str, Any], dataset: Mapping[str, An
                                 files=run_files(train_dir) if train_dir else {})
     page = write_report_step(evaluation=outcome, export=dict(exported),
                              output=report_output, run_dir=os.path.dirname(train_dir) if train_dir else None)
-    return EvaluateOutputs(outcome, metrics, metadata, confusion, text, page)
+    confusion_metadata = {}
+    if capped is not None:
+        confusion_metadata = {"confusion_classes": capped.describe(),
+                              "full_confusion_matrix": str(Path(page).parent / EVALUATION_FILE)}
+    return EvaluateOutputs(outcome, metrics, metadata, confusion, text, page, confusion_metadata=confusion_metadata)

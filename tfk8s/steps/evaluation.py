@@ -80,6 +80,76 @@ def compute_metrics(labels: np.ndarray, probabilities: np.ndarray, label_names: 
     )
 
 
+# The ClassificationMetrics artifact's classes: KFP's launcher sends the artifact's metadata to ML Metadata as a
+# protobuf Struct in one gRPC message, limited to 4 MiB before KFP 2.16 (about 616 classes' full matrix cross it;
+# 1,000 classes make 10.5 MiB). 50 classes are about 27 KiB.
+MAX_CONFUSION_CLASSES = 50
+
+
+@dataclass(frozen=True)
+class CappedConfusion:
+    """A confusion matrix cut to at most ``max_classes`` classes (:func:`cap_confusion`).
+
+    Attributes:
+        label_names: the classes shown, in class-index order, then ``"(other N classes)"`` when some were summed.
+        matrix: ``[len(label_names)][len(label_names)]`` counts, row = true class, column = predicted class; the
+            "other" row/column sums every class not shown, so the counts still add up to the examples.
+        num_classes: the classes of the full matrix.
+        shown: the classes shown by name (``num_classes`` when nothing was cut).
+    """
+
+    label_names: list[str]
+    matrix: list[list[int]]
+    num_classes: int
+    shown: int
+
+    @property
+    def capped(self) -> bool:
+        """Whether some classes were summed into "other"."""
+        return self.shown < self.num_classes
+
+    def describe(self) -> str:
+        """One sentence: what the matrix shows ("all 10 classes", or "the 49 most confused of 1000 classes ...")."""
+        if not self.capped:
+            return f"all {self.num_classes} classes"
+        return (f"the {self.shown} most confused of {self.num_classes} classes (most examples mistaken for or as "
+                f"them); the other {self.num_classes - self.shown} summed as one row and column")
+
+
+def cap_confusion(label_names: list[str], matrix: list[list[int]],
+                  max_classes: int = MAX_CONFUSION_CLASSES) -> CappedConfusion:
+    """At most ``max_classes`` classes of a confusion matrix: the ``max_classes - 1`` classes most involved in
+    mistakes (their row's and column's off-diagonal counts, ties to the lower index), in index order, and one
+    ``"(other N classes)"`` row and column summing the rest; a matrix small enough is returned whole.
+
+    Args:
+        label_names: ``C`` class names.
+        matrix: ``[C][C]`` counts, row = true class.
+        max_classes: at least 2.
+
+    Raises:
+        ValueError: ``max_classes`` < 2, or the matrix is not ``[C][C]``.
+    """
+    if max_classes < 2:
+        raise ValueError(f"max_classes={max_classes}: must be >= 2 (the classes shown and 'other')")
+    cm = np.asarray(matrix, dtype=np.int64)
+    n = len(label_names)
+    if cm.shape != (n, n):
+        raise ValueError(f"confusion matrix of shape {cm.shape} for {n} class names: expected ({n}, {n})")
+    if n <= max_classes:
+        return CappedConfusion(list(label_names), cm.tolist(), n, n)
+    mistakes = cm.sum(axis=0) + cm.sum(axis=1) - 2 * np.diag(cm)
+    keep = np.sort(np.argsort(-mistakes, kind="stable")[: max_classes - 1])
+    rest = np.setdiff1d(np.arange(n), keep)
+    out = np.zeros((max_classes, max_classes), dtype=np.int64)
+    out[:-1, :-1] = cm[np.ix_(keep, keep)]
+    out[:-1, -1] = cm[np.ix_(keep, rest)].sum(axis=1)
+    out[-1, :-1] = cm[np.ix_(rest, keep)].sum(axis=0)
+    out[-1, -1] = cm[np.ix_(rest, rest)].sum()
+    names = [label_names[i] for i in keep] + [f"(other {rest.size} classes)"]
+    return CappedConfusion(names, out.tolist(), n, int(keep.size))
+
+
 def evaluate_saved_model(model_dir: str | os.PathLike, data_dir: str | os.PathLike, split: str = "test",
                          batch_size: int = 512) -> EvalResult:
     """Run a SavedModel's ``serving_default`` signature over ``split`` of a prepared data set.
