@@ -115,6 +115,19 @@ def test_export_of_a_non_model_writes_nothing(tmp_path):
         export_saved_model(tmp_path / "missing", base)
 
 
+def test_exporting_a_keras_3_file_names_model_export(tmp_path):
+    """Issue 25 item 8: a Keras 3 `model.save(".../model.keras")` left a file the export step called only "no
+    SavedModel ... did training finish on the chief?"; now it names the file and model.export(...)."""
+    keras = tmp_path / "saved_model"
+    keras.mkdir()
+    (keras / "model.keras").write_bytes(b"PK")
+    with pytest.raises(ExportError) as e:
+        export_saved_model(keras, tmp_path / "models")
+    assert "it holds the Keras model file(s) ['model.keras']" in str(e.value)
+    assert "with Keras 3 export the model with model.export(os.environ['TFK8S_MODEL_DIR'])" in str(e.value)
+    assert not (tmp_path / "models").exists() or list((tmp_path / "models").iterdir()) == []
+
+
 def test_push_keeps_the_version_and_never_overwrites(saved_model, tmp_path):
     from tfk8s.steps.model_versions import latest_version_dir, push_saved_model
 
