@@ -158,7 +158,7 @@ class Resume(tf_keras.callbacks.BackupAndRestore):
         if not isinstance(self.model.distribute_strategy, tf.distribute.experimental.ParameterServerStrategy):
             # the last step done: with steps_per_execution > 1, on_train_batch_begin got the execution's first
             # step, and a backup saved now would resume steps that were done
-            self._training_state._ckpt_saved_batch.assign(batch)
+            self._training_state._ckpt_saved_batch.assign(int(batch))
         with deprecation.silence():  # PreemptionCheckpointHandler.total_run_calls' warning, once per process
             super().on_train_batch_end(batch, logs)
 
@@ -209,6 +209,7 @@ class Progress(tf_keras.callbacks.Callback):
         self._update(force=True)
 
     def on_epoch_begin(self, epoch, logs=None):
+        epoch = int(epoch)  # a NumPy integer when tf-keras resumes from a backup saved mid-epoch
         self.epoch, self._epoch_t0 = epoch, time.perf_counter()
         self.step = max(self.step, epoch * ((self.params or {}).get("steps") or 0))
         self._epoch_step0 = self.step
@@ -220,6 +221,7 @@ class Progress(tf_keras.callbacks.Callback):
         return round(steps * self.batch_size / seconds, 1) if self.batch_size and seconds > 0 else None
 
     def on_train_batch_end(self, batch, logs=None):
+        batch = int(batch)  # a NumPy integer in the epoch a mid-epoch backup resumed
         self.step = self.epoch * ((self.params or {}).get("steps") or 0) + batch + 1
         if self.stop_on_nan:
             loss = as_float(logs_of(logs, False).get("loss"))
