@@ -313,16 +313,6 @@ def test_a_serving_signature_the_examples_do_not_fit_is_not_blessed_one_they_fit
     assert "id='why-not'" not in page and "**not blessed" not in out.summary
 
 
-def test_the_push_step_refuses_a_version_without_a_serving_signature(tmp_path):
-    from tfk8s.steps.model_versions import push_saved_model
-
-    exported = export_saved_model(_signature_model(tmp_path / "nosig"), tmp_path / "models" / "m")
-    assert exported.signature == {}
-    with pytest.raises(ExportError, match=r"is not servable: it has no 'serving_default' signature.*model.export"):
-        push_saved_model(exported.path, tmp_path / "serving" / "m", signature=exported.signature)
-    assert existing_versions(tmp_path / "serving" / "m") == []
-
-
 def test_why_not_blessed_names_the_failed_checks():
     from tfk8s.steps.evaluation import Blessing, gate
 

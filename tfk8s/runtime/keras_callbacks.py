@@ -67,6 +67,10 @@ class _SigtermSave:
             self.previous = None
 
     def _on_sigterm(self, signum, frame):
+        if self.received and self.previous is not None:  # a second SIGTERM: the first one's save is stuck
+            self.close()
+            os.kill(os.getpid(), signum)
+            return
         _STATE["sigterm_at"] = time.monotonic()
         self.received = True
 
@@ -137,11 +141,16 @@ class Resume(tf_keras.callbacks.BackupAndRestore):
         if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
             from tensorflow.python.util import deprecation
 
-            with deprecation.silence():
-                handler = tf.distribute.experimental.PreemptionCheckpointHandler(
-                    strategy.cluster_resolver, state.write_checkpoint_manager,
-                    termination_config=tf.distribute.experimental.TerminationConfig(grace_period=0,
-                                                                                    exit_fn=exit_fn))
+            try:
+                with deprecation.silence():
+                    handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+                        strategy.cluster_resolver, state.write_checkpoint_manager,
+                        termination_config=tf.distribute.experimental.TerminationConfig(grace_period=0,
+                                                                                        exit_fn=exit_fn))
+            except Exception as e:  # noqa: BLE001 - training must go on; a stop then waits for the SIGKILL
+                print(f"note: no save on SIGTERM ({type(e).__name__}: {str(e)[:200]}); a stop ends this replica "
+                      "at the stop grace's SIGKILL", flush=True)
+                return
             handler._read_checkpoint_manager = state.read_checkpoint_manager  # as tf-keras does on Google Cloud
         else:
             handler = _SigtermSave(state, exit_fn)

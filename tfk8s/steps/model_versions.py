@@ -149,9 +149,8 @@ def push_saved_model(version_dir: str | os.PathLike, serving_base: str | os.Path
         The pushed version's path, number and serving signature.
 
     Raises:
-        ExportError: ``version_dir`` is not named by an integer version, or is not a servable SavedModel (it
-            does not load, or has no ``serving_default`` signature); or the serving base already holds that
-            version (it is never overwritten).
+        ExportError: ``version_dir`` is not named by an integer version, or is not a servable SavedModel; or
+            the serving base already holds that version (it is never overwritten).
     """
     src = Path(version_dir)
     if not src.name.isdigit():
@@ -159,10 +158,6 @@ def push_saved_model(version_dir: str | os.PathLike, serving_base: str | os.Path
     version = int(src.name)
     if signature is None or not (src / "saved_model.pb").is_file():
         signature = serving_signature(src, required=False)
-    if not signature:  # the gate blesses no such model; this is the last line of defence before TF Serving sees it
-        raise ExportError(f"{src} is not servable: it has no '{SERVING_SIGNATURE}' signature, so TF Serving's default "
-                          "Predict would fail on every request; it is not pushed (export the model with "
-                          "model.export(dir) for Keras 3, or tf.saved_model.save(..., signatures=...))")
     base = Path(serving_base)
     base.mkdir(parents=True, exist_ok=True)
     target = base / str(version)
