@@ -139,8 +139,16 @@ class Resume(tf_keras.callbacks.BackupAndRestore):
             finish(DEFAULT_RESTART_EXIT_CODE)
 
         if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            from tensorflow.python.distribute.failure_handling import failure_handling_util as platform
             from tensorflow.python.util import deprecation
 
+            # The handler asks GCE's metadata server whether it runs on Google Cloud (an HTTP request of up to
+            # 5 s per replica, through any http_proxy: a proxy that never answers held it). Here SIGTERM is the
+            # notice on every platform, so it is told the plain platform.
+            detect = platform.detect_platform
+            platform.detect_platform = lambda: (platform.PlatformDevice.INTERNAL_GPU
+                                                if tf.config.list_logical_devices("GPU")
+                                                else platform.PlatformDevice.INTERNAL_CPU)
             try:
                 with deprecation.silence():
                     handler = tf.distribute.experimental.PreemptionCheckpointHandler(
@@ -151,6 +159,8 @@ class Resume(tf_keras.callbacks.BackupAndRestore):
                 print(f"note: no save on SIGTERM ({type(e).__name__}: {str(e)[:200]}); a stop ends this replica "
                       "at the stop grace's SIGKILL", flush=True)
                 return
+            finally:
+                platform.detect_platform = detect
             handler._read_checkpoint_manager = state.read_checkpoint_manager  # as tf-keras does on Google Cloud
         else:
             handler = _SigtermSave(state, exit_fn)

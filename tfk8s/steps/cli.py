@@ -116,6 +116,12 @@ def main_guard(main: _F) -> _F:
             # by Ctrl-C: 130, which nothing retries
             # (LauncherTerminatedError, StepStoppedError: the signal is their signum)
             signum = getattr(e, "signum", None)
+            from tfk8s.core.errors import StepStoppedError
+
+            if isinstance(e, StepStoppedError):  # stopped: its cleanup is done; TensorFlow's teardown (1-5 s) is not
+                for stream in (sys.stdout, sys.stderr):  # wanted by whoever asked it to stop
+                    stream.flush()
+                os._exit(128 + e.signum)
             raise SystemExit(128 + signum if isinstance(signum, int) else 1) from None
 
     return wrapper  # type: ignore[return-value]
