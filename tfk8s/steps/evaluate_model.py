@@ -165,7 +165,8 @@ class EvaluateOutputs:
         metrics: the finite numbers for the Metrics artifact (the evaluation's, plus the training's
             ``train_examples_per_sec`` and ``train_wall_time_s``).
         metadata: the Metrics artifact's metadata: ``blessed``, ``evaluated``, ``how``, ``not_evaluated``,
-            ``reasons``, ``not_blessed`` ("not blessed: <why>", empty when blessed), ``left_out`` (the non-finite values, in words: they would make the artifact invalid JSON).
+            ``reasons``, ``not_blessed`` ("not blessed: <why>", empty when blessed), ``left_out`` (the non-finite
+            values, in words: they would make the artifact invalid JSON).
         confusion: ``(label names, matrix)`` for the ClassificationMetrics artifact, of the built-in evaluation,
             else None: at most :data:`tfk8s.steps.evaluation.MAX_CONFUSION_CLASSES` classes
             (:func:`tfk8s.steps.evaluation.cap_confusion`: the most confused, the rest summed as "other"), so the
