@@ -50,8 +50,9 @@ def evaluate_model(
     for key, value in out.metrics.items():
         metrics.log_metric(key, value)
     metrics.metadata.update(out.metadata)
-    if out.confusion is not None:
+    if out.confusion is not None:  # capped: the most confused classes; the whole matrix is on the volume
         classification.log_confusion_matrix(*out.confusion)
+        classification.metadata.update(out.confusion_metadata)
     with open(summary.path, "w") as f:
         f.write(out.summary)
     print(out.summary, flush=True)

@@ -45,7 +45,9 @@ non-finite loss, and exits 0: the model exists, so the pipeline goes on and its 
 training diverged".
 
 Exit codes: 0 success, also after divergence (the evaluator: the final checkpoint evaluated, or stopped by
-SIGTERM); 2 bad arguments, missing
+SIGTERM); 42 stopped by SIGTERM while training, after every trainer saved the backup at the same step (within
+about a second: :class:`tfk8s.runtime.keras_callbacks.Resume`; a restart resumes at the next step; the
+launcher's ``restart_exit_code``); 2 bad arguments, missing
 data, unsupported cluster; 1 any other error (e.g. a peer that never came up: ``--peer-timeout-s``).
 """
 

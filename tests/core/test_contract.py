@@ -17,7 +17,7 @@ from tfk8s.launcher.kubernetes import render_manifests
 from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 from tfk8s.launcher.local import run_local
 
-FAKE = str((Path(__file__).resolve().parents[1] / "fakes" / "fake_replica.py"))
+FAKE = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_replica.py")
 CHIEF, W0, W1 = Replica(ReplicaType.CHIEF, 0), Replica(ReplicaType.WORKER, 0), Replica(ReplicaType.WORKER, 1)
 
 

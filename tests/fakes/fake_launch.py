@@ -16,7 +16,7 @@ workers = int(sys.argv[3]) if len(sys.argv) > 3 else 2
 env = {"FAKE_BEHAVIOUR": sys.argv[2], "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
        "FAKE_STATE_DIR": str(train_dir)}  # counts each replica's attempts
 job = TrainingJob(name="tfk8s-" + train_dir.parent.name, counts=ReplicaCounts(worker=workers),
-                  command=(sys.executable, str((Path(__file__).resolve().parents[1] / "fakes" / "fake_replica.py"))), env=env,
+                  command=(sys.executable, str(Path(__file__).resolve().parents[1] / "fakes" / "fake_replica.py")), env=env,
                   train_dir=str(train_dir),  # the contract's TFK8S_PROGRESS_FILE: <train dir>/progress/<label>.json
                   max_restarts=int(sys.argv[4]) if len(sys.argv) > 4 else 0)
 try:

@@ -20,7 +20,7 @@ from tfk8s.core.errors import LauncherTerminatedError, ReplicaFailedError, Resta
 from tfk8s.core.job import TrainingJob
 from tfk8s.launcher.local import run_local
 
-FAKE = str((Path(__file__).resolve().parents[1] / "fakes" / "fake_replica.py"))
+FAKE = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_replica.py")
 pytestmark = pytest.mark.timeout(120)
 
 

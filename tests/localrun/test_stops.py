@@ -76,7 +76,7 @@ def test_an_interrupted_local_run_prints_one_line_exits_130_and_leaves_nothing_r
     assert len(replicas) == 2 and not any(_alive(pid) for pid in replicas)
     (record_file,) = volume.glob("runs/*/train/job.json")
     record = json.loads(record_file.read_text())
-    assert record["state"] == "Failed"
+    assert record["state"] == "Stopped"
     assert record["message"].startswith("the launcher was interrupted by the user (SIGINT: Ctrl-C or kill -INT); "
                                         "every replica of tfk8s-")
     assert set(record["replica_states"].values()) == {"Stopped"}

@@ -26,7 +26,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.realcluster.controlplane import REPO, SKIP_REASON, ControlPlane, binaries_dir, free_port, running_control_plane
+from tests.realcluster.controlplane import (
+    REPO,
+    SKIP_REASON,
+    ControlPlane,
+    binaries_dir,
+    free_port,
+    running_control_plane,
+)
 from tests.realcluster.fake_kubelet import FakeKubelet
 
 NODES = 4

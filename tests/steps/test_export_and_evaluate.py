@@ -115,6 +115,19 @@ def test_export_of_a_non_model_writes_nothing(tmp_path):
         export_saved_model(tmp_path / "missing", base)
 
 
+def test_exporting_a_keras_3_file_names_model_export(tmp_path):
+    """Issue 25 item 8: a Keras 3 `model.save(".../model.keras")` left a file the export step called only "no
+    SavedModel ... did training finish on the chief?"; now it names the file and model.export(...)."""
+    keras = tmp_path / "saved_model"
+    keras.mkdir()
+    (keras / "model.keras").write_bytes(b"PK")
+    with pytest.raises(ExportError) as e:
+        export_saved_model(keras, tmp_path / "models")
+    assert "it holds the Keras model file(s) ['model.keras']" in str(e.value)
+    assert "with Keras 3 export the model with model.export(os.environ['TFK8S_MODEL_DIR'])" in str(e.value)
+    assert not (tmp_path / "models").exists() or list((tmp_path / "models").iterdir()) == []
+
+
 def test_push_keeps_the_version_and_never_overwrites(saved_model, tmp_path):
     from tfk8s.steps.model_versions import latest_version_dir, push_saved_model
 
@@ -225,3 +238,157 @@ def test_the_clis_name_the_model_as_the_pipeline_does_when_no_name_is_given(save
     with pytest.raises(SystemExit):
         export_model.main(["--saved-model-dir", str(train / "saved_model"), "--volume-root", str(tmp_path)])
     assert "no model name given and no training summary" in capsys.readouterr().err
+
+
+def _signature_model(path, input_spec=None, heads=1):
+    """A SavedModel whose ``serving_default`` takes ``input_spec`` and returns ``heads`` outputs of 3 numbers
+    (not one probability per MNIST class: the built-in evaluation cannot run it); no signature without a spec."""
+    import tensorflow as tf
+
+    class M(tf.Module):
+        pass
+
+    m = M()
+    if input_spec is None:
+        tf.saved_model.save(m, str(path))
+        return str(path)
+
+    @tf.function(input_signature=[input_spec])
+    def serve(x):
+        flat = tf.reshape(tf.cast(x, tf.float32), [tf.shape(x)[0], -1])[:, :3]
+        return {f"head{i}": flat * float(i + 1) for i in range(heads)}
+
+    m.serve = serve
+    tf.saved_model.save(m, str(path), signatures={"serving_default": serve})
+    return str(path)
+
+
+def _evaluate_on_program_metrics(tmp_path, model_dir, data_dir):
+    """The evaluate component's work on a model the built-in evaluation cannot run, whose program reported an
+    accuracy of 0.99 (a floor of 0.9): the outcome, the KFP Markdown summary, the metadata and the HTML report."""
+    import json
+
+    from tfk8s.steps.evaluate_model import evaluate_model_step
+
+    train = tmp_path / "vol" / "runs" / "r1" / "train"
+    train.mkdir(parents=True)
+    (train / "training_summary.json").write_text(json.dumps({"job": {"name": "j"}, "metrics": {"accuracy": 0.99}}))
+    out = evaluate_model_step(exported={"path": model_dir, "version": 1, "model_name": "m"},
+                              dataset={"path": str(data_dir)}, training={"training_summary": str(train / "training_summary.json")},
+                              min_accuracy=0.9, max_accuracy_drop=-1.0, gate_metric="accuracy", eval_command="",
+                              volume_root=str(tmp_path / "vol"))
+    return out, open(out.report).read()
+
+
+def test_a_model_without_a_serving_signature_is_never_blessed_on_its_programs_metrics(tmp_path, mnist_subset_dir):
+    """Issue 25 item 4: a program's own accuracy of 0.99 blessed (and pushed) a model TF Serving cannot serve."""
+    out, page = _evaluate_on_program_metrics(tmp_path, _signature_model(tmp_path / "nosig"), mnist_subset_dir)
+    why = "not blessed: not servable: the model has no 'serving_default' signature"
+    assert out.blessed is False and out.outcome.evaluated is False
+    assert out.outcome.blessing.reasons[0].startswith(why) and "model.export(dir)" in out.reasons
+    assert "accuracy 0.9900 >= min_accuracy 0.9000 (the training program's metrics)" in out.reasons  # shown, not enough
+    assert out.metadata["not_blessed"].startswith(why) and out.metadata["blessed"] is False
+    assert f"**{why}" in out.summary and "not pushed: only a blessed model is served" in out.summary
+    assert "id='why-not'" in page and why.replace("'", "&#x27;") in page and "NOT BLESSED" in page
+
+
+def test_a_serving_signature_the_examples_do_not_fit_is_not_blessed_one_they_fit_is(tmp_path, mnist_subset_dir):
+    """Issue 25 item 4: the program's metrics bless only an export whose serving_default takes the data set's
+    examples (uint8 [None, 28, 28, 1] for MNIST), even when its outputs are not the built-in evaluation's."""
+    import tensorflow as tf
+
+    flat = _signature_model(tmp_path / "flat", tf.TensorSpec([None, 784], tf.float32))
+    out, page = _evaluate_on_program_metrics(tmp_path / "a", flat, mnist_subset_dir)
+    assert out.blessed is False
+    assert out.metadata["not_blessed"].startswith(
+        "not blessed: not servable: the model's serving signature takes float32 [None, 784]; the data set's images "
+        "are uint8 [28, 28, 1]")
+    assert "not blessed: not servable: the model&#x27;s serving signature takes float32" in page
+
+    fits = _signature_model(tmp_path / "fits", tf.TensorSpec([None, 28, 28, 1], tf.uint8), heads=2)
+    out, page = _evaluate_on_program_metrics(tmp_path / "b", fits, mnist_subset_dir)
+    assert out.outcome.evaluated is False and "has 2 outputs" in out.outcome.reason
+    assert out.blessed is True and out.metadata["not_blessed"] == ""
+    assert out.reasons == "accuracy 0.9900 >= min_accuracy 0.9000 (the training program's metrics)"
+    assert "id='why-not'" not in page and "**not blessed" not in out.summary
+
+
+def test_why_not_blessed_names_the_failed_checks():
+    from tfk8s.steps.evaluation import Blessing, gate
+
+    assert gate({"accuracy": 0.5}, Thresholds(min_accuracy=0.9)).why_not == (
+        "not blessed: accuracy 0.5000 < min_accuracy 0.9000 (evaluation)")
+    assert gate({"accuracy": 0.95}, Thresholds(min_accuracy=0.9)).why_not == ""
+    assert Blessing(False, ["not blessed: training diverged (loss NaN)"]).why_not == (
+        "not blessed: training diverged (loss NaN)")
+
+
+def _classification_artifact_bytes(names, matrix, metadata=None) -> int:
+    """The size of a ClassificationMetrics artifact's metadata as KFP's launcher sends it to ML Metadata: a
+    protobuf Struct (4 MiB gRPC limit before KFP 2.16)."""
+    from google.protobuf import json_format, struct_pb2
+    from kfp.dsl import ClassificationMetrics
+
+    artifact = ClassificationMetrics(name="classification")
+    artifact.log_confusion_matrix(names, matrix)
+    artifact.metadata.update(metadata or {})
+    return json_format.ParseDict(artifact.metadata, struct_pb2.Struct()).ByteSize()
+
+
+@pytest.mark.parametrize("classes", [10, 1000])
+def test_the_classification_metrics_artifact_stays_far_under_4_mib_whatever_the_class_count(
+        tmp_path, monkeypatch, classes):
+    """Issue 25 item 10: 1,000 classes made a 10.5 MiB ClassificationMetrics (over ML Metadata's 4 MiB), failing
+    the evaluate step after training succeeded. Now at most 50 classes: the most confused, the rest as "other";
+    the whole matrix is on the volume, named in the artifact's metadata. Measured: 10 classes 1.8 KiB, 1,000
+    classes 29.8 KiB (uncapped: 10.5 MiB)."""
+    import json
+
+    from tfk8s.steps import evaluate_model as step
+    from tfk8s.steps.evaluation import MAX_CONFUSION_CLASSES, EvaluationOutcome
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, classes, 20_000)
+    probs = rng.random((labels.size, classes))
+    probs[np.arange(labels.size), labels] += 0.02 * classes * (rng.random(labels.size) < 0.7)  # 70 % right
+    result = compute_metrics(labels, probs / probs.sum(axis=1, keepdims=True), [f"class-{i:04d}" for i in
+                                                                              range(classes)])
+    outcome = EvaluationOutcome(True, "built-in classification evaluation",
+                                {"accuracy": result.accuracy, "loss": result.loss}, bless(result, Thresholds()),
+                                result=result)
+    monkeypatch.setattr(step, "evaluate_and_gate", lambda **_kw: outcome)
+    train = tmp_path / "vol" / "runs" / "r1" / "train"
+    train.mkdir(parents=True)
+    out = step.evaluate_model_step(exported={"path": "/v/models/m/1", "version": 1, "model_name": "m"},
+                                   dataset={"path": "/d"}, training={"training_summary": str(train / "s.json")},
+                                   min_accuracy=0.0, max_accuracy_drop=-1.0, gate_metric="accuracy",
+                                   eval_command="", volume_root=str(tmp_path / "vol"))
+    names, matrix = out.confusion
+    size = _classification_artifact_bytes(names, matrix, out.confusion_metadata)
+    full = tmp_path / "vol" / "runs" / "r1" / "evaluation.json"
+    assert out.confusion_metadata["full_confusion_matrix"] == str(full)
+    saved = json.loads(full.read_text())
+    assert saved["confusion_matrix"] == result.confusion_matrix and len(saved["label_names"]) == classes
+    assert sum(map(sum, matrix)) == 20_000  # the "other" row and column keep every example
+    print(f"ClassificationMetrics of {classes} classes: {size / 1024:.1f} KiB as ML Metadata's Struct")
+    if classes == 10:
+        assert (names, matrix) == (result.label_names, result.confusion_matrix)
+        assert out.confusion_metadata["confusion_classes"] == "all 10 classes" and size < 4 * 1024
+    else:
+        assert len(names) == len(matrix) == MAX_CONFUSION_CLASSES and names[-1] == "(other 951 classes)"
+        assert out.confusion_metadata["confusion_classes"].startswith("the 49 most confused of 1000 classes")
+        assert size < 64 * 1024  # far under 4 MiB
+        assert _classification_artifact_bytes(result.label_names, result.confusion_matrix) > 4 * 2**20  # before
+
+
+def test_cap_confusion_keeps_the_most_confused_classes_and_sums_the_rest():
+    from tfk8s.steps.evaluation import cap_confusion
+
+    cm = [[5, 0, 0, 0], [0, 5, 3, 0], [0, 1, 5, 0], [2, 0, 0, 5]]  # class 1 and 2 confused most, then 0 and 3
+    capped = cap_confusion(["a", "b", "c", "d"], cm, max_classes=3)
+    assert capped.label_names == ["b", "c", "(other 2 classes)"]
+    assert capped.matrix == [[5, 3, 0], [1, 5, 0], [0, 0, 12]]
+    assert (capped.num_classes, capped.shown, capped.capped) == (4, 2, True)
+    assert cap_confusion(["a", "b"], [[1, 0], [0, 1]], 2).matrix == [[1, 0], [0, 1]]
+    with pytest.raises(ValueError, match="expected \\(3, 3\\)"):
+        cap_confusion(["a", "b", "c"], [[1, 0], [0, 1]])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -251,3 +252,43 @@ def test_the_local_cli_checks_a_users_data_dir_on_the_volume_before_anything_run
     (tmp_path / "vol" / "mine" / "x.tfrecord").write_bytes(b"x")
     _check_params(["data_dir=mine", program, "dataset_name=not-a-tfds-name"], local=True,
                   volume=tmp_path / "vol")  # dataset_name is not used with data_dir
+
+
+def test_the_launch_step_creates_every_contract_folder_before_any_backend_starts(tmp_path, monkeypatch):
+    """Issue 25 item 8 on the Kubernetes backend too: the launch step (which mounts the volume where the replicas
+    do) creates each replica's TFK8S_MODEL_DIR and its AIP_/SM_ aliases before it hands the job to the backend."""
+    from tfk8s.core.cluster import Replica, ReplicaType
+    from tfk8s.core.errors import LaunchError
+    from tfk8s.launcher import backends
+    from tfk8s.steps.launch_training import run_job
+
+    train = tmp_path / "runs" / "r1" / "train"
+    seen: dict[str, bool] = {}
+
+    class Backend:  # stands for the Kubernetes backend: records what exists when it is handed the job
+        keeps_replica_logs = True
+        local_paths = False
+
+        def options(self, params):
+            return params
+
+        def namespace(self, _options):
+            return "ml"
+
+        def run(self, job, _sink, _options):
+            for replica in job.counts.replicas():
+                env = contract.replica_env(job.name, replica, Replica(ReplicaType.CHIEF, 0), train, job.data_dir,
+                                           job.counts)
+                for name in ("TFK8S_MODEL_DIR", "AIP_MODEL_DIR", "SM_MODEL_DIR", "TFK8S_CHECKPOINT_DIR",
+                             "SM_OUTPUT_DATA_DIR", "AIP_TENSORBOARD_LOG_DIR"):
+                    seen[f"{replica.label} {name}"] = Path(env[name]).is_dir()
+            raise LaunchError("stop here")
+
+    monkeypatch.setattr(backends, "get_backend", lambda _name: Backend())
+    job = TrainingJob("tfk8s-r1", ReplicaCounts(chief=1, worker=2, ps=1), ("python", "t.py"), train_dir=str(train),
+                      data_dir=str(tmp_path / "data"))
+    with pytest.raises(LaunchError, match="stop here"):
+        run_job(job, "kubernetes", train)
+    assert len(seen) == 4 * 6 and all(seen.values()), [k for k, v in seen.items() if not v]
+    assert contract.job_folders(job.name, job.counts, train, job.data_dir)[:4] == [
+        train / "saved_model", train / "checkpoints", train / "logs", train / "scratch" / "worker-0" / "saved_model"]

@@ -338,3 +338,43 @@ def test_a_half_deleted_store_folder_is_prepared_again_by_the_next_run(tmp_path,
     assert (second["path"], second["reused"], second["prepared_by"]) == (first["path"], False, "run-2")
     assert f"prepared data again ({gone} is missing)" in capfd.readouterr().out
     assert gone.is_file() and len(_read_shard(str(gone))) == 20
+
+
+@pytest.mark.parametrize(("signame", "code"), [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_stop_signal_stops_the_prepare_step_between_batches_leaving_nothing_half_written(
+        tmp_path, mnist_tfds_data_dir, signame, code):
+    """Issue 25 item 7: a stop during the prepare step ended it where it was (SIGTERM: its staging folder left
+    behind; as a container's first process: not at all until the SIGKILL). Now it stops after the batch it is
+    writing, discards the unfinished preparation, releases the key's lock and exits 128 + the signal with one
+    line, without TensorFlow's teardown. Measured on 2 shared cores, full MNIST: the signal to the exit 0.65 s
+    (SIGTERM), 0.14 s (SIGINT); 5-6 s with the teardown on a busy machine."""
+    import signal
+    import subprocess
+    import sys
+
+    from tfk8s.core.data_store import _is_locked
+
+    volume = tmp_path / "vol"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "components.prepare_dataset", "--dataset-name", "mnist", "--tfds-data-dir",
+         mnist_tfds_data_dir, "--volume-root", str(volume), "--run-id", "r1", "--download", "false",
+         "--max-examples", "0", "--num-shards", "4"],
+        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, start_new_session=True)
+    base = volume / "datasets" / "mnist" / "3.0.1"
+    deadline = time.monotonic() + 120
+    while not any(p.stat().st_size > 0 for p in base.glob(".staging-*/.train-*.tmp")):  # writing the train split
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    sent = time.monotonic()
+    proc.send_signal(getattr(signal, signame))
+    out, err = proc.communicate(timeout=60)
+    took = time.monotonic() - sent
+    print(f"{signame}: the prepare step exited {took:.2f} s after the signal")
+    assert proc.returncode == code, (out, err)
+    cause = "got SIGTERM" if signame == "SIGTERM" else "was interrupted by the user (SIGINT"
+    (line,) = [x for x in err.splitlines() if f": error: the prepare step {cause}" in x]
+    assert "stopped writing the train split (" in line and "nothing was published" in line
+    assert took < 5, took
+    assert [p.name for p in base.iterdir() if not p.name.endswith(".lock")] == []  # no staging, no key folder
+    assert not any(_is_locked(p) for p in base.glob("*.lock"))

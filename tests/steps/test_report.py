@@ -172,3 +172,38 @@ def test_tfk8s_report_and_the_pipelines_help_print_no_tensorflow_start_up_lines(
                               timeout=120, cwd=repo, env=env, check=False)
         assert done.returncode == 0 and done.stdout.startswith("usage: python pipelines/train.py")
         assert done.stderr == "", done.stderr
+
+
+def test_a_thousand_class_heat_map_draws_the_most_confused_classes_readably(tmp_path):
+    """Issue 25 item 10: a 1,000-class heat map was 1,000 unreadable rows; now the 29 most confused classes by
+    name, the rest as one "other" row and column, the whole matrix named; the page stays small and quick."""
+    import numpy as np
+    from PIL import Image
+
+    from tfk8s.steps.evaluation import compute_metrics
+    from tfk8s.steps.report import REPORT_MAX_CLASSES
+
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 1000, 20_000)
+    probs = rng.random((labels.size, 1000))
+    probs[np.arange(labels.size), labels] += 30 * (rng.random(labels.size) < 0.8)
+    probs[labels == 7, 3] += 60  # class 7 is mistaken for class 3: both among the most confused
+    result = compute_metrics(labels, probs / probs.sum(axis=1, keepdims=True), [f"c{i}" for i in range(1000)])
+    from tfk8s.steps.evaluation import cap_confusion
+
+    drawn = cap_confusion(result.label_names, result.confusion_matrix, REPORT_MAX_CLASSES).label_names
+    assert {"c3", "c7"} <= set(drawn) and len(drawn) == REPORT_MAX_CLASSES
+    run = tmp_path / "runs" / "big"
+    (run / "train").mkdir(parents=True)
+    write_evaluation(run, {**result.to_dict(), "blessed": True, "reasons": [], "evaluated": True})
+    start = time.monotonic()
+    page = write_run_report(run).read_text()
+    took = time.monotonic() - start
+    note = re.search(r"<p id='confusion-classes'[^>]*>(.*?)</p>", page).group(1)
+    assert note.startswith(f"The heat map shows the {REPORT_MAX_CLASSES - 1} most confused of 1000 classes")
+    assert "the other 971 summed as one row and column" in note and str(run / "evaluation.json") in note
+    png = re.search(r"<img id='confusion' alt='confusion matrix' src='data:image/png;base64,([^']+)'", page).group(1)
+    width, height = Image.open(io.BytesIO(base64.b64decode(png))).size
+    assert width <= 1400 and height <= 1300, (width, height)  # 30 cells a side in at most ~13 inches at 100 dpi
+    print(f"1,000-class report: {len(page) / 1024:.0f} KiB, heat map {width}x{height}, written in {took:.1f} s")
+    assert took < 30

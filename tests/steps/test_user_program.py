@@ -104,3 +104,27 @@ def test_a_tutorial_program_runs_with_two_workers_is_exported_and_said_not_evalu
     assert json.loads((run2 / "train" / "metrics" / "evaluation.json").read_text())["examples"] == 2000
     assert (run2 / "report.html").is_file()
     assert sorted(p.name for p in (volume / "serving" / "mnist-model").iterdir()) == ["2"]
+
+
+# every folder a program may be told to write into, checked by the program itself as it starts
+_FOLDERS_AT_START = (
+    "import os, sys; names = ('TFK8S_MODEL_DIR', 'AIP_MODEL_DIR', 'SM_MODEL_DIR', 'TFK8S_CHECKPOINT_DIR', "
+    "'AIP_CHECKPOINT_DIR', 'TFK8S_TENSORBOARD_DIR', 'AIP_TENSORBOARD_LOG_DIR', 'SM_OUTPUT_DATA_DIR'); "
+    "missing = [n for n in names if not os.path.isdir(os.environ[n])]; "
+    "sys.exit('missing at start: ' + str(missing)) if missing else None; "
+    "open(os.path.join(os.environ['SM_MODEL_DIR'], 'model.keras'), 'w').write('a Keras 3 file')")
+
+
+def test_the_model_dir_and_its_aliases_exist_when_the_program_starts(tmp_path, data_dir):
+    """Issue 25 item 8: TFK8S_MODEL_DIR (and SM_MODEL_DIR, AIP_MODEL_DIR) did not exist when the program started:
+    a Keras 3 `model.save(".../model.keras")` crashed with a bare FileNotFoundError. Now every replica finds every
+    folder; the .keras file it leaves is then said to be no SavedModel, with model.export(...) as the fix."""
+    with pytest.raises(LaunchError) as err:
+        _launch(tmp_path, data_dir, ["python", "-c", _FOLDERS_AT_START], max_restarts=0)
+    msg = str(err.value)
+    assert "missing at start" not in msg and "FileNotFoundError" not in msg
+    assert "exited 0 but saved no SavedModel in its TFK8S_MODEL_DIR" in msg and "it holds ['model.keras']" in msg
+    assert "model.export(os.environ['TFK8S_MODEL_DIR'])" in msg
+    train = tmp_path / "vol" / "runs" / "r1" / "train"
+    assert (train / "saved_model" / "model.keras").read_text() == "a Keras 3 file"
+    assert not (train / "scratch").exists()  # worker-1's own model dir (made for it too) removed after the job

@@ -26,8 +26,9 @@ PACKAGE = REPO / "compiled" / "train.yaml"
 class FakeKfp:
     """A threaded HTTP server on 127.0.0.1 answering the v2beta1 endpoints kfp.Client calls."""
 
-    def __init__(self, experiments=(), pipelines=(), versions=(), status_for=None):
+    def __init__(self, experiments=(), pipelines=(), versions=(), status_for=None, recurring=()):
         self.requests: list[dict] = []
+        self.recurring = list(recurring)  # [{"recurring_run_id", "display_name", "experiment_id"}]
         self.experiments = list(experiments)  # [{"experiment_id", "display_name"}]
         self.pipelines = list(pipelines)  # [{"pipeline_id", "display_name"}]
         self.versions = list(versions)  # [{"pipeline_id", "pipeline_version_id", "display_name"}]
@@ -67,6 +68,9 @@ class FakeKfp:
             def do_POST(self):
                 self._answer("POST")
 
+            def do_DELETE(self):
+                self._answer("DELETE")
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
@@ -87,11 +91,24 @@ class FakeKfp:
         if (method, path) == ("POST", "/apis/v2beta1/runs"):
             return 200, {"run_id": "run-1", "display_name": body["display_name"], "state": "PENDING"}
         if (method, path) == ("POST", "/apis/v2beta1/recurringruns"):
-            return 200, {
-                "recurring_run_id": "rr-1",
+            run = {
+                "recurring_run_id": f"rr-{len(self.recurring) + 1}",
                 "display_name": body["display_name"],
+                "experiment_id": body.get("experiment_id"),
                 "status": "ENABLED",
             }
+            self.recurring.append(run)
+            return 200, run
+        if (method, path) == ("GET", "/apis/v2beta1/recurringruns"):
+            found = [r for r in self.recurring if r["experiment_id"] == query["experiment_id"][0]]
+            if "filter" in query:
+                wanted = json.loads(query["filter"][0])["predicates"][0]["stringValue"]
+                found = [r for r in found if r["display_name"] == wanted]
+            return 200, ({"recurringRuns": found, "total_size": len(found)} if found else {})  # the proto's field name
+        if method == "DELETE" and path.startswith("/apis/v2beta1/recurringruns/"):
+            rid = path.rsplit("/", 1)[1]
+            self.recurring = [r for r in self.recurring if r["recurring_run_id"] != rid]
+            return 200, {}
         if (method, path) == ("GET", "/apis/v2beta1/pipelines"):
             wanted = json.loads(query["filter"][0])["predicates"][0]["stringValue"]
             found = [p for p in self.pipelines if p["display_name"] == wanted]
@@ -238,7 +255,7 @@ def test_schedule_posts_a_recurring_run_with_nightly_defaults():
     with FakeKfp() as kfp:
         sched = create_schedule(kfp.host, PACKAGE, "0 0 2 * * *", {"epochs": "5"}, experiment="nightly")
 
-    assert kfp.calls()[-1] == ("POST", "/apis/v2beta1/recurringruns")
+    assert kfp.calls()[-2:] == [("GET", "/apis/v2beta1/recurringruns"), ("POST", "/apis/v2beta1/recurringruns")]
     body = kfp.one("POST", "/apis/v2beta1/recurringruns")["body"]
     assert body["trigger"] == {"cron_schedule": {"cron": "0 0 2 * * *"}}
     assert body["max_concurrency"] == 1
@@ -248,8 +265,40 @@ def test_schedule_posts_a_recurring_run_with_nightly_defaults():
     assert body["display_name"] == "tfk8s-train [0 0 2 * * *]"
     assert body["runtime_config"]["parameters"] == {"epochs": 5}
     assert body["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["name"] == "tfk8s-train"
-    assert sched.recurring_run_id == "rr-1"
+    assert sched.recurring_run_id == "rr-1" and sched.replaced == ()
     assert sched.url == f"{kfp.host}/#/recurringrun/details/rr-1"
+
+
+def test_scheduling_again_under_the_same_name_replaces_the_recurring_run_never_adds_a_second():
+    """Issue 25 item 6: `--schedule` again (new parameters, same name) replaces the schedule: created, then the
+    old one deleted; a schedule of another name, or of the same name in another experiment, is left alone."""
+    others = [{"recurring_run_id": "rr-other", "display_name": "weekly", "experiment_id": "exp-1"},
+              {"recurring_run_id": "rr-elsewhere", "display_name": "nightly", "experiment_id": "exp-2"}]
+    with FakeKfp(experiments=[{"experiment_id": "exp-1", "display_name": "e"}], recurring=others) as kfp:
+        first = create_schedule(kfp.host, PACKAGE, "0 0 2 * * *", {"epochs": "5"}, experiment="e", name="nightly")
+        second = create_schedule(kfp.host, PACKAGE, "0 0 3 * * *", {"epochs": "7"}, experiment="e", name="nightly")
+        names = [(r["recurring_run_id"], r["display_name"], r["experiment_id"]) for r in kfp.recurring]
+
+    assert first.replaced == () and second.replaced == (first.recurring_run_id,)
+    assert names == [("rr-other", "weekly", "exp-1"), ("rr-elsewhere", "nightly", "exp-2"),
+                     (second.recurring_run_id, "nightly", "exp-1")]
+    # the new one was created before the old one was deleted: a refused creation leaves the old schedule
+    calls = kfp.calls()
+    assert calls.index(("DELETE", f"/apis/v2beta1/recurringruns/{first.recurring_run_id}")) > \
+        max(i for i, c in enumerate(calls) if c == ("POST", "/apis/v2beta1/recurringruns"))
+    posts = [r["body"] for r in kfp.requests if (r["method"], r["path"]) == ("POST", "/apis/v2beta1/recurringruns")]
+    assert [p["runtime_config"]["parameters"] for p in posts] == [{"epochs": 5}, {"epochs": 7}]
+
+
+def test_a_refused_new_schedule_leaves_the_old_one():
+    old = [{"recurring_run_id": "rr-old", "display_name": "nightly", "experiment_id": "exp-1"}]
+    refused = {"/apis/v2beta1/recurringruns": (400, {"error": "bad trigger", "message": "bad trigger", "code": 3})}
+    with FakeKfp(experiments=[{"experiment_id": "exp-1", "display_name": "e"}], recurring=old,
+                 status_for=refused) as kfp:
+        with pytest.raises(KfpApiError, match="bad trigger"):
+            create_schedule(kfp.host, PACKAGE, "0 0 2 * * *", experiment="e", name="nightly")
+        assert [r["recurring_run_id"] for r in kfp.recurring] == ["rr-old"]
+        assert not [c for c in kfp.calls() if c[0] == "DELETE"]
 
 
 def test_malformed_cron_fails_before_any_request():
@@ -450,7 +499,20 @@ def test_cli_schedule_creates_the_recurring_run_from_a_given_package(capsys):
     body = kfp.one("POST", "/apis/v2beta1/recurringruns")["body"]
     assert (body["display_name"], body["trigger"]["cron_schedule"]["cron"]) == ("nightly", "0 0 2 * * *")
     assert (body["max_concurrency"], body["no_catchup"], body["mode"]) == (1, True, "ENABLE")
-    assert "one run at a time, no backfill" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "one run at a time, no backfill" in out and "replacing" not in out
+
+
+def test_cli_schedule_again_says_which_recurring_run_it_replaced(capsys):
+    from tfk8s.submit.cli import handle
+
+    old = [{"recurring_run_id": "rr-old", "display_name": "nightly", "experiment_id": "exp-1"}]
+    with FakeKfp(experiments=[{"experiment_id": "exp-1", "display_name": "tfk8s"}], recurring=old) as kfp:
+        _, args, compile_fn, _ = _cli(["--schedule", "0 0 2 * * *", "--host", kfp.host, "--package", str(PACKAGE),
+                                       "--schedule-name", "nightly"])
+        assert handle(args, compile_fn) is True
+        assert [r["recurring_run_id"] for r in kfp.recurring] == ["rr-2"]
+    assert "replacing rr-old of the same name (deleted)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -329,3 +329,82 @@ def test_callbacks_none_trains_without_backup_checkpoints_progress_or_scalars(mn
     assert not (train / "logs" / "train").exists()  # no TensorBoard scalars
     assert "epoch 1/1:" not in proc.stdout  # the per-epoch line is the progress callback's
     assert (train / "saved_model" / "saved_model.pb").is_file()
+
+
+def _stop_when(lines: list[str], ready, sent: list[float]):
+    """A log sink that sends SIGTERM to this process (the launcher under test, in pytest's main thread) from
+    another thread once ``ready(lines)`` holds, recording when in ``sent``."""
+    import signal
+    import threading
+    import time
+
+    go = threading.Event()
+
+    def send() -> None:
+        if go.wait(240):
+            sent.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=send, daemon=True).start()
+
+    def sink(line: str) -> None:
+        lines.append(line)
+        if not go.is_set() and ready(lines):
+            go.set()
+    return sink, go
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_saves_at_one_step_exits_within_seconds_and_the_restart_resumes_there(mnist_subset_dir, tmp_path,
+                                                                                      workers):
+    """Issue 25 item 7: on a stop (Ctrl-C, `tfk8s delete`, a cancelled run) the built-in trainer ignored SIGTERM
+    under MultiWorkerMirroredStrategy (TensorFlow's preemption notifier swallows it) and trained on for the whole
+    stop grace (Ctrl-C at 6 % ended at 60 %); alone, it died at once and lost the epoch's steps. Now every replica
+    saves the backup at the same step and exits 42 within about a second; the rerun resumes at the next step.
+    Measured on 2 shared cores: SIGTERM to the launcher's end 0.38 s (2 workers), 0.32 s (1 process), with a
+    stop grace of 60 s."""
+    import time
+
+    from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.core.errors import LauncherTerminatedError
+    from tfk8s.core.job import TrainingJob
+    from tfk8s.launcher.local import python_command, run_local
+
+    train = tmp_path / "train"
+    labels = [f"worker-{i}" for i in range(workers)]
+    job = TrainingJob(
+        name="stop-test", counts=ReplicaCounts(worker=workers),
+        command=python_command("trainer.task", "--batch-size", "64", "--max-train-examples", "2000", "--seed", "0",
+                               "--epochs", "3", "--steps-per-execution", "1"),
+        env={"TF_CPP_MIN_LOG_LEVEL": "2"}, timeout_s=240, stop_grace_s=60, train_dir=str(train),
+        data_dir=str(mnist_subset_dir))
+    lines: list[str] = []
+    sent: list[float] = []
+    sink, go = _stop_when(lines, lambda got: all(any(x.startswith(f"[{label}] epoch 1/3:") for x in got)
+                                                 for label in labels), sent)
+    try:
+        with pytest.raises(LauncherTerminatedError, match="got SIGTERM"):
+            run_local(job, log_sink=sink, cwd=REPO)
+    finally:
+        go.set()  # never leave the sender waiting
+    took = time.monotonic() - sent[0]
+    log = "\n".join(lines)
+    saved = {x.split("] ", 1)[0]: x.split("] ", 1)[1].split(" (backup")[0] for x in lines
+             if "] stopped by SIGTERM: saved in epoch " in x}
+    assert set(saved) == {f"[{label}" for label in labels}, log[-3000:]
+    assert len(set(saved.values())) == 1, saved  # every replica saved at the same step
+    epoch, step = (int(n) for n in next(iter(saved.values())).removeprefix("stopped by SIGTERM: saved in epoch ")
+                   .split(" at step "))
+    print(f"{workers} worker(s): SIGTERM to the launcher's end {took:.2f} s; saved in epoch {epoch} at step {step}")
+    assert took < 10, log[-3000:]  # the stop grace is 60 s: before, the replicas trained on until SIGKILL
+    assert epoch == 2 and 1 <= step < 32, saved
+
+    lines.clear()
+    result = run_local(job, log_sink=lines.append, cwd=REPO)
+    assert set(result.exit_codes.values()) == {0}, "\n".join(lines[-40:])
+    resumed = [x for x in lines if "] resumed in epoch " in x]
+    assert len(resumed) == workers and all(
+        f"resumed in epoch 2 of 3 at step {step + 1} of 32 (saved on SIGTERM" in x for x in resumed), resumed
+    assert next(x for x in lines if x.startswith("[worker-0] epoch ")).startswith("[worker-0] epoch 2/3:")
+    assert (train / "saved_model" / "saved_model.pb").is_file()

@@ -5,7 +5,7 @@
     tfk8s get [-o wide|json|yaml]            a table of the jobs: replicas ready/total, state, progress...
     tfk8s describe JOB [-o json|yaml]        replicas and TF_CONFIG, restarts and why, paths, events last
     tfk8s logs JOB [REPLICA] [-f]            a replica's whole log (every replica's, prefixed, without one)
-    tfk8s wait JOB [--timeout S]             until it ends; exit 0 Succeeded, 1 Failed, 3 timed out
+    tfk8s wait JOB [--timeout S]             until it ends; exit 0 Succeeded, 1 Failed, 5 Stopped/Deleted, 3 timed out
     tfk8s delete JOB                         stop a running job (its files stay on the volume)
     tfk8s report RUN                         write the run's HTML report (curves, confusion matrix...)
     tfk8s datasets [delete KEY]              the prepared data sets: size, the runs that read them; delete one
@@ -16,7 +16,8 @@ Jobs are read from the job records on the volume (``--volume DIR``, default ``./
 ``-n/--namespace`` (or for a job recorded as a Kubernetes one) the cluster is asked too: live replicas are
 found by the label ``tfk8s.dev/job-name``, logs read from their pods while the volume has none. Results go
 to stdout, diagnostics to stderr; nothing is coloured. Exit codes: 0 ok, 1 failed (``wait``: the job
-failed), 3 ``wait`` timed out, 4 no such job.
+failed), 3 ``wait`` timed out, 4 no such job, 5 ``wait``: the job was stopped by someone (``Stopped``: Ctrl-C, a
+cancelled run; ``Deleted``: ``tfk8s delete``).
 
 One module per verb, each with kubectl's shape: ``add_parser`` (its flags), and ``Options`` with ``complete``
 (from the parsed flags), ``validate`` and ``run``; what they share is :mod:`tfk8s.cmd.context`.
@@ -31,9 +32,18 @@ from collections.abc import Callable
 from typing import Any
 
 from tfk8s.cmd import datasets, delete, describe, get, logs, report, run, wait
-from tfk8s.cmd.context import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, EXIT_TIMEOUT, Context, CtlError
+from tfk8s.cmd.context import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_STOPPED,
+    EXIT_TIMEOUT,
+    Context,
+    CtlError,
+)
 
-__all__ = ["EXIT_FAILED", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_TIMEOUT", "build_parser", "entry_point", "main"]
+__all__ = ["EXIT_FAILED", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_STOPPED", "EXIT_TIMEOUT", "build_parser", "entry_point",
+           "main"]
 VERBS = {"get": get, "describe": describe, "logs": logs, "wait": wait, "delete": delete, "report": report,
          "datasets": datasets, "run": run}
 

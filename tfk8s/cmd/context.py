@@ -17,6 +17,7 @@ from tfk8s.launcher.backends import backend_for, cluster_backends
 from tfk8s.tracking import records
 
 EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT, EXIT_NOT_FOUND = 0, 1, 3, 4
+EXIT_STOPPED = 5  # tfk8s wait: the job was stopped by someone (Stopped, Deleted), not failed
 POLL_S = 0.5
 LOST_AFTER_S = 30.0  # a Running Kubernetes record without objects in the cluster, not updated for this long
 

@@ -58,8 +58,10 @@ class Options:
             time.sleep(POLL_S)
         record_file = TrainLayout((r.get("paths") or {}).get("train_dir", "")).record
         latest = records.read_record(record_file) if record_file.is_file() else None
-        if latest is not None and records.effective_state(latest) in ("Running", "Lost"):
-            latest.update(state="Deleted", message="deleted with tfk8s delete", finished=time.time())
+        if latest is not None and records.effective_state(latest) in ("Running", "Lost", "Stopped"):
+            # the launcher recorded the SIGTERM this sent as Stopped: it was this delete
+            latest.update(state="Deleted", message="deleted with tfk8s delete", finished=latest.get("finished")
+                          or time.time())
             records.write_record(record_file, latest)
         ctx.say(f"{r['name']} deleted")
         return EXIT_OK

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tfk8s.cmd.context import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, POLL_S, Context, CtlError
+from tfk8s.cmd.context import EXIT_FAILED, EXIT_OK, EXIT_STOPPED, EXIT_TIMEOUT, POLL_S, Context, CtlError
 from tfk8s.tracking import records
 
 
@@ -39,8 +39,9 @@ class Options:
             raise CtlError(f"--timeout must be >= 0 seconds (0: never), got {self.timeout_s:g}")
 
     def run(self, ctx: Context) -> int:
-        """Wait until the job ends; exit 0 when it succeeded, 1 when it failed (or was lost or deleted), 3 when
-        ``self.timeout_s`` passed first."""
+        """Wait until the job ends; exit 0 when it succeeded, 1 when it failed (or was lost), 5 when someone
+        stopped it (``Stopped``: Ctrl-C, a cancelled run, an evicted launcher; ``Deleted``: ``tfk8s delete``), 3
+        when ``self.timeout_s`` passed first."""
         deadline = time.monotonic() + self.timeout_s if self.timeout_s else None
         while True:
             r = ctx.find(self.job)
@@ -48,7 +49,9 @@ class Options:
             if state in records.TERMINAL_STATES:
                 detail = f": {r['message']}" if r.get("message") else ""
                 ctx.say(f"{r['name']} {state}{detail}")
-                return EXIT_OK if state == "Succeeded" else EXIT_FAILED
+                if state == "Succeeded":
+                    return EXIT_OK
+                return EXIT_STOPPED if state in records.STOPPED_STATES else EXIT_FAILED
             if deadline is not None and time.monotonic() >= deadline:
                 ctx.warn(f"timed out after {self.timeout_s:g}s waiting for {r['name']} (still {state})")
                 return EXIT_TIMEOUT

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from tfk8s.core.cluster import Replica, ReplicaCounts, ReplicaType, cluster_spec
+from tfk8s.core.cluster import coordinator as coordinator_of_job
 from tfk8s.core.layout import TrainLayout
 from tfk8s.core.progress import PROGRESS_FILE_ENV
 
@@ -314,6 +315,46 @@ def local_python(command: Sequence[str]) -> tuple[str, ...]:
     if argv and argv[0] in ("python", "python3"):
         return (sys.executable, *argv[1:])
     return argv
+
+
+FOLDER_ENV = (ENV_MODEL_DIR, ENV_CHECKPOINT_DIR, ENV_TENSORBOARD_DIR)
+"""The contract's variables that name a folder the program writes into (the data folder is read-only and the
+prepare step's; the progress and metrics files' folders are :meth:`tfk8s.core.layout.TrainLayout.folders`)."""
+
+
+def replica_folders(env: Mapping[str, str]) -> list[Path]:
+    """The folders one replica's contract environment (:func:`replica_env`) names for it to write into, which
+    must exist before its program starts: :data:`FOLDER_ENV` (``TFK8S_MODEL_DIR``...) and every alias of them
+    in :data:`PLATFORM_ALIASES` (``AIP_MODEL_DIR``, ``SM_MODEL_DIR``, ``SM_OUTPUT_DATA_DIR``...), so that a
+    Keras 3 ``model.save(os.path.join(os.environ["SM_MODEL_DIR"], "model.keras"))`` finds its folder.
+
+    Returns:
+        The distinct folders, in :data:`FOLDER_ENV` order then the aliases' (an alias's trailing ``/`` dropped).
+    """
+    names = [*FOLDER_ENV, *(alias for alias, (source, _) in PLATFORM_ALIASES.items() if source in FOLDER_ENV)]
+    out: list[Path] = []
+    for name in names:
+        if env.get(name) and Path(env[name]) not in out:
+            out.append(Path(env[name]))
+    return out
+
+
+def job_folders(job_name: str, counts: ReplicaCounts, train_dir: str | os.PathLike,
+                data_dir: str | os.PathLike) -> list[Path]:
+    """:func:`replica_folders` of every replica of a job (the coordinator's ``<train dir>/saved_model``, each
+    other replica's scratch ``saved_model``, the checkpoint and TensorBoard folders): what the launch step creates
+    on the volume before it hands the job to either backend. Pure: creates nothing.
+
+    Returns:
+        The distinct folders, replica by replica in :meth:`ReplicaCounts.replicas` order.
+    """
+    coord = coordinator_of_job(counts)
+    out: list[Path] = []
+    for replica in counts.replicas():
+        for folder in replica_folders(replica_env(job_name, replica, coord, train_dir, data_dir, counts)):
+            if folder not in out:
+                out.append(folder)
+    return out
 
 
 def remove_scratch(train_dir: str | os.PathLike) -> None:

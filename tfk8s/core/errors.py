@@ -91,3 +91,17 @@ class LauncherTerminatedError(LaunchError):
 
 class JobTimeoutError(LaunchError):
     """The training job did not finish within its deadline."""
+
+
+class StepStoppedError(RuntimeError):
+    """A step other than the launch step got a stop signal (SIGTERM: the run was cancelled or its pod evicted;
+    SIGINT: Ctrl-C) and stopped at the next safe point, leaving nothing half-written (the prepare step:
+    :func:`tfk8s.steps.prepare_dataset.stops_between_batches`). A step's CLI exits 128 + ``signum``.
+
+    Attributes:
+        signum: the signal.
+    """
+
+    def __init__(self, message: str, signum: int = signal.SIGTERM):
+        self.signum = signum
+        super().__init__(message)

@@ -32,7 +32,10 @@ def callbacks(*, batch_size: int | None = None, backup: bool = True, checkpoints
     """The standard tf-keras callbacks for ``model.fit`` (each can be left out):
 
     - ``backup``: ``BackupAndRestore`` in ``<checkpoint dir>/backup``: a restarted replica resumes after the
-      last finished epoch and prints ``resumed from epoch k of N (backup in DIR)`` (k epochs were done);
+      last finished epoch and prints ``resumed from epoch k of N (backup in DIR)`` (k epochs were done); on
+      SIGTERM (a stop or a preemption notice) every replica saves the backup at the same step and exits 42 within
+      about a second, and the restart resumes at the next step (:class:`tfk8s.runtime.keras_callbacks.Resume`;
+      not under ParameterServerStrategy);
     - ``checkpoints``: the weights after every epoch, ``<checkpoint dir>/ckpt-<epoch>`` (what an evaluator
       replica reads; kept after training);
     - ``tensorboard``: per-epoch scalars (``epoch_loss``, ``epoch_<metric>``, ``epoch_examples_per_sec``) in

@@ -46,12 +46,13 @@ def boolean(text: str) -> bool:
 def expected_errors() -> tuple[type[BaseException], ...]:
     """The exceptions a step raises for bad input or a failed job: their messages say what to do, so a CLI
     prints them as one ``error:`` line instead of a traceback."""
-    from tfk8s.core.errors import LaunchError
+    from tfk8s.core.errors import LaunchError, StepStoppedError
     from tfk8s.core.volume import VolumeWriteError
     from tfk8s.launcher.backends import user_errors
     from tfk8s.steps.model_versions import ExportError
 
-    return (ValueError, LaunchError, ExportError, FileNotFoundError, VolumeWriteError, *user_errors())
+    return (ValueError, LaunchError, ExportError, FileNotFoundError, VolumeWriteError, StepStoppedError,
+            *user_errors())
 
 
 TERMINATION_LOG = "/dev/termination-log"
@@ -92,7 +93,7 @@ def main_guard(main: _F) -> _F:
     """Wrap a CLI ``main``: an expected error (:func:`expected_errors`) prints ``<prog>: error: <message>`` on
     stderr, writes it on one line as the container's termination message (:func:`write_termination_message`:
     Argo's step message, ``kubectl describe pod``) and exits 1, or 128 + the signal when a stop signal stopped
-    the launcher (:data:`TERMINATED_EXIT_CODE` for SIGTERM, 130 for SIGINT); anything else keeps its traceback
+    the launcher or the step (:data:`TERMINATED_EXIT_CODE` for SIGTERM, 130 for SIGINT); anything else keeps its traceback
     (a bug to report)."""
 
     @functools.wraps(main)
@@ -100,15 +101,21 @@ def main_guard(main: _F) -> _F:
         try:
             return main(*args, **kwargs)
         except expected_errors() as e:
-            from tfk8s.core.errors import LauncherTerminatedError
-
             prog = main.__module__ if main.__module__ != "__main__" else Path(sys.argv[0]).stem
             print(f"{prog}: error: {e}", file=sys.stderr)
             write_termination_message(f"{prog}: error: {e}")
             # stopped by SIGTERM (cancelled, or its pod deleted or evicted): 143 = 128 + SIGTERM, as a process the
             # signal killed, so that an orchestrator can tell it from a failure (the Argo export retries on it);
             # by Ctrl-C: 130, which nothing retries
-            raise SystemExit(128 + e.signum if isinstance(e, LauncherTerminatedError) else 1) from None
+            # (LauncherTerminatedError, StepStoppedError: the signal is their signum)
+            signum = getattr(e, "signum", None)
+            from tfk8s.core.errors import StepStoppedError
+
+            if isinstance(e, StepStoppedError):  # stopped: its cleanup is done; TensorFlow's teardown (1-5 s) is not
+                for stream in (sys.stdout, sys.stderr):  # wanted by whoever asked it to stop
+                    stream.flush()
+                os._exit(128 + e.signum)
+            raise SystemExit(128 + signum if isinstance(signum, int) else 1) from None
 
     return wrapper  # type: ignore[return-value]
 

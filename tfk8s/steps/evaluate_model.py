@@ -32,7 +32,11 @@ def evaluate_and_gate(*, model_dir: str, data_dir: str, min_accuracy: float = DE
        model (the highest version under ``serving_base``) evaluated on the same data;
     2. else ``eval_command``, run under the training-program contract (:func:`tfk8s.steps.eval_command.run_eval_command`):
        its metrics file's values are the evaluation's;
-    3. else "not evaluated: <why>", and the gate decides on the metrics the training program reported.
+    3. else "not evaluated: <why>", and the gate decides on the metrics the training program reported, but only
+       for a model TF Serving can serve the data set's examples with: an export without a ``serving_default``
+       signature that takes them (:func:`tfk8s.steps.evaluation.serving_misfit`), or whose signature failed on
+       them in the built-in evaluation, is "not blessed: not servable: <why>" whatever the program reported
+       (issue 25: such a model was pushed and every default Predict failed).
 
     A training summary whose metrics say ``diverged: true`` is "not blessed: training diverged (loss NaN)".
 
@@ -45,11 +49,14 @@ def evaluate_and_gate(*, model_dir: str, data_dir: str, min_accuracy: float = DE
     """
     from tfk8s.core.data_format import load_metadata
     from tfk8s.steps.evaluation import (
+        Blessing,
         EvaluationOutcome,
         Thresholds,
         builtin_misfit,
         evaluate_saved_model,
         gate,
+        serving_misfit,
+        unservable,
     )
     from tfk8s.steps.model_versions import latest_version_dir, serving_signature
 
@@ -62,11 +69,14 @@ def evaluate_and_gate(*, model_dir: str, data_dir: str, min_accuracy: float = DE
         metadata = None
     signature = serving_signature(model_dir, required=False)
     misfit = builtin_misfit(signature, metadata)
+    unserved = serving_misfit(signature, metadata)  # None: TF Serving can take the data set's examples
     if misfit is None:
         try:
             result = evaluate_saved_model(model_dir, data_dir, split)
         except Exception as e:  # noqa: BLE001 - whatever the model does with the images, the gate must decide
-            misfit = f"the built-in evaluation failed ({type(e).__name__}: {str(e).splitlines()[0][:300]})"
+            first = (str(e).splitlines() or [""])[0][:300]
+            misfit = f"the built-in evaluation failed ({type(e).__name__}: {first})"
+            unserved = f"its serving signature failed on the data set's examples ({type(e).__name__}: {first})"
     if misfit is None:
         baseline = None
         baseline_dir = latest_version_dir(serving_base) if serving_base else None
@@ -93,6 +103,8 @@ def evaluate_and_gate(*, model_dir: str, data_dir: str, min_accuracy: float = DE
               f"eval_command to evaluate it (docs/training-program.md)")
     numbers = {k: v for k, v in trained.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     blessing = gate(numbers, thresholds, gate_metric, diverged=diverged, source="the training program's metrics")
+    if unserved is not None and not diverged:
+        blessing = Blessing(False, unservable(unserved).reasons + blessing.reasons)  # the gate's own checks too
     return EvaluationOutcome(False, "", numbers, blessing, reason=reason)
 
 
@@ -156,8 +168,15 @@ class EvaluateOutputs:
         metrics: the finite numbers for the Metrics artifact (the evaluation's, plus the training's
             ``train_examples_per_sec`` and ``train_wall_time_s``).
         metadata: the Metrics artifact's metadata: ``blessed``, ``evaluated``, ``how``, ``not_evaluated``,
-            ``reasons``, ``left_out`` (the non-finite values, in words: they would make the artifact invalid JSON).
-        confusion: ``(label names, matrix)`` of the built-in evaluation, else None.
+            ``reasons``, ``not_blessed`` ("not blessed: <why>", empty when blessed), ``left_out`` (the non-finite
+            values, in words: they would make the artifact invalid JSON).
+        confusion: ``(label names, matrix)`` for the ClassificationMetrics artifact, of the built-in evaluation,
+            else None: at most :data:`tfk8s.steps.evaluation.MAX_CONFUSION_CLASSES` classes
+            (:func:`tfk8s.steps.evaluation.cap_confusion`: the most confused, the rest summed as "other"), so the
+            artifact stays far under the 4 MiB ML Metadata takes whatever the class count.
+        confusion_metadata: the ClassificationMetrics artifact's metadata beside it: ``confusion_classes`` (what the
+            matrix shows, in words) and ``full_confusion_matrix`` (the file on the volume holding the whole matrix:
+            ``<run dir>/evaluation.json``, keys ``label_names`` and ``confusion_matrix``).
         summary: the Markdown run summary.
         report: the path of the run's HTML report (``<run dir>/report.html``).
     """
@@ -169,6 +188,7 @@ class EvaluateOutputs:
     summary: str
     report: str
     notes: list[str] = field(default_factory=list)
+    confusion_metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
     def blessed(self) -> bool:
@@ -204,7 +224,8 @@ def evaluate_model_step(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     Returns:
         :class:`EvaluateOutputs`.
     """
-    from tfk8s.core.layout import VolumeLayout
+    from tfk8s.core.layout import EVALUATION_FILE, VolumeLayout
+    from tfk8s.steps.evaluation import cap_confusion
     from tfk8s.steps.launch_training import read_summary_file
     from tfk8s.steps.summary import run_files, run_summary_markdown
 
@@ -231,10 +252,12 @@ def evaluate_model_step(*, exported: Mapping[str, Any], dataset: Mapping[str, An
         if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
             metrics[f"train_{key}"] = float(value)
     metadata = {"blessed": outcome.blessing.blessed, "evaluated": outcome.evaluated, "how": outcome.how,
-                "not_evaluated": outcome.reason, "reasons": outcome.blessing.reasons, "left_out": "; ".join(left_out)}
-    confusion = None
+                "not_evaluated": outcome.reason, "reasons": outcome.blessing.reasons, "left_out": "; ".join(left_out),
+                "not_blessed": outcome.blessing.why_not}
+    confusion, capped = None, None
     if outcome.result is not None:
-        confusion = (list(outcome.result.label_names), outcome.result.confusion_matrix)
+        capped = cap_confusion(list(outcome.result.label_names), outcome.result.confusion_matrix)
+        confusion = (capped.label_names, capped.matrix)
     version = _int_version(exported["version"])
     # the run's files are beside its training summary; without one (a training step that reported none) the
     # run's folder is unknown: the prepared data lives apart from every run (datasets/<name>/<version>/<key>)
@@ -245,7 +268,11 @@ def evaluate_model_step(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     if report_output or train_dir:
         page = write_report_step(evaluation=outcome, export=dict(exported),
                                  output=report_output, run_dir=os.path.dirname(train_dir) if train_dir else None)
-    return EvaluateOutputs(outcome, metrics, metadata, confusion, text, page)
+    confusion_metadata = {}
+    if capped is not None:
+        confusion_metadata = {"confusion_classes": capped.describe(),
+                              "full_confusion_matrix": str(Path(page).parent / EVALUATION_FILE) if page else ""}
+    return EvaluateOutputs(outcome, metrics, metadata, confusion, text, page, confusion_metadata=confusion_metadata)
 
 
 def exported_metadata(model_dir: str, model_name: str = "") -> dict[str, Any]:

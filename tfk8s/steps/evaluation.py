@@ -82,6 +82,76 @@ def compute_metrics(labels: np.ndarray, probabilities: np.ndarray, label_names: 
     )
 
 
+# The ClassificationMetrics artifact's classes: KFP's launcher sends the artifact's metadata to ML Metadata as a
+# protobuf Struct in one gRPC message, limited to 4 MiB before KFP 2.16 (about 616 classes' full matrix cross it;
+# 1,000 classes make 10.5 MiB). 50 classes are about 27 KiB.
+MAX_CONFUSION_CLASSES = 50
+
+
+@dataclass(frozen=True)
+class CappedConfusion:
+    """A confusion matrix cut to at most ``max_classes`` classes (:func:`cap_confusion`).
+
+    Attributes:
+        label_names: the classes shown, in class-index order, then ``"(other N classes)"`` when some were summed.
+        matrix: ``[len(label_names)][len(label_names)]`` counts, row = true class, column = predicted class; the
+            "other" row/column sums every class not shown, so the counts still add up to the examples.
+        num_classes: the classes of the full matrix.
+        shown: the classes shown by name (``num_classes`` when nothing was cut).
+    """
+
+    label_names: list[str]
+    matrix: list[list[int]]
+    num_classes: int
+    shown: int
+
+    @property
+    def capped(self) -> bool:
+        """Whether some classes were summed into "other"."""
+        return self.shown < self.num_classes
+
+    def describe(self) -> str:
+        """One sentence: what the matrix shows ("all 10 classes", or "the 49 most confused of 1000 classes ...")."""
+        if not self.capped:
+            return f"all {self.num_classes} classes"
+        return (f"the {self.shown} most confused of {self.num_classes} classes (most examples mistaken for or as "
+                f"them); the other {self.num_classes - self.shown} summed as one row and column")
+
+
+def cap_confusion(label_names: list[str], matrix: list[list[int]],
+                  max_classes: int = MAX_CONFUSION_CLASSES) -> CappedConfusion:
+    """At most ``max_classes`` classes of a confusion matrix: the ``max_classes - 1`` classes most involved in
+    mistakes (their row's and column's off-diagonal counts, ties to the lower index), in index order, and one
+    ``"(other N classes)"`` row and column summing the rest; a matrix small enough is returned whole.
+
+    Args:
+        label_names: ``C`` class names.
+        matrix: ``[C][C]`` counts, row = true class.
+        max_classes: at least 2.
+
+    Raises:
+        ValueError: ``max_classes`` < 2, or the matrix is not ``[C][C]``.
+    """
+    if max_classes < 2:
+        raise ValueError(f"max_classes={max_classes}: must be >= 2 (the classes shown and 'other')")
+    cm = np.asarray(matrix, dtype=np.int64)
+    n = len(label_names)
+    if cm.shape != (n, n):
+        raise ValueError(f"confusion matrix of shape {cm.shape} for {n} class names: expected ({n}, {n})")
+    if n <= max_classes:
+        return CappedConfusion(list(label_names), cm.tolist(), n, n)
+    mistakes = cm.sum(axis=0) + cm.sum(axis=1) - 2 * np.diag(cm)
+    keep = np.sort(np.argsort(-mistakes, kind="stable")[: max_classes - 1])
+    rest = np.setdiff1d(np.arange(n), keep)
+    out = np.zeros((max_classes, max_classes), dtype=np.int64)
+    out[:-1, :-1] = cm[np.ix_(keep, keep)]
+    out[:-1, -1] = cm[np.ix_(keep, rest)].sum(axis=1)
+    out[-1, :-1] = cm[np.ix_(rest, keep)].sum(axis=0)
+    out[-1, -1] = cm[np.ix_(rest, rest)].sum()
+    names = [label_names[i] for i in keep] + [f"(other {rest.size} classes)"]
+    return CappedConfusion(names, out.tolist(), n, int(keep.size))
+
+
 def evaluate_saved_model(model_dir: str | os.PathLike, data_dir: str | os.PathLike, split: str = "test",
                          batch_size: int = 512) -> EvalResult:
     """Run a SavedModel's ``serving_default`` signature over ``split`` of a prepared data set.
@@ -140,6 +210,19 @@ class Blessing:
     blessed: bool
     reasons: list[str] = field(default_factory=list)
 
+    @property
+    def why_not(self) -> str:
+        """``"not blessed: <why>"`` for a model that is not blessed (its first such reason, else its failed
+        checks), ``""`` for a blessed one: the line every place the verdict shows (summary, HTML report, KFP
+        Markdown) gives beside it."""
+        if self.blessed:
+            return ""
+        for reason in self.reasons:
+            if reason.startswith("not blessed:"):
+                return reason
+        failed = [r for r in self.reasons if " < " in r or " > " in r]
+        return "not blessed: " + ("; ".join(failed or self.reasons) or "no evaluation and no gate metric")
+
 
 def bless(candidate: EvalResult, thresholds: Thresholds, baseline_accuracy: float | None = None) -> Blessing:
     """Apply ``thresholds`` to ``candidate``'s accuracy (and to its difference from ``baseline_accuracy``);
@@ -147,13 +230,48 @@ def bless(candidate: EvalResult, thresholds: Thresholds, baseline_accuracy: floa
     return gate({"accuracy": candidate.accuracy, "loss": candidate.loss}, thresholds, "accuracy",
                 baseline_accuracy)
 
+def serving_misfit(signature: dict, metadata) -> str | None:
+    """Why the data set's examples cannot be fed to a model's ``serving_default`` signature, or None when they
+    can: what TF Serving's default Predict needs of a model that is pushed (issue 25: a model without it was
+    blessed on its program's own metrics, and every default Predict failed).
+
+    The examples fit when the data set is one ``prepare_dataset`` wrote (``metadata``: image shape and dtype) and
+    the signature takes one input of the images' dtype and shape ``[batch, *image_shape]`` (unknown dims match).
+    The outputs are not looked at (a program's own model may return logits, or several heads).
+
+    Args:
+        signature: ``{"inputs": {...}, "outputs": {...}}`` or ``{}`` (no serving signature), as
+            :func:`tfk8s.steps.model_versions.serving_signature` describes it.
+        metadata: :class:`tfk8s.steps.prepare_dataset.DatasetMetadata`, or None for a data folder without
+            metadata.json.
+
+    Returns:
+        A sentence such as ``"the model's serving signature takes float32 [None, 784]; the data set's images
+        are uint8 [28, 28, 1]"``, or None.
+    """
+    if not signature:
+        return "the model has no 'serving_default' signature"
+    if metadata is None:
+        return "the data folder has no metadata.json (image shape, classes), which the built-in evaluation needs"
+    inputs = signature.get("inputs") or {}
+    want = [None, *metadata.image_shape]
+    if len(inputs) != 1:
+        return f"the model's serving signature takes {len(inputs)} inputs ({sorted(inputs)}), not one image tensor"
+    (spec,) = inputs.values()
+    shape = spec.get("shape")
+    shape_ok = shape is not None and len(shape) == len(want) and all(
+        a is None or b is None or a == b for a, b in zip(shape, want, strict=True))
+    if spec.get("dtype") != metadata.image_dtype or not shape_ok:
+        return (f"the model's serving signature takes {spec.get('dtype')} {shape}; the data set's images are "
+                f"{metadata.image_dtype} {list(metadata.image_shape)}")
+    return None
+
+
 def builtin_misfit(signature: dict, metadata) -> str | None:
     """Why the built-in classification evaluation cannot run a model, or None when it can.
 
-    It can when the data set is one ``prepare_dataset`` wrote (``metadata``: image shape, dtype, classes) and
-    the model's ``serving_default`` signature (:func:`tfk8s.steps.model_versions.serving_signature`) takes one input of the
-    images' dtype and shape ``[batch, *image_shape]`` (unknown dims match) and returns one output of
-    ``num_classes`` probabilities per example.
+    It can when the data set's examples fit the model's ``serving_default`` signature (:func:`serving_misfit`)
+    and the signature returns one output of ``num_classes`` probabilities per example.
 
     Args:
         signature: ``{"inputs": {...}, "outputs": {...}}`` or ``{}`` (no serving signature).
@@ -165,19 +283,10 @@ def builtin_misfit(signature: dict, metadata) -> str | None:
     """
     if metadata is None:
         return "the data folder has no metadata.json (image shape, classes), which the built-in evaluation needs"
-    if not signature:
-        return "the model has no 'serving_default' signature"
-    inputs, outputs = signature.get("inputs") or {}, signature.get("outputs") or {}
-    want = [None, *metadata.image_shape]
-    if len(inputs) != 1:
-        return f"the model's serving signature takes {len(inputs)} inputs ({sorted(inputs)}), not one image tensor"
-    (spec,) = inputs.values()
-    shape = spec.get("shape")
-    shape_ok = shape is not None and len(shape) == len(want) and all(
-        a is None or b is None or a == b for a, b in zip(shape, want, strict=True))
-    if spec.get("dtype") != metadata.image_dtype or not shape_ok:
-        return (f"the model's serving signature takes {spec.get('dtype')} {shape}; the data set's images are "
-                f"{metadata.image_dtype} {list(metadata.image_shape)}")
+    misfit = serving_misfit(signature, metadata)
+    if misfit is not None:
+        return misfit
+    outputs = signature.get("outputs") or {}
     if len(outputs) != 1:
         return f"the model's serving signature has {len(outputs)} outputs ({sorted(outputs)}), not one"
     (out,) = outputs.values()
@@ -186,6 +295,21 @@ def builtin_misfit(signature: dict, metadata) -> str | None:
         return (f"the model's output has shape {out_shape}, not one probability per class "
                 f"([None, {metadata.num_classes}])")
     return None
+
+
+def unservable(why: str) -> Blessing:
+    """The verdict on a model that was not evaluated and that TF Serving could not serve the data set's examples
+    with (:func:`serving_misfit` said ``why``): not blessed, whatever its program reported, so it is never pushed.
+
+    Returns:
+        ``Blessing(False, ["not blessed: <why>: ..."])`` naming the two ways out (a serving signature that takes
+        the examples, or ``eval_command``).
+    """
+    return Blessing(False, [
+        (f"not blessed: not servable: {why}, so a pushed version would fail every default Predict (TF Serving); "
+        "the training program's own metrics bless only a model whose serving_default signature takes the data "
+        "set's examples: export one (model.export(dir) for Keras 3, tf.saved_model.save(..., signatures=...)) "
+        "or pass eval_command to evaluate it (docs/training-program.md)")])
 
 
 def gate(metrics: dict, thresholds: Thresholds, metric: str = "accuracy", baseline_value: float | None = None,

@@ -116,7 +116,9 @@ def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
             log_sink: Callable[[str], None] | None = None) -> TrainingOutcome:
     """Run ``job`` on ``backend`` with its record, kept logs and progress display (:func:`tfk8s.tracking.tracked.tracked`),
     check the coordinator's SavedModel, read its metrics file and write ``<train dir>/training_summary.json``.
-    The non-coordinators' scratch model dirs are removed at every end.
+    Before the backend starts anything, every folder of the contract (:func:`tfk8s.core.contract.job_folders`:
+    each replica's ``TFK8S_MODEL_DIR`` and its Vertex AI / SageMaker aliases, the checkpoint and TensorBoard
+    folders) exists. The non-coordinators' scratch model dirs are removed at every end.
 
     Args:
         backend: a name of :data:`tfk8s.launcher.backends.BACKENDS`.
@@ -139,6 +141,10 @@ def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
     layout = TrainLayout(train_dir)
     for folder in layout.folders():
         folder.mkdir(parents=True, exist_ok=True)  # the launcher mounts the volume where replicas do
+    # every folder the contract names (TFK8S_MODEL_DIR and its AIP_/SM_ aliases...), for both backends: a program
+    # writing a file into its model dir (Keras 3's model.save(".../model.keras")) must not find it missing
+    for folder in contract.job_folders(job.name, job.counts, train_dir, job.data_dir):
+        folder.mkdir(parents=True, exist_ok=True)
     # The job record (<train dir>/job.json), every replica's log kept on the volume, the progress display.
     with tracked(job, backend, train_dir, log_sink, namespace=runner.namespace(options),
                  keep_logs=not runner.keeps_replica_logs, local_paths=runner.local_paths) as track:

@@ -98,10 +98,18 @@ def export_saved_model(saved_model_dir: str | os.PathLike, export_base: str | os
 
     Raises:
         ExportError: ``saved_model_dir`` is missing or not a loadable SavedModel (any signatures, or none,
-            are fine); nothing is written under ``export_base`` then.
+            are fine; a Keras 3 ``.keras`` file there is named, with ``model.export(...)`` as the fix); nothing is
+            written under ``export_base`` then.
     """
     src = Path(saved_model_dir)
     if not (src / "saved_model.pb").is_file():
+        keras = sorted(p.name for p in src.glob("*") if p.suffix in (".keras", ".h5")) if src.is_dir() else []
+        if keras:  # Keras 3: model.save(dir) refuses a folder, model.save("x.keras") writes a Keras file
+            raise ExportError(
+                f"no SavedModel at {src} (no saved_model.pb; it holds the Keras model file(s) {keras}, which TF "
+                f"Serving cannot load): with Keras 3 export the model with model.export(os.environ['TFK8S_MODEL_DIR']) "
+                f"(a SavedModel with a serving_default signature); with tf-keras save it with "
+                f"model.save(os.environ['TFK8S_MODEL_DIR'])")
         raise ExportError(f"no SavedModel at {src} (no saved_model.pb): did training finish on the chief?")
     base = Path(export_base)
     base.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,7 @@ from tfk8s.core.data_format import (
     load_metadata,
     shard_name,
 )
+from tfk8s.steps.stop_signals import stop_if_asked, stops_between_batches
 
 # Host probed before a download: TFDS fetches MNIST and most image data sets from Google Cloud Storage.
 _PROBE_HOST = ("storage.googleapis.com", 443)
@@ -305,11 +306,12 @@ def _write_split(builder, split: str, out: str, num_shards: int, max_examples: i
     tmps = [join_path(out, f".{n}.tmp") for n in names]
     writers = [tf.io.TFRecordWriter(p) for p in tmps]
     count = 0
-    try:
+    try:  # a stop leaves .tmp shards: in the store's staging folder, removed; else the next preparation's
         for batch in tfds.as_numpy(ds):
             for record in _serialize(batch["image"], batch["label"]):
                 writers[count % num_shards].write(record)
                 count += 1
+            stop_if_asked(f"writing the {split} split ({count:,} examples written)")
     finally:
         for w in writers:
             w.close()
@@ -387,6 +389,7 @@ def data_identity(builder, *, splits: Sequence[str], max_examples: int | None, n
             "writer": WRITER_VERSION}
 
 
+@stops_between_batches()
 def prepare_dataset_step(
     *,
     dataset_name: str,
@@ -427,9 +430,12 @@ def prepare_dataset_step(
         Prepared or reused data adds ``key`` ("" with ``reuse_data=false``), ``reused``, ``prepared_by`` (a run
         id) and ``data_record`` (the run's ``data.json``).
 
+    SIGTERM or SIGINT while it prepares stops it after the batch being written (:func:`stops_between_batches`).
+
     Raises:
         ValueError: fewer shards than readers, no reader at all, or a user ``data_dir`` that is missing, empty
             or of no known layout (the message names it and the accepted layouts).
+        tfk8s.core.errors.StepStoppedError: a stop signal came while it prepared; nothing was published.
         tfk8s.steps.prepare_dataset.DatasetUnavailableError: the data set is not there and cannot be downloaded.
         tfk8s.core.volume.VolumeWriteError: the volume cannot be written (read-only, full...).
     """

@@ -37,6 +37,7 @@ from tfk8s.core.layout import (
     TrainLayout,
 )
 from tfk8s.core.progress import read_job_progress
+from tfk8s.steps.evaluation import Blessing, cap_confusion
 from tfk8s.steps.event_files import read_scalars  # without TensorFlow: no start-up lines, 5 s less
 from tfk8s.tracking.records import read_record
 
@@ -131,9 +132,16 @@ def curves_figure(train: Mapping[str, list[tuple[int, float]]], evaluation: Mapp
     return fig
 
 
+# Classes the report's heat map draws by name (the most confused; the rest summed): 30 cells a side keep every
+# label and count legible in the figure's 12 inches.
+REPORT_MAX_CLASSES = 30
+
+
 def confusion_figure(matrix: list[list[int]], label_names: list[str]) -> Any:
     """The confusion matrix as a heat map (rows: true class, columns: predicted), each cell's count written
-    in it, the classes under their real names."""
+    in it (up to 30 classes), the classes under their real names. :func:`render_html` draws at most
+    :data:`REPORT_MAX_CLASSES` classes (:func:`tfk8s.steps.evaluation.cap_confusion`), so a 1,000-class model's
+    map stays readable."""
     import numpy as np
     from matplotlib.figure import Figure
 
@@ -266,6 +274,9 @@ def render_html(data: Mapping[str, Any]) -> str:
                              if isinstance(v, int | float) and not isinstance(v, bool))
         parts.append(f"<div class='verdict {'ok' if blessed else 'bad'}'>{'BLESSED' if blessed else 'NOT BLESSED'}"
                      f" — {_h(what)}</div>")
+        if not blessed:
+            why_not = Blessing(False, [str(r) for r in ev.get("reasons") or []]).why_not
+            parts.append(f"<p id='why-not' class='bad'>{_h(why_not)}</p>")
     else:
         parts.append("<p class='muted'>not evaluated (no evaluation.json in the run folder)</p>")
     rows = [(k, job[k]) for k in ("name", "backend", "state") if job.get(k)]
@@ -299,8 +310,14 @@ def render_html(data: Mapping[str, Any]) -> str:
     parts.append("<h2>Confusion matrix</h2>")
     if ev.get("confusion_matrix"):
         names = ev.get("label_names") or [str(i) for i in range(len(ev["confusion_matrix"]))]
+        drawn = cap_confusion(list(names), ev["confusion_matrix"], REPORT_MAX_CLASSES)
         parts.append(f"<img id='confusion' alt='confusion matrix' "
-                     f"src='{_png(confusion_figure(ev['confusion_matrix'], names))}'>")
+                     f"src='{_png(confusion_figure(drawn.matrix, drawn.label_names))}'>")
+        if drawn.capped:
+            parts.append(f"<p id='confusion-classes' class='muted'>The heat map shows {_h(drawn.describe())}; the "
+                         f"whole {drawn.num_classes}&times;{drawn.num_classes} matrix is in "
+                         f"<code>{_h(str(Path(data.get('run_dir') or '.') / EVALUATION_FILE))}</code> "
+                         f"(<code>confusion_matrix</code>, <code>label_names</code>).</p>")
         prec = ev.get("precision") or []
         rec = ev.get("recall") or []
         parts.append("<table><tr><th>class</th><th>precision</th><th>recall</th></tr>" + "".join(

@@ -63,6 +63,8 @@ def run_summary_markdown(*, training: Mapping, export: Mapping, evaluation: Eval
         lines += [f"**Verdict: {verdict}** — evaluated by {evaluation.how}: {shown}.", ""]
     else:
         lines += [f"**Verdict: {verdict}** — {evaluation.reason}.", ""]
+    if not blessing.blessed:
+        lines += [f"**{blessing.why_not}**", ""]
     job_line = f"Training job `{training.get('job_name', '?')}`, restarts: {training.get('restarts', 0)}."
     lines += ["## Replicas", "", job_line, "", "| replica type | replicas | addresses |", "|---|---|---|"]
     for rtype, addresses in spec.items():

@@ -82,7 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser, mode_group) -> None:
     )
     parser.add_argument("--run-name", help="--run: the run's name (default: tfk8s-train <UTC time>)")
     parser.add_argument(
-        "--schedule-name", help="--schedule: the recurring run's name (default: tfk8s-train [<cron>])"
+        "--schedule-name", help="--schedule: the recurring run's name (default: tfk8s-train [<cron>]); the "
+        "recurring runs of that name in the experiment are replaced (deleted once the new one exists)"
     )
     parser.add_argument(
         "--upload",
@@ -185,10 +186,12 @@ def handle(args: argparse.Namespace, compile_fn: Callable[[Path], Path], compone
                     print(f"tfk8s: started run {r.run_id} in experiment {args.experiment!r}\n  {r.url}")
                 else:
                     s = kfp_client.create_schedule(host, package, schedule, name=args.schedule_name, **common)
+                    replaced = (f", replacing {', '.join(s.replaced)} of the same name (deleted)"
+                                if s.replaced else "")
                     print(
                         f"tfk8s: created recurring run {s.name!r} ({s.recurring_run_id}) in experiment "
                         f"{args.experiment!r}: cron {s.cron!r} (scheduler's time zone, usually UTC), one run at "
-                        f"a time, no backfill\n  {s.url}"
+                        f"a time, no backfill{replaced}\n  {s.url}"
                     )
             return True
     except (KfpClientError, FileNotFoundError) as e:

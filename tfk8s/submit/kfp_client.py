@@ -13,7 +13,9 @@ The requests themselves are made by :class:`kfp.Client`:
   content, reused when unchanged) and run that version;
 - :func:`create_schedule`: the same, then ``POST /apis/v2beta1/recurringruns`` with the defaults a team
   retraining nightly wants: one run at a time (``max_concurrency=1``), no backfill of missed runs after a
-  pause or outage (``no_catchup=True``), enabled.
+  pause or outage (``no_catchup=True``), enabled. Idempotent by name: the recurring runs of the same name in
+  the same experiment (``GET /apis/v2beta1/recurringruns``) are deleted once the new one exists, so running
+  ``--schedule`` again with new parameters replaces the schedule instead of adding a second one.
 
 Auth: a bearer token from ``token=`` or the ``KF_PIPELINES_TOKEN`` environment variable (tfk8s's name; kfp
 itself reads no token variable) is passed to kfp as ``existing_token``; otherwise kfp's own mechanisms apply
@@ -161,7 +163,8 @@ class SubmittedRun:
 
 @dataclass(frozen=True)
 class CreatedSchedule:
-    """A created recurring run: its id, name, cron, experiment id and UI URL."""
+    """A created recurring run: its id, name, cron, experiment id and UI URL; ``replaced``: the ids of the
+    recurring runs of the same name in the same experiment it replaced (deleted), oldest first."""
     recurring_run_id: str
     experiment_id: str
     name: str
@@ -169,6 +172,7 @@ class CreatedSchedule:
     url: str
     pipeline_id: str | None = None
     version_id: str | None = None
+    replaced: tuple[str, ...] = ()
 
 
 def uncached_tasks(spec: Mapping[str, Any]) -> list[str]:
@@ -300,6 +304,23 @@ def submit_run(
     )
 
 
+def recurring_runs_named(client, experiment_id: str, name: str) -> list[str]:
+    """The ids of the recurring runs named ``name`` in experiment ``experiment_id`` (every page), oldest first.
+
+    ``client``: a :class:`kfp.Client`. The server filters on ``display_name``; the names are checked again here,
+    so a server that ignores the filter never makes another schedule look like this one.
+    """
+    same = json.dumps({"predicates": [{"operation": "EQUALS", "key": "display_name", "stringValue": name}]})
+    ids, token = [], ""
+    while True:
+        page = client.list_recurring_runs(page_token=token, page_size=100, sort_by="created_at",
+                                          experiment_id=experiment_id, filter=same)
+        ids += [r.recurring_run_id for r in (page.recurring_runs or []) if r.display_name == name]
+        token = page.next_page_token or ""
+        if not token:
+            return ids
+
+
 def create_schedule(
     host: str | None,
     package_path: str | os.PathLike,
@@ -319,7 +340,14 @@ def create_schedule(
     token: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> CreatedSchedule:
-    """Create a recurring run of the compiled pipeline on a KFP cron schedule.
+    """Create a recurring run of the compiled pipeline on a KFP cron schedule, replacing the recurring runs of
+    the same name in the same experiment (never a second schedule of one name: the model would be trained twice
+    a night).
+
+    Replacing: the new recurring run is created first, then the old ones are deleted (``DELETE
+    /apis/v2beta1/recurringruns/<id>``), so a refused creation (a bad parameter the server rejects) leaves the
+    old schedule running. A run the old schedule already started finishes; the default name includes the cron,
+    so ``--schedule-name`` keeps one schedule across a change of cron.
 
     Defaults are those of nightly retraining: ``max_concurrency=1`` (a slow run delays the next instead of two
     trainings competing for the cluster and the volume), ``no_catchup=True`` (after a pause or outage, run
@@ -330,6 +358,9 @@ def create_schedule(
             02:00 daily (scheduler's time zone, usually UTC); validated before any request.
         name: the recurring run's display name (default: ``<pipeline> [<cron>]``).
         Others: as :func:`submit_run`.
+
+    Returns:
+        :class:`CreatedSchedule`, with the ids of the recurring runs it replaced.
 
     Raises:
         CronError, ParameterError, KfpClientError, FileNotFoundError: before any request;
@@ -350,6 +381,7 @@ def create_schedule(
         exp = _quiet(client.create_experiment, experiment, namespace=namespace)
         if upload:
             pipeline_id, version_id = upload_version(client, package_path, pipeline)
+        old = recurring_runs_named(client, exp.experiment_id, display)
         job = client.create_recurring_run(
             experiment_id=exp.experiment_id,
             job_name=display,
@@ -367,6 +399,9 @@ def create_schedule(
             service_account=service_account,
         )
     rid = job.recurring_run_id
-    return CreatedSchedule(
-        rid, exp.experiment_id, display, cron, f"{host}/#/recurringrun/details/{rid}", pipeline_id, version_id
-    )
+    with _api_errors(host, f"replacing the recurring runs named {display!r} ({', '.join(old)}) by {rid}"):
+        for old_id in old:
+            if old_id != rid:
+                client.delete_recurring_run(old_id)
+    return CreatedSchedule(rid, exp.experiment_id, display, cron, f"{host}/#/recurringrun/details/{rid}",
+                           pipeline_id, version_id, tuple(i for i in old if i != rid))

@@ -6,7 +6,7 @@ and rewrites it atomically whenever something changes (a replica starts or ends,
 message, the outcome). One JSON object, format :data:`RECORD_FORMAT`::
 
     {"format": 1, "name": "tfk8s-123", "backend": "local", "namespace": "", "run_id": "123",
-     "state": "Running",                      # Running | Succeeded | Failed (Lost, Deleted: see below)
+     "state": "Running",                      # Running | Succeeded | Failed | Stopped (Lost, Deleted: below)
      "message": "",                           # why it failed
      "replicas": {"worker": 2},               # replica counts by type
      "replica_states": {"worker-0": "Running", "worker-1": "Pending"},
@@ -25,6 +25,8 @@ message, the outcome). One JSON object, format :data:`RECORD_FORMAT`::
 Replica states: ``Pending`` (not started), ``Running`` (its first log line arrived), ``Succeeded``,
 ``Failed``, ``Stopped`` (stopped by the launcher: ps, evaluator, laggards, or everything after a failure).
 
+A job whose launcher got a stop signal (SIGTERM: the run cancelled, ``tfk8s delete``, its pod evicted; SIGINT:
+Ctrl-C) is ``Stopped``, its message the cause, not ``Failed``: it did not fail, someone stopped it.
 A record whose launcher is gone without writing the outcome reads as ``Lost`` (local backend, same host: the
 launcher's pid is dead; Kubernetes, in ``tfk8s``: the cluster has no objects of the job any more); ``tfk8s delete`` marks a job it stopped ``Deleted`` if its launcher did not record
 the outcome itself. Kubernetes jobs are also found live by their label ``tfk8s.dev/job-name``
@@ -54,7 +56,8 @@ from tfk8s.core.layout import TrainLayout, VolumeLayout, tensorboard_command
 from tfk8s.core.progress import Progress, read_job_progress
 
 RECORD_FORMAT = 1
-TERMINAL_STATES = ("Succeeded", "Failed", "Lost", "Deleted")
+TERMINAL_STATES = ("Succeeded", "Failed", "Stopped", "Lost", "Deleted")
+STOPPED_STATES = ("Stopped", "Deleted")  # ended because someone stopped it, not because it failed
 MAX_EVENTS = 100
 _LABEL_LINE = re.compile(r"^\[([a-z]+-\d+)\] ?(.*)$")
 _RESTART = re.compile(r"\(restart (\d+) of (?:max_restarts=)?(\d+)\)")  # tfk8s.core.policy.restart_note
@@ -381,7 +384,9 @@ class JobRecorder:
                 failed = getattr(getattr(error, "replica", None), "label", None)
                 if failed:
                     self._set_replica(failed, "Failed")
-                rec.update(state="Failed", message=failure_message(error))
+                # a stop signal (LauncherTerminatedError's signum) or Ctrl-C: stopped by someone, not failed
+                stopped = isinstance(error, KeyboardInterrupt) or isinstance(getattr(error, "signum", None), int)
+                rec.update(state="Stopped" if stopped else "Failed", message=failure_message(error))
             for label, s in states.items():
                 if s in ("Pending", "Running"):
                     states[label] = "Stopped"
@@ -405,7 +410,8 @@ def failure_message(error: BaseException | None) -> str:
 @contextmanager
 def recording(recorder: JobRecorder) -> Iterator[JobRecorder]:
     """Save the record, run the body, and record its outcome: set ``recorder.result`` inside the body; an
-    exception (a failed job, SIGTERM, Ctrl-C) is recorded as ``Failed`` with its first line, then re-raised."""
+    exception is recorded with its first line (a failed job ``Failed``; SIGTERM, Ctrl-C ``Stopped``), then
+    re-raised."""
     recorder.result = None  # type: ignore[attr-defined]
     recorder.save()
     try:
