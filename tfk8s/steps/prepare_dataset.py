@@ -359,7 +359,11 @@ def source_identity(builder) -> dict:
     milliseconds whatever the data set's size, where hashing the files themselves would read all of them
     (mtimes are left out on purpose: a nightly run that downloads the same version again must find its key).
     """
-    folder = str(builder.data_dir)
+    return _source_identity(str(builder.data_dir))
+
+
+def _source_identity(folder: str) -> dict:
+    """:func:`source_identity` of a TFDS version folder (a local path or a URL)."""
     info_name = "dataset_info.json"
     if "://" in folder:  # gs://...: TensorFlow's file system
         import tensorflow as tf
@@ -383,10 +387,58 @@ def data_identity(builder, *, splits: Sequence[str], max_examples: int | None, n
     the format's version and :data:`WRITER_VERSION`. Not in it: where the TFDS files are (a copy elsewhere is
     the same data) and the run."""
     config = getattr(builder, "builder_config", None)
-    return {"dataset": builder.name, "config": getattr(config, "name", "") or "",
-            "version": str(builder.info.version), "source": source_identity(builder), "splits": list(splits),
+    return _identity(builder.name, getattr(config, "name", "") or "", str(builder.info.version),
+                     source_identity(builder), splits=splits, max_examples=max_examples, num_shards=num_shards)
+
+
+def _identity(dataset: str, config: str, version: str, source: dict, *, splits: Sequence[str],
+              max_examples: int | None, num_shards: int) -> dict:
+    return {"dataset": dataset, "config": config, "version": version, "source": source, "splits": list(splits),
             "max_examples": max_examples, "num_shards": int(num_shards), "data_format": FORMAT_VERSION,
             "writer": WRITER_VERSION}
+
+
+REUSE_ONLY_ENV = "TFK8S_PREPARE_REUSE_ONLY"
+"""Set to ``1`` (the ``--local`` run's first try of the prepare step, in an interpreter without TensorFlow:
+:mod:`tfk8s.localrun.step_output`): a request whose data is not in the store ends the step at once with exit
+status :data:`REUSE_MISS_EXIT`, before TensorFlow is imported and before anything is written."""
+REUSE_MISS_EXIT = 75  # EX_TEMPFAIL: "try again" (in the pre-warmed interpreter with TensorFlow)
+
+
+def _request(dataset_name: str, source: str | None) -> dict:
+    """What resolves a data set's name to its TFDS folder: the name as given, the TFDS data directory
+    (absolute; None: TFDS's default under the home folder) and TFDS's version (another TFDS may resolve a name
+    without a version to another version). Standard library only (the version from the package's metadata)."""
+    import importlib.metadata
+
+    try:
+        tfds_version = importlib.metadata.version("tensorflow-datasets")
+    except importlib.metadata.PackageNotFoundError:
+        tfds_version = ""
+    where = (source if "://" in source else os.path.abspath(source)) if source else f"~{Path.home()}"
+    return {"dataset_name": dataset_name, "tfds_data_dir": where, "tfds": tfds_version}
+
+
+def _reuse_without_tfds(volume_root: str, request: dict, *, splits: Sequence[str], max_examples: int | None,
+                        num_shards: int):
+    """The store's folder for ``request`` found with no TFDS or TensorFlow import: the resolution an earlier
+    run remembered (:func:`tfk8s.core.data_store.recall_resolution`) gives the data set's name, config,
+    version and TFDS folder; the key is computed from that folder's files now (:func:`source_identity`), so
+    changed files give another key. Returns ``(name, Prepared)``, or None (never resolved, files gone or
+    changed, a URL, no intact folder): then the full path runs."""
+    from tfk8s.core import data_store
+
+    resolved = data_store.recall_resolution(volume_root, request)
+    if not resolved or "://" in str(resolved.get("source_dir", "://")):
+        return None
+    try:
+        source = _source_identity(str(resolved["source_dir"]))
+        identity = _identity(str(resolved["dataset"]), str(resolved["config"]), str(resolved["version"]), source,
+                             splits=splits, max_examples=max_examples, num_shards=num_shards)
+        done = data_store.reuse(volume_root, str(resolved["name"]), str(resolved["version"]), identity)
+    except (OSError, KeyError, ValueError):
+        return None
+    return (str(resolved["name"]), done) if done is not None else None
 
 
 @stops_between_batches()
@@ -471,6 +523,18 @@ def prepare_dataset_step(
         return {**json.loads(md.to_json()), **record, "data_record": str(run.data_record)}
 
     t0 = time.perf_counter()
+    request = _request(dataset_name, source)
+    fast = _reuse_without_tfds(volume_root, request, splits=SPLITS, max_examples=cap, num_shards=shards)
+    if fast is None and os.environ.get(REUSE_ONLY_ENV) == "1":
+        raise SystemExit(REUSE_MISS_EXIT)  # not in the store: the caller runs the step again with TensorFlow
+    if fast is not None:
+        done = fast[1]
+        with volume_writes(done.path, "the run's data record"):
+            record = {"path": str(done.path), "key": done.key, "reused": True, "prepared_by": done.prepared_by,
+                      "reuse_data": True}
+            data_store.write_data_record(volume_root, run_id, record)
+        print(f"tfk8s: {done.message()} ({time.perf_counter() - t0:.2f}s)", flush=True)
+        return {**json.loads(load_metadata(done.path).to_json()), **record, "data_record": str(run.data_record)}
     builder = check_dataset(dataset_name, source, download)
     if not builder.is_prepared():  # its files decide the key: download them first
         builder.download_and_prepare()
@@ -484,6 +548,10 @@ def prepare_dataset_step(
         record = {"path": str(done.path), "key": done.key, "reused": done.reused, "prepared_by": done.prepared_by,
                   "reuse_data": True}
         data_store.write_data_record(volume_root, run_id, record)
+        if "://" not in str(builder.data_dir):  # the next run of this request finds its key without TFDS
+            data_store.remember_resolution(volume_root, request, {
+                "name": name, "dataset": builder.name, "config": config, "version": identity["version"],
+                "source_dir": str(builder.data_dir)})
     took = f" ({time.perf_counter() - t0:.2f}s)" if done.reused else ""
     print(f"tfk8s: {done.message()}{took}", flush=True)
     md = load_metadata(done.path)
