@@ -8,7 +8,6 @@ component (``components/prepare_dataset.py``) calls :func:`prepare_dataset_step`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -19,7 +18,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tfk8s.core.data_format import (
-    FORMAT_VERSION,
     METADATA_FILE,
     SHARD_SUFFIX,
     DatasetMetadata,
@@ -28,6 +26,14 @@ from tfk8s.core.data_format import (
     join_path,
     load_metadata,
     shard_name,
+)
+from tfk8s.steps.data_reuse import (
+    REUSE_MISS_EXIT,
+    REUSE_ONLY_ENV,
+    folder_identity,
+    identity_of,
+    resolution_request,
+    reuse_without_tfds,
 )
 from tfk8s.steps.stop_signals import stop_if_asked, stops_between_batches
 
@@ -341,10 +347,6 @@ if __name__ == "__main__":  # pragma: no cover
     _main()
 
 
-WRITER_VERSION = 1
-"""The writer's own version (part of every store key, :func:`data_identity`): bump it when this module writes
-different bytes for the same inputs without the format (:data:`tfk8s.core.data_format.FORMAT_VERSION`) changing,
-so that no run reuses what the old writer prepared."""
 SPLITS = ("train", "test")  # what the pipeline's prepare step writes
 
 
@@ -359,86 +361,18 @@ def source_identity(builder) -> dict:
     milliseconds whatever the data set's size, where hashing the files themselves would read all of them
     (mtimes are left out on purpose: a nightly run that downloads the same version again must find its key).
     """
-    return _source_identity(str(builder.data_dir))
-
-
-def _source_identity(folder: str) -> dict:
-    """:func:`source_identity` of a TFDS version folder (a local path or a URL)."""
-    info_name = "dataset_info.json"
-    if "://" in folder:  # gs://...: TensorFlow's file system
-        import tensorflow as tf
-
-        names = sorted(tf.io.gfile.listdir(folder))
-        files = [[n, tf.io.gfile.stat(join_path(folder, n)).length] for n in names
-                 if not tf.io.gfile.isdir(join_path(folder, n))]
-        with tf.io.gfile.GFile(join_path(folder, info_name), "rb") as f:
-            info = f.read()
-    else:
-        root = Path(folder)
-        files = [[p.name, p.stat().st_size] for p in sorted(root.iterdir()) if p.is_file()]
-        info = (root / info_name).read_bytes()
-    return {"dataset_info_sha256": hashlib.sha256(info).hexdigest(), "files": files}
+    return folder_identity(str(builder.data_dir))
 
 
 def data_identity(builder, *, splits: Sequence[str], max_examples: int | None, num_shards: int) -> dict:
     """Everything that decides what :func:`prepare_dataset` writes for ``builder`` (the store key's input,
     :func:`tfk8s.core.data_store.data_key`): the data set, its config and TFDS version, the source files'
     identity (:func:`source_identity`), the splits in order, ``max_examples`` (None: all), the shard count,
-    the format's version and :data:`WRITER_VERSION`. Not in it: where the TFDS files are (a copy elsewhere is
+    the format's version and :data:`tfk8s.steps.data_reuse.WRITER_VERSION`. Not in it: where the TFDS files are (a copy elsewhere is
     the same data) and the run."""
     config = getattr(builder, "builder_config", None)
-    return _identity(builder.name, getattr(config, "name", "") or "", str(builder.info.version),
-                     source_identity(builder), splits=splits, max_examples=max_examples, num_shards=num_shards)
-
-
-def _identity(dataset: str, config: str, version: str, source: dict, *, splits: Sequence[str],
-              max_examples: int | None, num_shards: int) -> dict:
-    return {"dataset": dataset, "config": config, "version": version, "source": source, "splits": list(splits),
-            "max_examples": max_examples, "num_shards": int(num_shards), "data_format": FORMAT_VERSION,
-            "writer": WRITER_VERSION}
-
-
-REUSE_ONLY_ENV = "TFK8S_PREPARE_REUSE_ONLY"
-"""Set to ``1`` (the ``--local`` run's first try of the prepare step, in an interpreter without TensorFlow:
-:mod:`tfk8s.localrun.step_output`): a request whose data is not in the store ends the step at once with exit
-status :data:`REUSE_MISS_EXIT`, before TensorFlow is imported and before anything is written."""
-REUSE_MISS_EXIT = 75  # EX_TEMPFAIL: "try again" (in the pre-warmed interpreter with TensorFlow)
-
-
-def _request(dataset_name: str, source: str | None) -> dict:
-    """What resolves a data set's name to its TFDS folder: the name as given, the TFDS data directory
-    (absolute; None: TFDS's default under the home folder) and TFDS's version (another TFDS may resolve a name
-    without a version to another version). Standard library only (the version from the package's metadata)."""
-    import importlib.metadata
-
-    try:
-        tfds_version = importlib.metadata.version("tensorflow-datasets")
-    except importlib.metadata.PackageNotFoundError:
-        tfds_version = ""
-    where = (source if "://" in source else os.path.abspath(source)) if source else f"~{Path.home()}"
-    return {"dataset_name": dataset_name, "tfds_data_dir": where, "tfds": tfds_version}
-
-
-def _reuse_without_tfds(volume_root: str, request: dict, *, splits: Sequence[str], max_examples: int | None,
-                        num_shards: int):
-    """The store's folder for ``request`` found with no TFDS or TensorFlow import: the resolution an earlier
-    run remembered (:func:`tfk8s.core.data_store.recall_resolution`) gives the data set's name, config,
-    version and TFDS folder; the key is computed from that folder's files now (:func:`source_identity`), so
-    changed files give another key. Returns ``(name, Prepared)``, or None (never resolved, files gone or
-    changed, a URL, no intact folder): then the full path runs."""
-    from tfk8s.core import data_store
-
-    resolved = data_store.recall_resolution(volume_root, request)
-    if not resolved or "://" in str(resolved.get("source_dir", "://")):
-        return None
-    try:
-        source = _source_identity(str(resolved["source_dir"]))
-        identity = _identity(str(resolved["dataset"]), str(resolved["config"]), str(resolved["version"]), source,
-                             splits=splits, max_examples=max_examples, num_shards=num_shards)
-        done = data_store.reuse(volume_root, str(resolved["name"]), str(resolved["version"]), identity)
-    except (OSError, KeyError, ValueError):
-        return None
-    return (str(resolved["name"]), done) if done is not None else None
+    return identity_of(builder.name, getattr(config, "name", "") or "", str(builder.info.version),
+                       source_identity(builder), splits=splits, max_examples=max_examples, num_shards=num_shards)
 
 
 @stops_between_batches()
@@ -523,8 +457,8 @@ def prepare_dataset_step(
         return {**json.loads(md.to_json()), **record, "data_record": str(run.data_record)}
 
     t0 = time.perf_counter()
-    request = _request(dataset_name, source)
-    fast = _reuse_without_tfds(volume_root, request, splits=SPLITS, max_examples=cap, num_shards=shards)
+    request = resolution_request(dataset_name, source)
+    fast = reuse_without_tfds(volume_root, request, splits=SPLITS, max_examples=cap, num_shards=shards)
     if fast is None and os.environ.get(REUSE_ONLY_ENV) == "1":
         raise SystemExit(REUSE_MISS_EXIT)  # not in the store: the caller runs the step again with TensorFlow
     if fast is not None:
