@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the tfk8s image (the repo's Dockerfile) with no Docker engine and no registry: buildah, daemonless
 # (--isolation chroot; its store overlay, or vfs where the kernel lacks overlay: lib.sh), on a base made here
-# from Debian's packages by mmdebstrap (localhost/tfk8s-base:bookworm) instead of tensorflow/tensorflow:2.21.0,
-# which cannot be pulled here. Nothing prebuilt is downloaded: Debian packages (mmdebstrap) and Python wheels (pip, in the build) only.
+# from Debian's packages by mmdebstrap (localhost/tfk8s-base:bookworm) instead of the Dockerfile's default
+# python:3.11-slim-bookworm, which cannot be pulled here. Nothing prebuilt is downloaded: Debian packages (mmdebstrap) and Python wheels (pip, in the build) only.
 #
 #   hack/image/build.sh [--variant cpu|gpu] [--image NAME] [--base local|REF] [--archive PATH]
 #                       [--archive-format docker|oci] [--rebuild-base] [--no-cache] [--verify]
