@@ -58,6 +58,11 @@ WORKDIR /opt/tfk8s
 # layer, no ENV and no history (the next RUN needs it too: pip fetches setuptools to build the project).
 # Without the secret pip uses the base's own CA bundle. (RUN --mount: BuildKit, Docker's default builder since
 # 23.0, and buildah.) VARIANT is declared here, after the layers both variants share.
+# Trimmed in the same layer (a later RUN could not shrink it), nothing the steps and replicas use: TensorFlow's
+# C++ headers (tensorflow/include, 287 MB: only for compiling custom ops), libclang (61 MB: TensorFlow's build
+# tooling) and pyarrow (170 MB: TFDS imports it lazily, for Parquet data sets only), and the shared libraries'
+# symbol tables (`strip --strip-unneeded`, where the base has binutils: ~230 MB; the dynamic symbols stay).
+# `pip check` in the image therefore names tf-keras (cpu), libclang and pyarrow as missing: expected.
 ARG VARIANT=cpu
 COPY pyproject.toml README.md hack/image/requirements.py ./
 RUN --mount=type=secret,id=pip_cert \
@@ -66,7 +71,13 @@ RUN --mount=type=secret,id=pip_cert \
     && python -m pip install -r /tmp/requirements/requirements.txt \
     && if [ -s /tmp/requirements/no-deps.txt ]; then \
            python -m pip install --no-deps -r /tmp/requirements/no-deps.txt; fi \
-    && rm -rf /tmp/requirements
+    && rm -rf /tmp/requirements \
+    && site=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+    && rm -rf "$site/tensorflow/include" \
+    && python -m pip uninstall -y -q libclang pyarrow \
+    && if command -v strip >/dev/null; then \
+           find "$site" -type f \( -name '*.so' -o -name '*.so.[0-9]*' \) -exec strip --strip-unneeded {} +; fi \
+    && du -sh "$site"
 
 # Then the project itself (not editable: the pods import it from site-packages, not from /opt/tfk8s).
 COPY tfk8s ./tfk8s

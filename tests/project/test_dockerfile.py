@@ -129,6 +129,10 @@ def test_the_variant_is_a_build_argument_declared_after_the_shared_layers():
     assert 'python requirements.py "$VARIANT" pyproject.toml' in deps
     assert "pip install --no-deps -r /tmp/requirements/no-deps.txt" in deps
     assert ("LABEL", "org.tfk8s.image.variant=${VARIANT}") in stage
+    # trimmed in the dependency layer itself (a later layer cannot shrink it): headers, build tooling, Parquet
+    for trim in ('rm -rf "$site/tensorflow/include"', "pip uninstall -y -q libclang pyarrow",
+                 "strip --strip-unneeded"):
+        assert trim in deps, trim
     copied = next(a for k, a in stage[at:] if k == "COPY")
     assert "hack/image/requirements.py" in _exec_form(copied)
     assert "!hack/image/requirements.py" in (REPO / ".dockerignore").read_text().splitlines()
