@@ -61,7 +61,10 @@ WORKDIR /opt/tfk8s
 # Trimmed in the same layer (a later RUN could not shrink it), nothing the steps and replicas use: TensorFlow's
 # C++ headers (tensorflow/include, 287 MB: only for compiling custom ops), libclang (61 MB: TensorFlow's build
 # tooling) and pyarrow (170 MB: TFDS imports it lazily, for Parquet data sets only), and the shared libraries'
-# symbol tables (`strip --strip-unneeded`, where the base has binutils: ~230 MB; the dynamic symbols stay).
+# symbol tables of TensorFlow's own shared libraries (`strip --strip-unneeded`, where the base has binutils:
+# ~230 MB; the dynamic symbols stay). Only TensorFlow's: the libraries auditwheel bundled into other wheels
+# (numpy.libs/...) were rewritten by patchelf, and stripping one breaks its loading ("ELF load command
+# address/offset not page-aligned": seen with NumPy's OpenBLAS).
 # `pip check` in the image therefore names tf-keras (cpu), libclang and pyarrow as missing: expected.
 ARG VARIANT=cpu
 COPY pyproject.toml README.md hack/image/requirements.py ./
@@ -76,7 +79,8 @@ RUN --mount=type=secret,id=pip_cert \
     && rm -rf "$site/tensorflow/include" \
     && python -m pip uninstall -y -q libclang pyarrow \
     && if command -v strip >/dev/null; then \
-           find "$site" -type f \( -name '*.so' -o -name '*.so.[0-9]*' \) -exec strip --strip-unneeded {} +; fi \
+           find "$site/tensorflow" -type f \( -name '*.so' -o -name '*.so.[0-9]*' \) \
+               -exec strip --strip-unneeded {} +; fi \
     && du -sh "$site"
 
 # Then the project itself (not editable: the pods import it from site-packages, not from /opt/tfk8s).

@@ -31,8 +31,9 @@ DEBIAN_MIRRORS=(
     "deb http://deb.debian.org/debian-security bookworm-security main"
 )
 # python3-pip: the Dockerfile's venv is made --without-pip and uses the base's pip (as on the TF base, which
-# has no ensurepip either); passwd: useradd; libstdc++6: the tensorflow wheel links against it.
-BASE_PACKAGES=python3,python3-pip,ca-certificates,passwd,libstdc++6
+# has no ensurepip either); passwd: useradd; libstdc++6: the tensorflow wheel links against it; binutils:
+# `strip` for the Dockerfile's trimming of TensorFlow's shared libraries.
+BASE_PACKAGES=python3,python3-pip,ca-certificates,passwd,libstdc++6,binutils
 BASE_VARIANT=apt                                        # Essential: yes packages + apt, nothing else
 BASE_RECIPE_VERSION=1                                   # bump to rebuild the base when the recipe changes
 BUILDAH_VERSION=1.28                                    # Debian bookworm's buildah (1.28.2): the minimum

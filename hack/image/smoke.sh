@@ -63,8 +63,9 @@ print("TF_USE_LEGACY_KERAS=1, set by trainer.task: tf.keras is tf_keras", tf_ker
 # TensorFlow's import (all its log lines shown: TF_CPP_MIN_LOG_LEVEL=0) says nothing of CUDA or cuInit, the lines
 # that alarmed users of the CUDA build on CPU nodes; gpu has the CUDA build (tensorflow[and-cuda]).
 variant=$("${BUILDAH[@]}" inspect --type image --format '{{index .OCIv1.Config.Labels "org.tfk8s.image.variant"}}' "$IMAGE")
-tf_dists=$(run python -c 'import importlib.metadata as m
-print(" ".join(sorted(d.metadata["Name"].lower() for d in m.distributions() if d.metadata["Name"].lower().startswith("tensorflow") and "datasets" not in d.metadata["Name"].lower())))')
+tf_dists=$(run python -c 'import importlib.metadata as m, re
+names = {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower() for d in m.distributions()}
+print(" ".join(sorted(n for n in names if re.fullmatch(r"tensorflow(-cpu|-gpu|-intel)?", n))))')
 tf_log=$("${BUILDAH[@]}" run --isolation chroot --env TF_CPP_MIN_LOG_LEVEL=0 "$CTR" -- \
     python -c 'import tensorflow as tf; print("devices", [d.device_type for d in tf.config.list_physical_devices()])' 2>&1)
 case $variant in
