@@ -3,6 +3,12 @@ PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# The project image's variant (make image VARIANT=gpu): cpu (tensorflow-cpu, the default image) or gpu
+# (TensorFlow's CUDA build, what a replica type with gpus > 0 runs); IMAGE is the variant's tag.
+VARIANT ?= cpu
+ifeq ($(VARIANT),gpu)
+IMAGE  ?= ghcr.io/tfk8s/tfk8s:0.1.0-gpu
+endif
 IMAGE  ?= ghcr.io/tfk8s/tfk8s:0.1.0
 # Extra pipeline parameters for `make run`, e.g. ARGS="--param epochs=1 --param workers=3"
 ARGS   ?=
@@ -74,8 +80,8 @@ bench: $(STAMP)
 bench-smoke: $(STAMP)
 	TFK8S_TEST_BENCH=1 $(PY) -m pytest -q -ra -m bench
 
-# The project image, tagged $(IMAGE). With a Docker engine: docker build (base: the Dockerfile's default, the
-# official TensorFlow image; BASE=<ref> for another). Without one (BUILDER=buildah to choose it anyway):
+# The project image, tagged $(IMAGE), of VARIANT cpu (default) or gpu (above). With a Docker engine: docker build
+# (base: the Dockerfile's default, python:3.11-slim-bookworm; BASE=<ref> for another). Without one (BUILDER=buildah to choose it anyway):
 # hack/image/build.sh, buildah with no daemon on a Debian bookworm base made here by mmdebstrap (BASE=local,
 # its default, or BASE=<ref> of an image in its store), cached under ~/.cache/tfk8s/image/ (hack/image/README.md).
 # image-archive writes the image as a docker-archive tar for `ctr -n k8s.io images import` and prints its path.
@@ -85,15 +91,16 @@ IMAGE_CACHE   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tfk8s/image
 IMAGE_ARCHIVE ?= $(IMAGE_CACHE)/$(subst :,_,$(notdir $(IMAGE))).tar
 comma := ,
 image:
+	@case "$(VARIANT)" in cpu|gpu) ;; *) echo "make image: VARIANT=cpu or VARIANT=gpu, not '$(VARIANT)'" >&2; exit 2 ;; esac
 	@if [ "$(BUILDER)" = docker ] || { [ -z "$(BUILDER)" ] && docker info >/dev/null 2>&1; }; then \
-	    set -x; docker build $(if $(BASE),--build-arg BASE=$(BASE)) \
+	    set -x; docker build $(if $(BASE),--build-arg BASE=$(BASE)) --build-arg VARIANT=$(VARIANT) \
 	        $(if $(PIP_CERT),--secret id=pip_cert$(comma)src=$(PIP_CERT)) -t $(IMAGE) . ; \
 	else \
-	    set -x; bash hack/image/build.sh --image $(IMAGE) $(if $(BASE),--base $(BASE)); \
+	    set -x; bash hack/image/build.sh --variant $(VARIANT) --image $(IMAGE) $(if $(BASE),--base $(BASE)); \
 	fi
 
 image-archive:
-	bash hack/image/build.sh --image $(IMAGE) $(if $(BASE),--base $(BASE)) --archive $(IMAGE_ARCHIVE)
+	bash hack/image/build.sh --variant $(VARIANT) --image $(IMAGE) $(if $(BASE),--base $(BASE)) --archive $(IMAGE_ARCHIVE)
 
 # Runs the built image (buildah, as UID 10001): imports, the steps' --help, users, folders, no proxy CA.
 image-smoke:

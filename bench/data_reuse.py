@@ -11,8 +11,8 @@ and its reuse (``tfk8s.steps.prepare_dataset.prepare_dataset_step``, same parame
 Figures:
 
 - ``data_reuse_prepare_step = second run's prepare step wall / first run's`` (as the pipeline prints them:
-  ``tfk8s: prepare-dataset ok (4.6s)``; the second's is mostly the wait for the pre-warmed interpreter's
-  imports, :mod:`tfk8s.localrun.step_server`);
+  ``tfk8s: prepare-dataset ok (4.6s)``; the second runs in the pre-warmed interpreter's light child, before
+  TensorFlow is imported, and imports none: :mod:`tfk8s.steps.data_reuse`, :mod:`tfk8s.localrun.step_server`);
 - ``data_reuse_own = the step's own work when it reuses / when it prepares`` (the reuse alone: the TFDS
   builder, the key, the manifest check, the run's data record);
 - ``data_reuse_end_to_end = second run end to end / first run end to end``.

@@ -20,8 +20,10 @@ Figures:
 - ``pipeline_launch_replica = trainer's wall time / its epochs`` (the replica's share of that);
 - with reuse (unless ``--no-reuse``: each repetition then runs the pipeline a second time on the same volume,
   which reuses the first run's prepared data, :mod:`tfk8s.core.data_store`):
-  ``pipeline_overhead_reuse = second run end to end / the first run's own work`` (the same work the result
-  needs, the data set prepared once, by the first run: what a nightly run costs against what it gets) and
+  ``pipeline_overhead_reuse = second run end to end / the first run's own work`` (goal <= 1.2, issue 26: the
+  same work the result needs, the data set prepared once, by the first run: what a nightly run costs against
+  what it gets), ``pipeline_step_prepare-dataset_reuse = the second run's prepare step as the pipeline prints
+  it / 1 s`` (goal <= 1: a reuse waits for no TensorFlow import) and
   ``pipeline_overhead_reuse_own = second run end to end / its own work`` (the preparation's share replaced by
   the reuse check's own seconds, as the step prints them).
 """
@@ -152,7 +154,7 @@ def main(argv: list[str] | None = None) -> list[Figure]:
                 check = _REUSED.search(log2)
                 if check is None:
                     raise RuntimeError("the second run did not reuse the first one's data:\n" + log2[-3000:])
-                reused.append((wall2, float(check.group(1))))
+                reused.append((wall2, float(check.group(1)), step_walls(log2).get("prepare-dataset", 0.0)))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         step = step_walls(log)
@@ -160,6 +162,9 @@ def main(argv: list[str] | None = None) -> list[Figure]:
         print(f"  rep {r + 1}: end to end {wall:.1f}s, own work {total_own:.1f}s; steps "
               + ", ".join(f"{k} {v:.1f}s (own {own.get(k, 0):.1f}s)" for k, v in step.items()),
               file=sys.stderr, flush=True)
+        if reused:
+            print(f"  rep {r + 1}, second run: end to end {reused[-1][0]:.1f}s; prepare-dataset {reused[-1][2]:.1f}s "
+                  f"(the reuse itself {reused[-1][1]:.2f}s)", file=sys.stderr, flush=True)
         walls.append(wall)
         owns.append(total_own)
         prepare_owns.append(own.get("prepare-dataset", 0.0))
@@ -171,12 +176,15 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     figures = [Figure("pipeline_overhead", median(walls), "end_to_end", median(owns), "own_work", "s", "<= 1.3",
                       cores, note)]
     if reused:
-        figures.append(Figure("pipeline_overhead_reuse", median([w for w, _ in reused]), "end_to_end_reuse",
-                              median(owns), "own_work", "s", "<= 1.3", cores,
+        figures.append(Figure("pipeline_overhead_reuse", median([w for w, *_ in reused]), "end_to_end_reuse",
+                              median(owns), "own_work", "s", "<= 1.2", cores,
                               note + "; a second run on the same volume (its data reused) / the first run's own "
                               "work"))
-        figures.append(Figure("pipeline_overhead_reuse_own", median([w for w, _ in reused]), "end_to_end_reuse",
-                              median([o - own_prepare + c for o, own_prepare, (_, c)
+        figures.append(Figure("pipeline_step_prepare-dataset_reuse", median([p for *_, p in reused]), "step_wall",
+                              1.0, "goal", "s", "<= 1", cores,
+                              note + "; the second run's prepare step (its data reused), as the pipeline prints it"))
+        figures.append(Figure("pipeline_overhead_reuse_own", median([w for w, *_ in reused]), "end_to_end_reuse",
+                              median([o - own_prepare + c for o, own_prepare, (_, c, _)
                                       in zip(owns, prepare_owns, reused, strict=True)]),
                               "own_work_reuse", "s", "", cores,
                               note + "; own work with the preparation replaced by the reuse check"))

@@ -19,4 +19,9 @@ Nothing imports KFP, TensorFlow or a Kubernetes client at module load but the co
 __version__ = "0.1.0"
 
 DEFAULT_IMAGE = "ghcr.io/tfk8s/tfk8s:0.1.0"
-"""The project image (``make image`` builds it): every component and, by default, every replica runs it."""
+"""The project image, its CPU variant (``make image`` builds it; TensorFlow from ``tensorflow-cpu``): every
+component and, by default, every replica that requests no GPU runs it."""
+
+DEFAULT_GPU_IMAGE = "ghcr.io/tfk8s/tfk8s:0.1.0-gpu"
+"""The project image's GPU variant (``make image VARIANT=gpu``; TensorFlow's CUDA build): by default what a
+replica type with ``gpus > 0`` runs when ``image`` is :data:`DEFAULT_IMAGE`."""

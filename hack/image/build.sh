@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds the tfk8s image (the repo's Dockerfile) with no Docker engine and no registry: buildah, daemonless
 # (--isolation chroot; its store overlay, or vfs where the kernel lacks overlay: lib.sh), on a base made here
-# from Debian's packages by mmdebstrap (localhost/tfk8s-base:bookworm) instead of tensorflow/tensorflow:2.21.0,
-# which cannot be pulled here. Nothing prebuilt is downloaded: Debian packages (mmdebstrap) and Python wheels (pip, in the build) only.
+# from Debian's packages by mmdebstrap (localhost/tfk8s-base:bookworm) instead of the Dockerfile's default
+# python:3.11-slim-bookworm, which cannot be pulled here. Nothing prebuilt is downloaded: Debian packages (mmdebstrap) and Python wheels (pip, in the build) only.
 #
-#   hack/image/build.sh [--image NAME] [--base local|REF] [--archive PATH] [--archive-format docker|oci]
-#                       [--rebuild-base] [--no-cache] [--verify]
+#   hack/image/build.sh [--variant cpu|gpu] [--image NAME] [--base local|REF] [--archive PATH]
+#                       [--archive-format docker|oci] [--rebuild-base] [--no-cache] [--verify]
+#
+# --variant: cpu (default: tensorflow-cpu, tagged tfk8s/__init__.py's DEFAULT_IMAGE) or gpu (TensorFlow's CUDA
+# build, tensorflow[and-cuda], tagged DEFAULT_GPU_IMAGE); the Dockerfile's build argument VARIANT.
 #
 # Everything persistent is under ${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s/image/ (override: TFK8S_IMAGE_CACHE):
 #   base/<key>.tar   the base's root file system, as mmdebstrap made it (key: the recipe below)
@@ -28,8 +31,9 @@ DEBIAN_MIRRORS=(
     "deb http://deb.debian.org/debian-security bookworm-security main"
 )
 # python3-pip: the Dockerfile's venv is made --without-pip and uses the base's pip (as on the TF base, which
-# has no ensurepip either); passwd: useradd; libstdc++6: the tensorflow wheel links against it.
-BASE_PACKAGES=python3,python3-pip,ca-certificates,passwd,libstdc++6
+# has no ensurepip either); passwd: useradd; libstdc++6: the tensorflow wheel links against it; binutils:
+# `strip` for the Dockerfile's trimming of TensorFlow's shared libraries.
+BASE_PACKAGES=python3,python3-pip,ca-certificates,passwd,libstdc++6,binutils
 BASE_VARIANT=apt                                        # Essential: yes packages + apt, nothing else
 BASE_RECIPE_VERSION=1                                   # bump to rebuild the base when the recipe changes
 BUILDAH_VERSION=1.28                                    # Debian bookworm's buildah (1.28.2): the minimum
@@ -37,6 +41,7 @@ MMDEBSTRAP_VERSION=1.3                                  # Debian bookworm's mmde
 BASE_IMAGE=localhost/tfk8s-base:$DEBIAN_SUITE
 
 IMAGE=
+VARIANT=cpu
 BASE=local
 ARCHIVE=
 ARCHIVE_FORMAT=docker
@@ -48,6 +53,7 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit "${1:
 while [ $# -gt 0 ]; do
     case $1 in
         --image) IMAGE=$2; shift 2 ;;
+        --variant) VARIANT=$2; shift 2 ;;
         --base) BASE=$2; shift 2 ;;
         --archive) ARCHIVE=$2; shift 2 ;;
         --archive-format) ARCHIVE_FORMAT=$2; shift 2 ;;
@@ -59,12 +65,13 @@ while [ $# -gt 0 ]; do
     esac
 done
 case $ARCHIVE_FORMAT in docker|oci) ;; *) echo "build.sh: --archive-format docker or oci" >&2; exit 2 ;; esac
+case $VARIANT in cpu|gpu) ;; *) echo "build.sh: --variant cpu or gpu (make image VARIANT=cpu|gpu), got '$VARIANT'" >&2; exit 2 ;; esac
 [ "$BASE" = local ] && BASE=$BASE_IMAGE
 
 # --- state: the cache (kept) and this run's scratch (removed): lib.sh ------------------------------------
 # shellcheck source=hack/image/lib.sh
 . "$(dirname "$0")/lib.sh"
-IMAGE=${IMAGE:-$DEFAULT_IMAGE}
+if [ "$VARIANT" = gpu ]; then IMAGE=${IMAGE:-$DEFAULT_GPU_IMAGE}; else IMAGE=${IMAGE:-$DEFAULT_IMAGE}; fi
 
 # --- tools: Debian's packages ----------------------------------------------------------------------------
 version_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
@@ -151,7 +158,8 @@ ca_bundle() {
 T_ALL=$(date +%s)
 if [ "$BASE" = "$BASE_IMAGE" ]; then build_base; PULL=never; else PULL=missing; fi
 
-args=(--isolation chroot --layers --pull="$PULL" --build-arg "BASE=$BASE" -t "$IMAGE" -f "$REPO/Dockerfile")
+args=(--isolation chroot --layers --pull="$PULL" --build-arg "BASE=$BASE" --build-arg "VARIANT=$VARIANT"
+      -t "$IMAGE" -f "$REPO/Dockerfile")
 [ "$NO_CACHE" = 1 ] && args+=(--no-cache)
 CA=$(ca_bundle)
 if [ -n "$CA" ]; then
@@ -159,7 +167,7 @@ if [ -n "$CA" ]; then
     args+=(--secret "id=pip_cert,src=$CA")
 fi
 t0=$(date +%s)
-log "building $IMAGE on $BASE (buildah $BUILDAH_HAVE, store $STORE, $STORAGE_DRIVER)"
+log "building $IMAGE ($VARIANT) on $BASE (buildah $BUILDAH_HAVE, store $STORE, $STORAGE_DRIVER)"
 "${BUILDAH[@]}" build "${args[@]}" "$REPO" >&2
 log "built $IMAGE in $(elapsed "$t0")"
 

@@ -12,6 +12,8 @@ CACHE=${TFK8S_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s/image}
 STORE=$CACHE/storage
 DEFAULT_IMAGE=$(sed -n 's/^DEFAULT_IMAGE = "\(.*\)"$/\1/p' "$REPO/tfk8s/__init__.py" 2>/dev/null || true)
 DEFAULT_IMAGE=${DEFAULT_IMAGE:-ghcr.io/tfk8s/tfk8s:0.1.0}
+DEFAULT_GPU_IMAGE=$(sed -n 's/^DEFAULT_GPU_IMAGE = "\(.*\)"$/\1/p' "$REPO/tfk8s/__init__.py" 2>/dev/null || true)
+DEFAULT_GPU_IMAGE=${DEFAULT_GPU_IMAGE:-$DEFAULT_IMAGE-gpu}
 
 storage_driver() {
     if [ -n "${TFK8S_IMAGE_STORAGE_DRIVER:-}" ]; then echo "$TFK8S_IMAGE_STORAGE_DRIVER"

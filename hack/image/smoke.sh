@@ -59,6 +59,24 @@ assert os.environ["TF_USE_LEGACY_KERAS"] == "1"
 dense = tf.keras.layers.Dense.__module__
 assert dense.startswith("tf_keras.") and tf_keras.__version__.startswith("2."), (dense, tf_keras.__version__)
 print("TF_USE_LEGACY_KERAS=1, set by trainer.task: tf.keras is tf_keras", tf_keras.__version__, f"({dense})")'
+# The variant (Dockerfile: LABEL org.tfk8s.image.variant): cpu has tensorflow-cpu and no CUDA kernels, so
+# TensorFlow's import (all its log lines shown: TF_CPP_MIN_LOG_LEVEL=0) says nothing of CUDA or cuInit, the lines
+# that alarmed users of the CUDA build on CPU nodes; gpu has the CUDA build (tensorflow[and-cuda]).
+variant=$("${BUILDAH[@]}" inspect --type image --format '{{index .OCIv1.Config.Labels "org.tfk8s.image.variant"}}' "$IMAGE")
+tf_dists=$(run python -c 'import importlib.metadata as m, re
+names = {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower() for d in m.distributions()}
+print(" ".join(sorted(n for n in names if re.fullmatch(r"tensorflow(-cpu|-gpu|-intel)?", n))))')
+tf_log=$("${BUILDAH[@]}" run --isolation chroot --env TF_CPP_MIN_LOG_LEVEL=0 "$CTR" -- \
+    python -c 'import tensorflow as tf; print("devices", [d.device_type for d in tf.config.list_physical_devices()])' 2>&1)
+case $variant in
+    cpu) [ "$tf_dists" = tensorflow-cpu ] || fail "the cpu variant's TensorFlow distributions are '$tf_dists', not tensorflow-cpu"
+         if grep -iE 'cuInit|CUDA error|cuda drivers|cudart' <<<"$tf_log"; then
+             fail "the cpu variant's TensorFlow import logs CUDA lines (above)"
+         fi ;;
+    gpu) grep -qw tensorflow <<<"$tf_dists" || fail "the gpu variant has no tensorflow distribution: '$tf_dists'" ;;
+    *) fail "no org.tfk8s.image.variant label (cpu or gpu): '$variant'" ;;
+esac
+say "variant $variant: $tf_dists; TensorFlow's import: $(grep -c . <<<"$tf_log") log lines$([ "$variant" = cpu ] && echo ', none of CUDA') ($(tail -n1 <<<"$tf_log"))"
 run python -m components.launch_training --help >/dev/null && say "python -m components.launch_training --help: ok"
 run python -m trainer.task --help >/dev/null && say "python -m trainer.task --help: ok"
 run python -m pipelines.train --help >/dev/null && say "python -m pipelines.train --help (the CMD): ok"

@@ -31,7 +31,13 @@ if __name__ != "__main__":
 args = sys.argv[1:]
 component = args[args.index("--component_module_path") + 1]
 print(f"tfk8s: step pid={os.getpid()} ppid={os.getppid()} cwd={os.getcwd()} marker={os.environ.get('MARKER')} "
-      f"later={'email.mime.text' in sys.modules}")
+      f"later={'email.mime.text' in sys.modules} slow={'slow_import' in sys.modules} "
+      f"reuse_only={os.environ.get('TFK8S_PREPARE_REUSE_ONLY')}")
+if os.environ.get("TFK8S_PREPARE_REUSE_ONLY") == "1" and args[-1] == "miss":
+    print("not in the store")
+    sys.exit(75)
+if args[-1] == "miss":
+    sys.exit(0)
 print(f"component source: {open(component).read()}")
 print("a C-level write to fd 2", file=sys.stderr)
 how = args[-1]
@@ -180,12 +186,51 @@ def test_sigterm_stops_a_forked_step_and_the_server(executor_env, tmp_path):
 
 
 def test_a_step_without_tensorflow_does_not_wait_for_the_servers_imports(executor_env, tmp_path):
+    """It runs in the light interpreter, forked by the server before its slow imports (TensorFlow's), at once;
+    a step that needs them waits for them and is forked by the server itself."""
     (tmp_path / "mods" / "slow_import.py").write_text("import time\ntime.sleep(4)\n")  # stands for TensorFlow
-    with StepServer(preload=("slow_import",), later=()) as server:
+    with StepServer(preload=("slow_import",), later=(), light=("json",)) as server:
         out = io.StringIO()
         steps = QuietSteps(tmp_path, out, tty=False, server=server, without_tensorflow={"export-model"})
+        t0 = time.monotonic()
         assert steps.run_step(command(tmp_path, "0")) == 0
-        assert int(step_line(out.getvalue())["ppid"]) != server.proc.pid  # ran at once, as a subprocess
+        assert time.monotonic() - t0 < 3.5  # not after the 4 s import
+        seen = step_line(out.getvalue())
+        light = psutil.Process(int(seen["ppid"]))
+        assert light.ppid() == server.proc.pid and seen["slow"] == "False"  # the server's light child
         steps.without_tensorflow = frozenset()  # a step that needs the imports waits for them, then is forked
         assert steps.run_step(command(tmp_path, "0")) == 0
-        assert int(step_line(out.getvalue().split("export-model ok")[1])["ppid"]) == server.proc.pid
+        second = step_line(out.getvalue().split("export-model ok")[1])
+        assert int(second["ppid"]) == server.proc.pid and second["slow"] == "True"
+        assert steps.run_step(command(tmp_path, "0")) == 0  # the light one serves one step after another
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and light.is_running() and light.status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.1)
+    assert not light.is_running() or light.status() == psutil.STATUS_ZOMBIE  # gone with the server's socket
+
+
+def test_a_reuse_first_step_is_tried_without_the_slow_imports_and_again_with_them_on_a_miss(executor_env, tmp_path):
+    """The prepare step's way (tfk8s.steps.data_reuse): tried in the light interpreter with
+    TFK8S_PREPARE_REUSE_ONLY=1; exit 75 means "not in the store": run again in the full interpreter, the try's
+    output dropped from the log; any other exit is the step's."""
+    (tmp_path / "mods" / "slow_import.py").write_text("import time\ntime.sleep(2)\n")
+    with StepServer(preload=("slow_import",), later=(), light=("json",)) as server:
+        out = io.StringIO()
+        steps = QuietSteps(tmp_path, out, tty=False, server=server, reuse_first={"export-model"})
+        assert steps.run_step(command(tmp_path, "miss")) == 0
+        lines = [step_line(x) for x in out.getvalue().splitlines() if x.startswith("tfk8s: step ")]
+        assert [(x["reuse_only"], x["slow"]) for x in lines] == [("1", "False"), ("None", "True")]
+        assert int(lines[1]["ppid"]) == server.proc.pid and int(lines[0]["ppid"]) != server.proc.pid
+        log = (tmp_path / "run" / "export-model" / "output.log").read_text()
+        assert "not in the store" not in log and log.count("tfk8s: step ") == 1  # the second run's only
+        assert out.getvalue().splitlines()[-1].startswith("tfk8s: export-model ok (")
+        out.truncate(0)
+        out.seek(0)
+        assert steps.run_step(command(tmp_path, "0")) == 0  # a hit: the try is the step
+        lines = [step_line(x) for x in out.getvalue().splitlines() if x.startswith("tfk8s: step ")]
+        assert [(x["reuse_only"], x["slow"]) for x in lines] == [("1", "False")]
+        out.truncate(0)
+        out.seek(0)
+        assert steps.run_step(command(tmp_path, "3")) == 3  # a failure of the try is the step's failure
+        tried = [x for x in out.getvalue().splitlines() if x.startswith("tfk8s: step ")]
+        assert "FAILED after " in out.getvalue() and len(tried) == 1 and "reuse_only=1" in tried[0]

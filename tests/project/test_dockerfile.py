@@ -1,6 +1,6 @@
-"""The Dockerfile, parsed (no Docker engine runs here): the official TensorFlow base of the pinned version by
-default (build argument BASE; hack/image/build.sh gives a local Debian one), the project installed at build
-time into a venv, a non-root user, nothing installed at start, no CA or proxy of the build host's in the
+"""The Dockerfile, parsed (no Docker engine runs here): a Python 3.11 base without TensorFlow (build argument
+BASE; hack/image/build.sh gives a local Debian one), two variants (build argument VARIANT: tensorflow-cpu by
+default, TensorFlow's CUDA build for gpu), the project installed at build time into a venv, a non-root user, nothing installed at start, no CA or proxy of the build host's in the
 image, and `make image` builds the tag the pipeline runs. The test marked e2e inspects a built image, if
 hack/image/build.sh left one in its cache."""
 
@@ -21,9 +21,9 @@ import yaml
 from packaging.requirements import Requirement
 
 from components import DEFAULT_IMAGE
+from tfk8s import DEFAULT_GPU_IMAGE
 
 REPO = Path(__file__).resolve().parents[2]
-OFFICIAL_BASE = "tensorflow/tensorflow"  # Docker Hub's official image, no mirror or fork
 
 
 def _instructions(path: Path) -> list[tuple[str, str]]:
@@ -64,23 +64,78 @@ def _global_args() -> dict[str, str]:
     return out
 
 
-def test_base_is_the_official_tensorflow_image_of_the_pinned_version():
-    """By default `docker build .` gets tensorflow/tensorflow:<the pinned version>, as it did before BASE."""
-    base = _global_args().get("BASE")
-    assert base, "Dockerfile: no `ARG BASE=<default>` before FROM"
-    image, _, tag = base.partition(":")
-    assert image == OFFICIAL_BASE
-    pin = next(
-        Requirement(d) for d in _pyproject()["project"]["dependencies"] if d.startswith("tensorflow==")
-    )
-    assert re.fullmatch(r"\d+\.\d+\.\d+", tag), tag
-    assert pin.specifier.contains(tag), f"ARG BASE={base} does not satisfy the pin {pin}"
+def test_the_default_base_is_a_python_3_11_image_without_tensorflow():
+    """`docker build .` starts from Docker Hub's python:3.11-slim-bookworm (Debian 12, like build.sh's base):
+    the variant's TensorFlow wheel is the only TensorFlow in the image (the official TensorFlow image would
+    bring the CUDA build into the CPU variant)."""
+    assert _global_args().get("BASE") == "python:3.11-slim-bookworm"
 
 
 def test_the_base_is_the_build_argument():
     froms = [a for k, a in _instructions(REPO / "Dockerfile") if k == "FROM"]
     assert froms in (["${BASE}"], ["$BASE"]), froms  # one stage, on whatever base the build names
     assert list(_global_args()) == ["BASE"]
+
+
+def _requirements():
+    spec = importlib.util.spec_from_file_location("requirements", REPO / "hack" / "image" / "requirements.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_cpu_variant_installs_tensorflow_cpu_of_the_pinned_version():
+    deps = _pyproject()["project"]["dependencies"]
+    pin = next(Requirement(d) for d in deps if d.startswith("tensorflow=="))
+    requirements, no_deps = _requirements().split(deps, "cpu")
+    tf = [Requirement(r) for r in requirements if r.startswith("tensorflow") and "datasets" not in r]
+    assert [(r.name, r.specifier) for r in tf] == [("tensorflow-cpu", pin.specifier)]
+    # tf-keras names `tensorflow` (the CUDA build) as its dependency: installed without it
+    assert [Requirement(r).name for r in no_deps] == ["tf-keras"]
+    assert not any(Requirement(r).name in ("tensorflow", "tf-keras") for r in requirements)
+    # everything else as pyproject pins it
+    rest = [d.split("#")[0].strip() for d in deps if not d.startswith(("tensorflow==", "tf-keras"))]
+    assert [r for r in requirements if not r.startswith("tensorflow-cpu")] == rest
+
+
+def test_the_gpu_variant_installs_the_cuda_build_of_the_pinned_version():
+    deps = _pyproject()["project"]["dependencies"]
+    pin = next(Requirement(d) for d in deps if d.startswith("tensorflow=="))
+    requirements, no_deps = _requirements().split(deps, "gpu")
+    tf = next(Requirement(r) for r in requirements if r.startswith("tensorflow["))
+    assert (tf.name, tf.extras, tf.specifier) == ("tensorflow", {"and-cuda"}, pin.specifier)
+    assert no_deps == [] and any(r.startswith("tf-keras==") for r in requirements)
+
+
+def test_requirements_refuses_an_unknown_variant_naming_the_fix(tmp_path):
+    with pytest.raises(SystemExit, match=r"variant must be one of \('cpu', 'gpu'\), got 'tpu'.*VARIANT="):
+        _requirements().split(_pyproject()["project"]["dependencies"], "tpu")
+    with pytest.raises(SystemExit, match=r"lack \['tf-keras'\]"):
+        _requirements().split(["tensorflow==2.21.*"], "cpu")
+    out = subprocess.run(["python3", str(REPO / "hack" / "image" / "requirements.py"), "cpu",
+                          str(REPO / "pyproject.toml"), str(tmp_path)], check=True, capture_output=True, text=True)
+    assert "tensorflow-cpu==" in (tmp_path / "requirements.txt").read_text(), out.stdout
+    assert (tmp_path / "no-deps.txt").read_text().startswith("tf-keras==")
+
+
+def test_the_variant_is_a_build_argument_declared_after_the_shared_layers():
+    steps = _instructions(REPO / "Dockerfile")
+    stage = steps[[k for k, _ in steps].index("FROM") + 1 :]
+    args = [a for k, a in stage if k == "ARG"]
+    assert args == ["VARIANT=cpu"], args
+    at = stage.index(("ARG", "VARIANT=cpu"))
+    assert not [a for k, a in stage[:at] if k in ("COPY", "ADD")]  # the user, venv and folders: shared
+    deps = next(a for k, a in stage[at:] if k == "RUN" and "pip install" in a)
+    assert 'python requirements.py "$VARIANT" pyproject.toml' in deps
+    assert "pip install --no-deps -r /tmp/requirements/no-deps.txt" in deps
+    assert ("LABEL", "org.tfk8s.image.variant=${VARIANT}") in stage
+    # trimmed in the dependency layer itself (a later layer cannot shrink it): headers, build tooling, Parquet
+    for trim in ('rm -rf "$site/tensorflow/include"', "pip uninstall -y -q libclang pyarrow",
+                 "strip --strip-unneeded"):
+        assert trim in deps, trim
+    copied = next(a for k, a in stage[at:] if k == "COPY")
+    assert "hack/image/requirements.py" in _exec_form(copied)
+    assert "!hack/image/requirements.py" in (REPO / ".dockerignore").read_text().splitlines()
 
 
 def test_build_sh_builds_on_the_local_base_with_no_daemon_and_no_pull():
@@ -96,7 +151,9 @@ def test_build_sh_builds_on_the_local_base_with_no_daemon_and_no_pull():
     assert "--storage-opt overlay.skip_mount_home=true" in lib and "echo vfs" in lib
     assert "trap cleanup EXIT" in lib and "umount" in lib
     assert "PULL=never" in script  # the local base: nothing is pulled from a registry
-    assert '--build-arg "BASE=$BASE"' in script
+    assert '--build-arg "BASE=$BASE"' in script and '--build-arg "VARIANT=$VARIANT"' in script
+    assert "--variant) VARIANT=$2" in script and "case $VARIANT in cpu|gpu)" in script
+    assert "IMAGE=${IMAGE:-$DEFAULT_GPU_IMAGE}" in script
     assert "${XDG_CACHE_HOME:-$HOME/.cache}/tfk8s/image" in script
 
 
@@ -113,7 +170,7 @@ def test_the_project_is_installed_at_build_time_from_its_sources():
     for pattern in includes:  # every package of the distribution is copied in
         assert pattern.rstrip("*") in copied, pattern
     installs = [a for k, a in steps if k == "RUN" and "pip install" in a]
-    assert any(re.search(r"pip install (--no-deps --force-reinstall )?\.(\s|$)", a) for a in installs), (
+    assert any(re.search(r"pip install --no-deps --force-reinstall \.(\s|$)", a) for a in installs), (
         installs
     )
     assert not any("-e " in a or "--editable" in a for a in installs)  # pods import from site-packages
@@ -147,7 +204,7 @@ def test_the_project_goes_into_a_venv_first_on_path_not_over_the_system_python()
     assert re.search(r"\bVIRTUAL_ENV=/opt/venv\b", env)
     assert re.search(r"\bPATH=/opt/venv/bin:\$\{?PATH\}?(\s|$)", env)  # python, python3, pip: the venv's
     runs = " ".join(a for k, a in steps if k == "RUN")
-    assert "python3 -m venv --system-site-packages --without-pip /opt/venv" in runs  # the TF base's TF counts
+    assert "python3 -m venv --system-site-packages --without-pip /opt/venv" in runs  # a base's own packages count
     assert "break-system-packages" not in runs.lower() and "BREAK_SYSTEM_PACKAGES" not in env
 
 
@@ -170,9 +227,9 @@ def test_no_ca_or_proxy_of_the_build_host_is_baked_in():
         if keyword in ("COPY", "ADD"):
             assert not re.search(r"\.(crt|pem|cer)\b|ca-certificates|secrets", args), (keyword, args)
     stage = steps[[k for k, _ in steps].index("FROM") + 1 :]
-    assert list(_global_args()) == ["BASE"] and not [
+    assert list(_global_args()) == ["BASE"] and [
         a for k, a in stage if k == "ARG"
-    ]  # ARGs land in history
+    ] == ["VARIANT=cpu"]  # ARGs land in history: only the variant's name
     installs = [a for k, a in steps if k == "RUN" and "pip install" in a]
     assert installs
     for run in installs:  # a build behind the proxy needs the CA in every RUN that fetches (the project's
@@ -225,23 +282,36 @@ def _recipe(makefile: str, target: str) -> str:
     return re.sub(r"\\\n\t\s*", " ", recipe.group(1))  # continued lines joined
 
 
+def _make_var(name: str, **variables: str) -> str:
+    """The value of a Makefile variable, as make computes it with ``variables`` given on its command line."""
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-s", "-f", str(REPO / "Makefile"), "-f", "-", "print-var",
+         *(f"{k}={v}" for k, v in variables.items())],
+        input=f"print-var:\n\t@echo $({name})\n", cwd=REPO, check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
 def test_make_image_builds_the_tag_the_pipeline_runs():
     makefile = (REPO / "Makefile").read_text()
-    default = re.search(r"^IMAGE\s*\?=\s*(\S+)\s*$", makefile, re.MULTILINE)
-    assert default, "Makefile: no `IMAGE ?= <tag>`"
-    assert default.group(1) == DEFAULT_IMAGE
+    # cpu by default: the pipeline's image; VARIANT=gpu: the GPU tag, what replicas with gpus > 0 run
+    assert _make_var("VARIANT") == "cpu" and _make_var("IMAGE") == DEFAULT_IMAGE
+    assert _make_var("IMAGE", VARIANT="gpu") == DEFAULT_GPU_IMAGE == DEFAULT_IMAGE + "-gpu"
+    assert _make_var("IMAGE_ARCHIVE").endswith("/tfk8s_0.1.0.tar")  # what make test-e2e imports: cpu
     image = _recipe(makefile, "image")
     # with a Docker engine: docker build, on the Dockerfile's default base unless BASE is given
     assert re.search(
-        r"docker build \$\(if \$\(BASE\),--build-arg BASE=\$\(BASE\)\).*-t \$\(IMAGE\) \.", image
+        r"docker build \$\(if \$\(BASE\),--build-arg BASE=\$\(BASE\)\) --build-arg VARIANT=\$\(VARIANT\)"
+        r".*-t \$\(IMAGE\) \.", image
     ), image
     assert "docker info" in image  # ... which is the case only where one answers
     # without: hack/image/build.sh (buildah), the same tag
-    assert re.search(r"bash hack/image/build.sh --image \$\(IMAGE\)", image), image
+    assert re.search(r"bash hack/image/build.sh --variant \$\(VARIANT\) --image \$\(IMAGE\)", image), image
+    assert "VARIANT=cpu or VARIANT=gpu" in image  # any other variant stops with the fix
     archive = _recipe(makefile, "image-archive")
-    assert re.search(r"hack/image/build.sh --image \$\(IMAGE\).*--archive \$\(IMAGE_ARCHIVE\)", archive), (
-        archive
-    )
+    assert re.search(
+        r"hack/image/build.sh --variant \$\(VARIANT\) --image \$\(IMAGE\).*--archive \$\(IMAGE_ARCHIVE\)",
+        archive,
+    ), archive
     spec = next(yaml.safe_load_all((REPO / "compiled" / "train.yaml").read_text()))
     assert spec["root"]["inputDefinitions"]["parameters"]["image"]["defaultValue"] == DEFAULT_IMAGE
     # every step runs the `image` parameter (test_compile.py follows each placeholder to it)

@@ -68,6 +68,9 @@ def test_mwms_chief_and_two_workers_train_in_pods_then_export_evaluate_and_push_
     for label in ("chief-0", "worker-0", "worker-1"):
         assert f"[{label}] replica={label} strategy=multi_worker_mirrored" in after_log
         assert re.search(rf"^\[{label}\] epoch 1/1: loss=", after_log, re.MULTILINE)
+    # the CPU image (tensorflow-cpu, issue 26): TensorFlow says nothing of CUDA in a replica's or the launcher's log
+    cuda = re.compile(r"cuInit|CUDA error|cuda drivers", re.IGNORECASE)
+    assert not cuda.search(after_log) and not cuda.search(log), cuda.findall(after_log + log)[:3]
     # the next steps, each in its own pod, on the same volume
     saved_model = result["saved_model"]
     assert saved_model == str(train / "saved_model")

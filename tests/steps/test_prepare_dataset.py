@@ -378,3 +378,64 @@ def test_a_stop_signal_stops_the_prepare_step_between_batches_leaving_nothing_ha
     assert took < 5, took
     assert [p.name for p in base.iterdir() if not p.name.endswith(".lock")] == []  # no staging, no key folder
     assert not any(_is_locked(p) for p in base.glob("*.lock"))
+
+
+REUSE_CHILD = """
+import json, sys
+from tfk8s.steps.prepare_dataset import prepare_dataset_step
+md = prepare_dataset_step(dataset_name="mnist", tfds_data_dir=sys.argv[1], volume_root=sys.argv[2], run_id=sys.argv[3],
+                          num_shards=int(sys.argv[4]), num_workers=2, max_examples=40)
+heavy = sorted(m for m in ("tensorflow", "tensorflow_datasets", "numpy") if m in sys.modules)
+print("RESULT " + json.dumps({"key": md["key"], "reused": md["reused"], "prepared_by": md["prepared_by"],
+                              "path": md["path"], "train": md["splits"]["train"]["num_examples"], "heavy": heavy}))
+"""
+
+
+def _reuse_child(volume: Path, run_id: str, source: str, shards: int = 2, reuse_only: bool = False):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TFK8S_PREPARE_REUSE_ONLY": "1" if reuse_only else "0"}
+    proc = subprocess.run([sys.executable, "-c", REUSE_CHILD, source, str(volume), run_id, str(shards)],
+                          check=False, capture_output=True, text=True, env=env, timeout=300)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    return proc.returncode, (json.loads(line.removeprefix("RESULT ")) if line else None), proc
+
+
+def test_a_reused_data_set_needs_no_tensorflow_nor_tfds_import(tmp_path, mnist_tfds_data_dir):
+    """The second run of a request finds its key from the resolution the first one remembered: TensorFlow,
+    TFDS and NumPy are never imported (the --local run's pre-warmed interpreter need not be waited for, a
+    prepare pod starts no TensorFlow); a request never resolved, or whose TFDS files changed, takes the full
+    path, and in reuse-only mode ends with exit status 75 before importing anything."""
+    import shutil
+
+    from tfk8s.steps.prepare_dataset import REUSE_MISS_EXIT
+
+    source = tmp_path / "tfds"
+    shutil.copytree(Path(mnist_tfds_data_dir) / "mnist", source / "mnist")
+    code, first, proc = _reuse_child(tmp_path / "vol", "run-1", str(source))
+    assert code == 0 and first is not None, proc.stderr[-2000:]
+    assert (first["reused"], first["prepared_by"], first["train"]) == (False, "run-1", 40)
+    assert first["heavy"] == ["numpy", "tensorflow", "tensorflow_datasets"]  # it prepared: TFDS and TF
+
+    code, second, proc = _reuse_child(tmp_path / "vol", "run-2", str(source), reuse_only=True)
+    assert code == 0 and second is not None, proc.stderr[-2000:]
+    assert (second["key"], second["path"], second["reused"], second["prepared_by"]) == (
+        first["key"], first["path"], True, "run-1")
+    assert second["heavy"] == [] and second["train"] == 40
+    assert "tfk8s: reused data prepared by run run-1 at " in proc.stdout
+    record = json.loads((tmp_path / "vol" / "runs" / "run-2" / "data.json").read_text())
+    assert (record["key"], record["reused"], record["prepared_by"]) == (first["key"], True, "run-1")
+
+    # another shard count: never resolved with these values -> another key, not in the store
+    code, _, proc = _reuse_child(tmp_path / "vol", "run-3", str(source), shards=3, reuse_only=True)
+    assert code == REUSE_MISS_EXIT and "tensorflow" not in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "vol" / "runs" / "run-3").exists()  # nothing written before the retry
+    # the TFDS files changed since: their identity gives another key, so no reuse of the old folder
+    info = source / "mnist" / "3.0.1" / "dataset_info.json"
+    info.chmod(0o644)
+    info.write_text(info.read_text().replace("Original order kept.", "Reordered."))
+    code, _, proc = _reuse_child(tmp_path / "vol", "run-4", str(source), reuse_only=True)
+    assert code == REUSE_MISS_EXIT, proc.stderr[-2000:]
+    code, third, proc = _reuse_child(tmp_path / "vol", "run-5", str(source))  # the full path prepares it
+    assert code == 0 and third["key"] != first["key"] and (third["reused"], third["prepared_by"]) == (False, "run-5")

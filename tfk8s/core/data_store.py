@@ -286,6 +286,73 @@ def _remove_stale_staging(final: Path) -> None:
             pass
 
 
+# --- a request resolved: the reuse without TFDS --------------------------------------------------------------
+
+def request_digest(request: Mapping[str, Any]) -> str:
+    """The name of a prepare request's resolution file: the first :data:`KEY_LEN` hex digits of the sha256 of
+    ``request`` as canonical JSON (as :func:`data_key`).
+
+    Raises:
+        TypeError: a value JSON cannot serialise.
+    """
+    text = json.dumps({**request, "store_format": STORE_FORMAT}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:KEY_LEN]
+
+
+def remember_resolution(volume: str | os.PathLike, request: Mapping[str, Any],
+                        resolved: Mapping[str, Any]) -> Path:
+    """Write what ``request`` resolved to (``<volume>/datasets/.resolved/<digest>.json``, temp file + rename),
+    so that the next run of the same request finds its key without the library that resolved it.
+
+    A resolution only names where to look (the prepare step's: the data set's name, config and version as
+    TFDS resolved them, and the TFDS folder of its files); the key is still computed from the files each time
+    and checked against the store, so a stale resolution costs a miss (and the full path), never wrong data.
+
+    Args:
+        request: what the caller was asked (JSON-serialisable): :func:`request_digest` names the file.
+        resolved: what it resolved to (JSON-serialisable).
+
+    Returns:
+        The file written.
+
+    Raises:
+        OSError: the volume's.
+    """
+    path = VolumeLayout(volume).resolved(request_digest(request))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{_owner()}")
+    tmp.write_text(json.dumps({"request": dict(request), "resolved": dict(resolved), "created": time.time()},
+                              sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def recall_resolution(volume: str | os.PathLike, request: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What ``request`` resolved to last time (:func:`remember_resolution`); None when it was never
+    remembered, or the file is unreadable or belongs to another request (a digest collision)."""
+    path = VolumeLayout(volume).resolved(request_digest(request))
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("request") != json.loads(json.dumps(dict(request))):
+        return None
+    resolved = doc.get("resolved")
+    return dict(resolved) if isinstance(resolved, dict) else None
+
+
+def reuse(volume: str | os.PathLike, dataset: str, version: str,
+          identity: Mapping[str, Any]) -> Prepared | None:
+    """The store folder of ``identity`` when it is there and intact (what :func:`prepare` reuses without taking
+    a lock or writing), else None. Standard library only: no preparation is possible from here.
+
+    Raises:
+        ValueError: ``dataset`` or ``version`` not a single path segment.
+    """
+    key = data_key(identity)
+    return _reused(VolumeLayout(volume).prepared(dataset, version, key), key)
+
+
 # --- what is in the store, and which runs read it -------------------------------------------------------------
 
 @dataclass(frozen=True)

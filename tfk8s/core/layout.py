@@ -22,6 +22,8 @@
                                             every run of the same key (data set, version, splits, caps...)
         <key>.lock                          held (flock) by the one run preparing <key>
         .staging-<key>-<host>-<pid>/        a preparation in progress, renamed to <key>/ when complete
+      datasets/.resolved/<digest>.json      what a prepare request (name, TFDS folder, TFDS version) resolved to,
+                                            so a reuse needs no TFDS import (tfk8s.core.data_store)
       models/<model name>/<version>/        every exported SavedModel, TF Serving layout     (export)
       serving/<model name>/<version>/       blessed versions only: point TF Serving here     (push)
       pipeline-root/                        kfp.local's artifacts (--local runs only)
@@ -45,6 +47,7 @@ RUNS_DIR = "runs"
 DATA_DIR = "data"
 DATA_RECORD_FILE = "data.json"  # under the run dir: which prepared folder the run read
 DATASETS_DIR = "datasets"  # the prepared-data store
+RESOLVED_DIR = ".resolved"  # under DATASETS_DIR: prepare requests resolved (data_store.remember_resolution)
 MANIFEST_FILE = "manifest.json"  # in a store folder: its key's identity and every file's size, mtime, sha256
 LOCK_SUFFIX = ".lock"
 STAGING_PREFIX = ".staging-"
@@ -277,6 +280,11 @@ class VolumeLayout:
         """``<root>/datasets/<data set>/<version>/<key>``: one complete preparation (shards, metadata.json,
         manifest.json)."""
         return self.dataset_base(dataset, version) / _check_segment("data key", key)
+
+    def resolved(self, digest: str) -> Path:
+        """``<root>/datasets/.resolved/<digest>.json``: what one prepare request resolved to
+        (:func:`tfk8s.core.data_store.remember_resolution`)."""
+        return self.datasets / RESOLVED_DIR / (_check_segment("request digest", digest) + ".json")
 
     def prepared_lock(self, dataset: str, version: str, key: str) -> Path:
         """``<...>/<key>.lock``: the lock file the run preparing ``key`` holds (``fcntl.flock``)."""

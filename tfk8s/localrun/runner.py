@@ -29,6 +29,8 @@ STOP_MARGIN_S = 30.0  # a stopped run waits for its steps the job's stop_grace_s
 # the --local steps whose components import no TensorFlow (kfp.local's task names): they do not wait for the
 # step server's imports (tfk8s.localrun.step_output.QuietSteps)
 STEPS_WITHOUT_TENSORFLOW = frozenset({"ensure-volume", "launch-training", "push-model", "reject-model"})
+# tried first without TensorFlow (a data set already in the volume's store needs none), again with it on a miss
+STEPS_REUSE_FIRST = frozenset({"prepare-dataset"})
 
 
 def _print(line: str) -> None:
@@ -63,7 +65,8 @@ def quiet_steps(volume: str | os.PathLike, server=None):
     own = server is None
     if own:
         server = start_step_server()
-    steps = QuietSteps(volume, server=server, without_tensorflow=STEPS_WITHOUT_TENSORFLOW)
+    steps = QuietSteps(volume, server=server, without_tensorflow=STEPS_WITHOUT_TENSORFLOW,
+                       reuse_first=STEPS_REUSE_FIRST)
     drop, root = _DropKfpLocal(), logging.getLogger()
     saved = subprocess_task_handler.run_local_subprocess, logging_utils.print_horizontal_line
     root.addFilter(drop)

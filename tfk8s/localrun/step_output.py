@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from tfk8s.localrun import signals
+from tfk8s.steps.data_reuse import REUSE_MISS_EXIT, REUSE_ONLY_ENV
 from tfk8s.tracking.progress_view import PLAIN_PREFIX, PROGRESS_PREFIX, ProgressMonitor
 from tfk8s.tracking.records import job_status, list_records
 
@@ -85,16 +86,23 @@ class QuietSteps:
         stream: the terminal or pipe (default ``sys.stdout``).
         tty: draw a live progress bar (default: whether ``stream`` is a terminal).
         server: run the steps it can take in its pre-warmed interpreter (None: every step as a subprocess).
-        without_tensorflow: names of steps that import no TensorFlow: while the server is still importing, such a
-            step runs as a subprocess at once instead of waiting for it (the first step, ensure-volume, waited
-            1.8 s for an import it does not need).
+        without_tensorflow: names of steps that import no TensorFlow: they run in the server's light interpreter
+            (forked before TensorFlow is imported), else, while the server is still importing, as a subprocess
+            at once instead of waiting for it (the first step, ensure-volume, waited 1.8 s for an import it
+            does not need).
+        reuse_first: names of steps tried first in the light interpreter with ``TFK8S_PREPARE_REUSE_ONLY=1``
+            (the prepare step: a data set already in the store needs no TensorFlow); a try that exits
+            :data:`tfk8s.steps.data_reuse.REUSE_MISS_EXIT` (75, before writing anything) runs again the
+            usual way, its output dropped.
     """
 
     def __init__(self, volume: str | os.PathLike, stream: IO[str] | None = None, tty: bool | None = None,
-                 server: StepServer | None = None, without_tensorflow: Collection[str] = ()):
+                 server: StepServer | None = None, without_tensorflow: Collection[str] = (),
+                 reuse_first: Collection[str] = ()):
         self.volume = Path(volume)
         self.server = server
         self.without_tensorflow = frozenset(without_tensorflow)
+        self.reuse_first = frozenset(reuse_first)
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty() if tty is None else tty
         self.logs: list[Path] = []
@@ -123,20 +131,27 @@ class QuietSteps:
         try:
             if monitor:
                 monitor.__enter__()
-            forked = (self.server.start(full_command, env, wait_ready=name not in self.without_tensorflow)
-                      if self.server is not None else None)
-            with forked or subprocess.Popen(full_command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                            text=True, bufsize=1, env=env) as proc:
-                assert proc.stdout is not None
-                for raw in iter(proc.stdout.readline, ""):
-                    line = raw.rstrip("\n")
-                    tail.append(line)
-                    if log:
-                        log.write(raw)
-                    if (line.startswith(PLAIN_PREFIX) and not (monitor and line.startswith(PROGRESS_PREFIX))
-                            and not signals.interrupted()):
-                        self._say(line, monitor)
-                code = proc.wait()
+            code = None
+            if self.server is not None and name in self.reuse_first:  # a reuse needs no TensorFlow: try that
+                tried = self.server.start(full_command, env, light=True, extra_env={REUSE_ONLY_ENV: "1"})
+                if tried is not None:
+                    code = self._follow(tried, tail, log, monitor)
+                    if code == REUSE_MISS_EXIT and not signals.interrupted():  # not in the store: the usual way
+                        code = None
+                        tail.clear()
+                        if log:
+                            log.seek(0)
+                            log.truncate()
+            if code is None:
+                forked = None
+                if self.server is not None and name in self.without_tensorflow:
+                    forked = (self.server.start(full_command, env, light=True)
+                              or self.server.start(full_command, env, wait_ready=False))
+                elif self.server is not None:
+                    forked = self.server.start(full_command, env)
+                code = self._follow(forked or subprocess.Popen(
+                    full_command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env),
+                    tail, log, monitor)
         finally:
             self._monitor = None
             if monitor:
@@ -155,6 +170,22 @@ class QuietSteps:
             for line in shown:
                 self._say(f"    {line}", None)
         return code
+
+    def _follow(self, proc, tail: collections.deque[str], log: IO[str] | None,
+                monitor: ProgressMonitor | None) -> int:
+        """Read a started step's output to its end (into ``tail`` and ``log``; its ``tfk8s:`` lines to the
+        terminal) and return its exit code."""
+        with proc:
+            assert proc.stdout is not None
+            for raw in iter(proc.stdout.readline, ""):
+                line = raw.rstrip("\n")
+                tail.append(line)
+                if log:
+                    log.write(raw)
+                if (line.startswith(PLAIN_PREFIX) and not (monitor and line.startswith(PROGRESS_PREFIX))
+                        and not signals.interrupted()):
+                    self._say(line, monitor)
+            return proc.wait()
 
     def say(self, line: str) -> None:
         """Print ``line`` on the terminal now, above the live bar of the step running, if any (the main thread

@@ -1,5 +1,7 @@
 """A pre-warmed interpreter for ``pipelines/train.py --local``: each step runs in a child forked from one Python
 process that has already imported KFP and TensorFlow, instead of a fresh interpreter that imports them again.
+(It is over 500 lines: both ends of one socket protocol, the server's and the client's, kept together so
+that they change together.)
 
 ``kfp.local`` runs every step as ``sh -ec '<write the component to a temp file>; python -m
 kfp.dsl.executor_main ...'``; three of the steps (prepare, export, evaluate) then spend about 2 s of their
@@ -19,6 +21,13 @@ it is safe) and then waits for steps on a Unix socket. For each step the client 
   non-daemon threads joined);
 - the server waits for the child and reports its exit code (negative: killed by that signal, as
   :attr:`subprocess.Popen.returncode`).
+
+**Two interpreters, one import.** The server imports :data:`DEFAULT_PRELOAD_LIGHT` (KFP's executor and the
+steps that need no TensorFlow) first, then forks a *light* child that serves on a socket of its own, and only
+then imports TensorFlow. A step that needs no TensorFlow (``start(..., light=True)``) is forked from the light
+one, which is ready seconds before the other: the ``--local`` run's ensure-volume and launch steps, and the
+prepare step's first try (a reuse needs no TensorFlow: :data:`tfk8s.steps.data_reuse.REUSE_ONLY_ENV`; a
+miss exits 75 and the step runs again in the full one). The fork costs no import of its own.
 
 Only a step whose environment is the one the server started with is forked (TensorFlow and Python read
 some variables at import time); a step with other variables, a command of another form, a server that is not
@@ -50,11 +59,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Self
 
-DEFAULT_PRELOAD = (
+DEFAULT_PRELOAD_LIGHT = (
     "kfp.dsl.executor",  # what kfp.dsl.executor_main imports (not itself: runpy runs it as __main__)
+    "components", "tfk8s.steps.cli", "tfk8s.steps.prepare_dataset", "tfk8s.steps.launch_training",
+)
+# imported first, then the light interpreter is forked (no TensorFlow, no NumPy in it); then DEFAULT_PRELOAD
+DEFAULT_PRELOAD = (
     "tensorflow",
     "tensorflow_datasets",
-    "tfk8s.steps.prepare_dataset", "tfk8s.steps.export_model", "tfk8s.steps.model_versions", "tfk8s.steps.evaluation",
+    "tfk8s.steps.export_model", "tfk8s.steps.model_versions", "tfk8s.steps.evaluation",
     "tfk8s.steps.evaluate_model", "tfk8s.steps.launch_training",
 )
 # imported while the first step runs (the server is idle then), so the first step waits for less
@@ -251,18 +264,51 @@ def _exit(code: int, interrupted: bool = False) -> None:
         os._exit(code & 0xFF)
 
 
+def _fork_light(fd: int, failed: list[str], full: socket.socket) -> tuple[dict, int] | None:
+    """Fork the light interpreter, serving on socket ``fd``: in the parent, close ``fd`` and return None; in
+    the child (which closes ``full``, the full interpreter's socket, and exits once its client has gone), the
+    request of the step it must become."""
+    import gc
+
+    light = socket.socket(fileno=fd)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.fork() != 0:
+        light.close()
+        return None
+    full.close()
+    gc.freeze()
+    try:
+        _send(light, {"ready": True, "pid": os.getpid(), "failed": failed})
+    except OSError:
+        os._exit(0)
+    served = _serve(light, [])
+    if served is None:
+        os._exit(0)  # the client has gone: nothing of the server's (its socket) to tear down
+    return served
+
+
 def main(argv: list[str] | None = None) -> None:
-    """The server: ``python -m tfk8s.localrun.step_server --fd N [--preload MODULE ...]`` (started by
-    :class:`StepServer`; ``N`` is its end of a Unix stream socket)."""
+    """The server: ``python -m tfk8s.localrun.step_server --fd N [--light-fd M --light MODULE ...] [--preload
+    MODULE ...]`` (started by :class:`StepServer`; ``N`` and ``M`` are its ends of Unix stream sockets: the
+    full interpreter's and the light one's)."""
     p = argparse.ArgumentParser(prog="python -m tfk8s.localrun.step_server", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--fd", type=int, required=True, help="the socket to the client")
     p.add_argument("--preload", action="append", default=[], help="module to import before serving")
     p.add_argument("--later", action="append", default=[], help="module to import once the first step runs")
+    p.add_argument("--light-fd", type=int, help="the light interpreter's socket (forked before --preload)")
+    p.add_argument("--light", action="append", default=[], help="module to import before the light fork")
     a = p.parse_args(argv)
     sock = socket.socket(fileno=a.fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the step and the pipeline; the server follows
-    failed = _import(a.preload)
+    failed = _import(a.light)
+    if a.light_fd is not None:
+        served = _fork_light(a.light_fd, failed, sock)
+        if served is not None:  # the light interpreter's child: the step
+            _become_step(*served)
+            return
+    failed += _import(a.preload)
     import gc
 
     gc.freeze()  # what the imports made stays out of the children's collections (fewer pages copied)
@@ -277,18 +323,30 @@ def main(argv: list[str] | None = None) -> None:
 
 # --- the client side ---
 
+class _Channel:
+    """One interpreter's socket (the full one's or the light one's), whether it serves, and its lock: one step
+    at a time."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.lock = threading.Lock()
+        self.ready: bool | None = None  # None: not heard from yet
+        self.failed_imports: list[str] = []
+
+
 class StepProcess:
     """A step running in the server's child: ``stdout`` (its merged output, text) and :meth:`wait` (its exit
     code), like the :class:`subprocess.Popen` it stands for; a context manager closing ``stdout``."""
 
-    def __init__(self, server: StepServer, pid: int, stdout: IO[str]):
+    def __init__(self, server: StepServer, pid: int, stdout: IO[str], channel: _Channel | None = None):
         self.server, self.pid, self.stdout = server, pid, stdout
+        self.channel = channel if channel is not None else server._main
         self.returncode: int | None = None
 
     def wait(self) -> int:
         """The step's exit code, once it has exited (1 if the server went away without telling it)."""
         if self.returncode is None:
-            self.returncode = self.server._wait_exit(self.pid)
+            self.returncode = self.server._wait_exit(self.pid, self.channel)
         return self.returncode
 
     def __enter__(self) -> Self:
@@ -307,6 +365,8 @@ class StepServer:
     Args:
         preload: modules the server imports before serving.
         later: modules it imports once the first step runs (while it waits for that step).
+        light: modules imported first, before the light interpreter is forked (``start(..., light=True)``);
+            empty: no light interpreter.
         log: file for the server's own output (its imports' messages); default: discarded.
         python: the interpreter (a step is forked only if its command names this one).
         env: the environment of the server and of the steps it may run (default: ``os.environ`` now).
@@ -314,101 +374,136 @@ class StepServer:
 
     def __init__(self, preload: tuple[str, ...] = DEFAULT_PRELOAD, later: tuple[str, ...] = DEFAULT_PRELOAD_LATER,
                  log: str | os.PathLike | None = None,
-                 python: str = sys.executable, env: dict[str, str] | None = None):
+                 python: str = sys.executable, env: dict[str, str] | None = None,
+                 light: tuple[str, ...] = DEFAULT_PRELOAD_LIGHT):
         self.python = python
         self.env = dict(os.environ if env is None else env)
-        self._lock = threading.Lock()
-        self._ready: bool | None = None
-        self.failed_imports: list[str] = []
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock = mine
+        self._main = _Channel(mine)
+        self._light: _Channel | None = None
+        fds = [theirs]
+        if light:
+            light_mine, light_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._light = _Channel(light_mine)
+            fds.append(light_theirs)
         out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
         try:
             args = [python, "-m", "tfk8s.localrun.step_server", "--fd", str(theirs.fileno())]
+            if light:
+                args += ["--light-fd", str(fds[1].fileno())]
+                for name in light:
+                    args += ["--light", name]
             for name in preload:
                 args += ["--preload", name]
             for name in later:
                 args += ["--later", name]
-            self.proc = subprocess.Popen(args, pass_fds=[theirs.fileno()], stdout=out, stderr=subprocess.STDOUT,
-                                         env={**self.env, "_KFP_RUNTIME": "true"})
+            self.proc = subprocess.Popen(args, pass_fds=[f.fileno() for f in fds], stdout=out,
+                                         stderr=subprocess.STDOUT, env={**self.env, "_KFP_RUNTIME": "true"})
         finally:
-            theirs.close()
+            for f in fds:
+                f.close()
             if log:
                 out.close()
 
-    def ready(self, timeout: float = READY_TIMEOUT_S) -> bool:
-        """Whether the server has imported its modules and serves (waits for it up to ``timeout`` seconds)."""
-        if self._ready is None:
-            readable, _, _ = select.select([self._sock], [], [], timeout)
+    @property
+    def failed_imports(self) -> list[str]:
+        """The modules the full interpreter could not import (``module: error``), once it is ready."""
+        return self._main.failed_imports
+
+    def ready(self, timeout: float = READY_TIMEOUT_S, *, light: bool = False) -> bool:
+        """Whether the server (``light``: its light interpreter) has imported its modules and serves (waits for
+        it up to ``timeout`` seconds). A light interpreter that never started is not ready; the full one
+        failing closes the server."""
+        channel = self._light if light else self._main
+        if channel is None:
+            return False
+        if channel.ready is None:
+            readable, _, _ = select.select([channel.sock], [], [], timeout)
             msg = None
             if not readable and timeout == 0:
                 return False  # still importing: asked not to wait
             if readable:
                 with contextlib.suppress(OSError, ValueError):
-                    msg, _ = _recv(self._sock)
-            self._ready = bool(msg and msg.get("ready"))
-            if self._ready:
-                self.failed_imports = list(msg.get("failed") or [])
-            else:
+                    msg, _ = _recv(channel.sock)
+            channel.ready = bool(msg and msg.get("ready"))
+            if channel.ready:
+                channel.failed_imports = list(msg.get("failed") or [])
+            elif not light:
                 self.close()
-        return self._ready
+        return channel.ready
 
-    def start(self, full_command: list[str], env: dict[str, str], *, wait_ready: bool = True) -> StepProcess | None:
+    def start(self, full_command: list[str], env: dict[str, str], *, wait_ready: bool = True,
+              light: bool = False, extra_env: dict[str, str] | None = None) -> StepProcess | None:
         """Run ``full_command`` (a ``kfp.local`` step) with environment ``env`` in a forked child; None when it
         cannot be (another command form or interpreter, another environment, server not running or busy, or
         still importing and ``wait_ready`` is False: a step that needs no TensorFlow starts faster on its own
-        than it would wait): run it the usual way then."""
+        than it would wait): run it the usual way then.
+
+        Args:
+            light: in the light interpreter (no TensorFlow imported; ready sooner); None when there is none.
+            extra_env: variables the step gets besides ``env`` (which must still be the server's).
+        """
         step = kfp_python_step(full_command)
         if step is None or step.python != self.python or env != self.env:
             return None
-        if not wait_ready and self._ready is None and not self.ready(timeout=0):
+        channel = self._light if light else self._main
+        if channel is None:
             return None
-        if not self.ready():
+        if not wait_ready and channel.ready is None and not self.ready(timeout=0, light=light):
             return None
-        if not self._lock.acquire(blocking=False):
+        if not self.ready(light=light):
+            return None
+        if not channel.lock.acquire(blocking=False):
             return None
         folder = tempfile.mkdtemp()  # the shell's part: program_path=$(mktemp -d); printf "%s" "$0" > ...
         component = Path(folder) / "ephemeral_component.py"
         component.write_bytes(os.fsencode(step.source))
         read_fd, write_fd = os.pipe()
         try:
-            _send(self._sock, {"module": step.module, "args": ["--component_module_path", str(component),
-                                                               *step.args],
-                               "env": {**env, **step.env}, "cwd": os.getcwd()}, (write_fd,))
+            _send(channel.sock, {"module": step.module, "args": ["--component_module_path", str(component),
+                                                                 *step.args],
+                                 "env": {**env, **step.env, **(extra_env or {})}, "cwd": os.getcwd()}, (write_fd,))
             os.close(write_fd)
             write_fd = -1
-            reply, _ = _recv(self._sock)
+            reply, _ = _recv(channel.sock)
             if not reply or "pid" not in reply:
                 raise OSError(f"the step server did not start the step: {reply}")
         except OSError:
             for fd in (read_fd, write_fd):
                 if fd >= 0:
                     os.close(fd)
-            self._lock.release()
-            self._ready = False
-            self.close()
+            channel.lock.release()
+            channel.ready = False
+            if not light:
+                self.close()
             return None
-        return StepProcess(self, int(reply["pid"]), open(read_fd, encoding=None))  # as Popen(text=True)
+        return StepProcess(self, int(reply["pid"]), open(read_fd, encoding=None), channel)  # as Popen(text=True)
 
-    def _wait_exit(self, pid: int) -> int:
+    def _wait_exit(self, pid: int, channel: _Channel | None = None) -> int:
+        channel = channel if channel is not None else self._main
         try:
-            reply, _ = _recv(self._sock)
+            reply, _ = _recv(channel.sock)
         except OSError:
             reply = None
         finally:
-            self._lock.release()
+            channel.lock.release()
         if not reply or reply.get("pid") != pid or "exitcode" not in reply:
-            self._ready = False
-            self.close()
+            channel.ready = False
+            if channel is self._main:
+                self.close()
             return 1
         return int(reply["exitcode"])
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the server: it exits when its socket closes (once its step, if one runs, has ended; killed
-        after ``timeout`` seconds); one still importing is terminated."""
-        serving, self._ready = self._ready, False
-        with contextlib.suppress(OSError):
-            self._sock.close()
+        after ``timeout`` seconds); one still importing is terminated. The light interpreter exits when its
+        own socket closes (once its step, if one runs, has ended)."""
+        serving, self._main.ready = self._main.ready, False
+        for channel in (self._main, self._light):
+            if channel is not None:
+                channel.ready = False
+                with contextlib.suppress(OSError):
+                    channel.sock.close()
         if self.proc.poll() is None:
             if not serving:
                 self.proc.terminate()

@@ -8,7 +8,6 @@ component (``components/prepare_dataset.py``) calls :func:`prepare_dataset_step`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -19,7 +18,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tfk8s.core.data_format import (
-    FORMAT_VERSION,
     METADATA_FILE,
     SHARD_SUFFIX,
     DatasetMetadata,
@@ -28,6 +26,14 @@ from tfk8s.core.data_format import (
     join_path,
     load_metadata,
     shard_name,
+)
+from tfk8s.steps.data_reuse import (
+    REUSE_MISS_EXIT,
+    REUSE_ONLY_ENV,
+    folder_identity,
+    identity_of,
+    resolution_request,
+    reuse_without_tfds,
 )
 from tfk8s.steps.stop_signals import stop_if_asked, stops_between_batches
 
@@ -341,10 +347,6 @@ if __name__ == "__main__":  # pragma: no cover
     _main()
 
 
-WRITER_VERSION = 1
-"""The writer's own version (part of every store key, :func:`data_identity`): bump it when this module writes
-different bytes for the same inputs without the format (:data:`tfk8s.core.data_format.FORMAT_VERSION`) changing,
-so that no run reuses what the old writer prepared."""
 SPLITS = ("train", "test")  # what the pipeline's prepare step writes
 
 
@@ -359,34 +361,18 @@ def source_identity(builder) -> dict:
     milliseconds whatever the data set's size, where hashing the files themselves would read all of them
     (mtimes are left out on purpose: a nightly run that downloads the same version again must find its key).
     """
-    folder = str(builder.data_dir)
-    info_name = "dataset_info.json"
-    if "://" in folder:  # gs://...: TensorFlow's file system
-        import tensorflow as tf
-
-        names = sorted(tf.io.gfile.listdir(folder))
-        files = [[n, tf.io.gfile.stat(join_path(folder, n)).length] for n in names
-                 if not tf.io.gfile.isdir(join_path(folder, n))]
-        with tf.io.gfile.GFile(join_path(folder, info_name), "rb") as f:
-            info = f.read()
-    else:
-        root = Path(folder)
-        files = [[p.name, p.stat().st_size] for p in sorted(root.iterdir()) if p.is_file()]
-        info = (root / info_name).read_bytes()
-    return {"dataset_info_sha256": hashlib.sha256(info).hexdigest(), "files": files}
+    return folder_identity(str(builder.data_dir))
 
 
 def data_identity(builder, *, splits: Sequence[str], max_examples: int | None, num_shards: int) -> dict:
     """Everything that decides what :func:`prepare_dataset` writes for ``builder`` (the store key's input,
     :func:`tfk8s.core.data_store.data_key`): the data set, its config and TFDS version, the source files'
     identity (:func:`source_identity`), the splits in order, ``max_examples`` (None: all), the shard count,
-    the format's version and :data:`WRITER_VERSION`. Not in it: where the TFDS files are (a copy elsewhere is
+    the format's version and :data:`tfk8s.steps.data_reuse.WRITER_VERSION`. Not in it: where the TFDS files are (a copy elsewhere is
     the same data) and the run."""
     config = getattr(builder, "builder_config", None)
-    return {"dataset": builder.name, "config": getattr(config, "name", "") or "",
-            "version": str(builder.info.version), "source": source_identity(builder), "splits": list(splits),
-            "max_examples": max_examples, "num_shards": int(num_shards), "data_format": FORMAT_VERSION,
-            "writer": WRITER_VERSION}
+    return identity_of(builder.name, getattr(config, "name", "") or "", str(builder.info.version),
+                       source_identity(builder), splits=splits, max_examples=max_examples, num_shards=num_shards)
 
 
 @stops_between_batches()
@@ -471,6 +457,18 @@ def prepare_dataset_step(
         return {**json.loads(md.to_json()), **record, "data_record": str(run.data_record)}
 
     t0 = time.perf_counter()
+    request = resolution_request(dataset_name, source)
+    fast = reuse_without_tfds(volume_root, request, splits=SPLITS, max_examples=cap, num_shards=shards)
+    if fast is None and os.environ.get(REUSE_ONLY_ENV) == "1":
+        raise SystemExit(REUSE_MISS_EXIT)  # not in the store: the caller runs the step again with TensorFlow
+    if fast is not None:
+        done = fast[1]
+        with volume_writes(done.path, "the run's data record"):
+            record = {"path": str(done.path), "key": done.key, "reused": True, "prepared_by": done.prepared_by,
+                      "reuse_data": True}
+            data_store.write_data_record(volume_root, run_id, record)
+        print(f"tfk8s: {done.message()} ({time.perf_counter() - t0:.2f}s)", flush=True)
+        return {**json.loads(load_metadata(done.path).to_json()), **record, "data_record": str(run.data_record)}
     builder = check_dataset(dataset_name, source, download)
     if not builder.is_prepared():  # its files decide the key: download them first
         builder.download_and_prepare()
@@ -484,6 +482,10 @@ def prepare_dataset_step(
         record = {"path": str(done.path), "key": done.key, "reused": done.reused, "prepared_by": done.prepared_by,
                   "reuse_data": True}
         data_store.write_data_record(volume_root, run_id, record)
+        if "://" not in str(builder.data_dir):  # the next run of this request finds its key without TFDS
+            data_store.remember_resolution(volume_root, request, {
+                "name": name, "dataset": builder.name, "config": config, "version": identity["version"],
+                "source_dir": str(builder.data_dir)})
     took = f" ({time.perf_counter() - t0:.2f}s)" if done.reused else ""
     print(f"tfk8s: {done.message()}{took}", flush=True)
     md = load_metadata(done.path)

@@ -187,7 +187,7 @@ def test_each_replica_type_gets_its_own_image_resources_gpus_placement_and_env()
                              service_account="trainer", replica_overrides=json.dumps(overrides))
     jobs = by_name(render_manifests(make_job(), settings))
     worker, ps, chief = (jobs["Job", f"tfk8s-run-42-{n}"] for n in ("worker-0", "ps-0", "chief-0"))
-    assert container(worker)["image"] == "ghcr.io/tfk8s/tfk8s:0.1.0"
+    assert container(worker)["image"] == "ghcr.io/tfk8s/tfk8s:0.1.0-gpu"  # gpus > 0: the GPU variant
     assert container(worker)["resources"] == {
         "requests": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"},
         "limits": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}}
@@ -296,9 +296,28 @@ def test_dry_run_of_the_launch_step_prints_yaml_that_validates(version, capsys, 
 
 
 # -- settings --------------------------------------------------------------------------------------------------------
+def test_a_replica_type_with_gpus_runs_the_gpu_image_unless_told_otherwise():
+    """The project image is tensorflow-cpu (no CUDA): a type with gpus > 0 gets its GPU variant by default; a
+    given gpu_image wins; a user's own image is kept for every type; a type's own image always wins."""
+    from tfk8s import DEFAULT_GPU_IMAGE, DEFAULT_IMAGE
+
+    def images(**params) -> dict[str, str]:
+        settings = KubernetesSettings.from_params(namespace="ml", **params)
+        return {t.value: r.image for t, r in settings.replicas.items() if t.value in ("chief", "worker", "ps")}
+
+    mixed = json.dumps({"worker": {"gpus": 1}, "chief": {"gpus": 2, "image": "mine:3"}})
+    assert images(replica_overrides=mixed) == {"chief": "mine:3", "worker": DEFAULT_GPU_IMAGE, "ps": DEFAULT_IMAGE}
+    assert images(gpus=1, replica_overrides='{"ps": {"gpus": 0}}') == {
+        "chief": DEFAULT_GPU_IMAGE, "worker": DEFAULT_GPU_IMAGE, "ps": DEFAULT_IMAGE}
+    assert images(gpus=1, gpu_image="reg/tf-gpu:2") == dict.fromkeys(("chief", "worker", "ps"), "reg/tf-gpu:2")
+    assert images(gpus=1, image="reg/own:1") == dict.fromkeys(("chief", "worker", "ps"), "reg/own:1")
+    assert images() == dict.fromkeys(("chief", "worker", "ps"), DEFAULT_IMAGE)  # no GPU: the CPU image
+    assert DEFAULT_GPU_IMAGE == DEFAULT_IMAGE + "-gpu"
+
+
 def test_from_params_takes_exactly_the_kubernetes_params_and_names_an_unknown_one():
     assert KubernetesParams.names() == (
-        "namespace", "image", "pvc_name", "cpu", "memory", "gpus", "node_selector", "tolerations",
+        "namespace", "image", "gpu_image", "pvc_name", "cpu", "memory", "gpus", "node_selector", "tolerations",
         "service_account", "replica_overrides", "cluster_domain", "schedule_timeout_s",
         "ttl_seconds_after_finished", "kueue_queue", "scheduler_name", "spread", "gang", "network_policy",
         "network_policy_from")

@@ -39,6 +39,7 @@ from tfk8s.launcher.kubernetes.values import (
     parse_quantity,
     require,
     str_map,
+    with_gpu_image,
 )
 
 NAME_RULES = {"label": (DNS1123_LABEL, DNS1123_LABEL_RULE), "subdomain": (DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_RULE)}
@@ -190,6 +191,7 @@ class KubernetesParams:
 
     namespace: str = _param("", "namespace of the replicas (empty: the launcher pod's own, else 'default')")
     image: str = _param(DEFAULT_IMAGE, "container image of the replicas")
+    gpu_image: str = _param("", "image of types with gpus > 0 (empty: the GPU variant if image is the default, else image)")
     pvc_name: str = _param("", "PersistentVolumeClaim with the data and model, mounted in every replica")
     cpu: str = _param("1", "CPU request = limit of each replica (a quantity: 2, 500m)")
     memory: str = _param("2Gi", "memory request = limit of each replica (a quantity: 4Gi)")
@@ -468,7 +470,7 @@ class KubernetesSettings:
                 if q in changes and isinstance(changes[q], int | float) and not isinstance(changes[q], bool):
                     changes[q] = str(changes[q])
             try:
-                replicas[rtype] = replace(base, **changes)
+                replicas[rtype] = with_gpu_image(replace(base, **changes), changes, image, p.gpu_image)
             except (TypeError, ValueError) as e:
                 raise ValueError(f"{where}: {e}") from None
         try:

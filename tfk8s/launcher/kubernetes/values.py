@@ -96,3 +96,20 @@ def number(value: Any, name: str) -> float:
     if isinstance(value, bool) or not math.isfinite(v):
         raise ValueError(f"{name} must be a number of seconds, got {value!r}")
     return v
+
+
+def with_gpu_image(replica: Any, changes: Mapping[str, Any], image: str, gpu_image: str = "") -> Any:
+    """``replica`` (a replica type's settings: a dataclass with ``image`` and ``gpus``) with the image a type
+    with ``gpus > 0`` runs when its ``replica_overrides`` (``changes``) name no image: ``gpu_image`` if given;
+    else the project image's GPU variant (:data:`tfk8s.DEFAULT_GPU_IMAGE`, TensorFlow's CUDA build: ``make image
+    VARIANT=gpu``) when ``image`` is the project's default (its CPU variant, ``tensorflow-cpu``, cannot use a
+    GPU); else ``image`` itself (a user's own image is taken to hold what its replicas need). Any other type:
+    ``replica`` as it is."""
+    import dataclasses
+
+    from tfk8s import DEFAULT_GPU_IMAGE, DEFAULT_IMAGE
+
+    if "image" in changes or not replica.gpus > 0:
+        return replica
+    chosen = gpu_image or (DEFAULT_GPU_IMAGE if image == DEFAULT_IMAGE else image)
+    return dataclasses.replace(replica, image=chosen)
