@@ -1,0 +1,147 @@
+"""The user's path of docs/kfp.md against a real Kubeflow Pipelines 2.17.0 backend on the e2e node
+(``make test-kfp``; tests/kfp_fixtures.py): ``python pipelines/train.py --run --host URL --param ...`` compiles our
+pipeline, KFP's API server turns the IR into an Argo Workflow, KFP's driver resolves each task's parameters and
+PVC mount, KFP's launcher wraps each step, and the outputs land in ML Metadata (our adapter over the PyPI store)
+and the object store (MinIO)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.register_assert_rewrite("tests.kfp_fixtures", "tests.argo_fixtures")
+
+from tests.kfp_fixtures import NAMESPACE, KFPBackend
+
+pytestmark = [pytest.mark.kfp]
+pytest_plugins = ["tests.e2e_fixtures", "tests.argo_fixtures", "tests.kfp_fixtures"]
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL: dict[str, Any] = {
+    "workers": 1, "epochs": 1, "max_examples": 512, "batch_size": 64,
+    "tfds_data_dir": "/mnt/tfk8s/tfds", "tfds_download": "false",  # the pods reach nothing outside the node
+    "kubernetes": {"cpu": "500m", "memory": "2Gi"},
+}
+FINISHED = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
+
+
+def train_py(kfp: KFPBackend, *args: str, params: dict[str, Any] | None = None) -> subprocess.CompletedProcess:
+    """``python pipelines/train.py ARGS --host URL --param k=v ...`` as a user runs it (docs/kfp.md)."""
+    from tfk8s import DEFAULT_IMAGE
+
+    argv = [sys.executable, str(REPO / "pipelines" / "train.py"), *args, "--host", kfp.url]
+    merged = {**({"image": kfp.image} if kfp.image != DEFAULT_IMAGE else {}), **(params or {})}
+    for k, v in merged.items():
+        argv += ["--param", f"{k}={v if isinstance(v, str) else json.dumps(v)}"]
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=300, cwd=REPO)
+
+
+def start_run(kfp: KFPBackend, params: dict[str, Any], *extra: str) -> str:
+    """``train.py --run``; the run's id (from the line it prints)."""
+    done = train_py(kfp, "--run", "--experiment", "tfk8s-e2e", *extra, params=params)
+    assert done.returncode == 0, done.stdout + done.stderr
+    m = re.search(r"started run (\S+)", done.stdout)
+    assert m, done.stdout
+    return m.group(1)
+
+
+def wait_run(kfp: KFPBackend, run_id: str, timeout: float = 1200) -> dict[str, Any]:
+    """Poll ``GET /apis/v2beta1/runs/ID`` until its state is final; the run as the API returns it."""
+    deadline = time.monotonic() + timeout
+    run: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        run = kfp.api(f"runs/{run_id}")
+        if run.get("state") in FINISHED:
+            return run
+        time.sleep(3)
+    raise AssertionError(f"run {run_id} not finished after {timeout:.0f}s: {json.dumps(run)[:3000]}\n"
+                         f"{kfp.diagnostics()}")
+
+
+def run_pods(kfp: KFPBackend, run_id: str) -> list[dict[str, Any]]:
+    """The run's pods (Argo's label ``pipeline/runid``), as the API server has them."""
+    from kubernetes import client
+
+    with kfp.argo.cluster.cp.admin_client() as api:
+        return [api.sanitize_for_serialization(p) for p in client.CoreV1Api(api).list_namespaced_pod(
+            NAMESPACE, label_selector=f"pipeline/runid={run_id}").items]
+
+
+def mlmd_artifacts(kfp: KFPBackend) -> list[dict[str, Any]]:
+    """Every artifact in ML Metadata, read back over gRPC with MLMD's own client: type, uri, custom properties."""
+    py = subprocess.run(["bash", str(REPO / "hack/kfp/mlmd_venv.sh")], check=True, capture_output=True,
+                        text=True).stdout.strip().splitlines()[-1]
+    port = kfp.procs["mlmd"].port
+    code = (
+        "import json, sys\nfrom google.protobuf.json_format import MessageToDict\n"
+        "from ml_metadata import metadata_store\nfrom ml_metadata.proto import metadata_store_pb2 as pb\n"
+        "s = metadata_store.MetadataStore(pb.MetadataStoreClientConfig(host=sys.argv[1], port=int(sys.argv[2])))\n"
+        "print(json.dumps([{'type': a.type, 'uri': a.uri, 'name': a.name,\n"
+        "  'custom': MessageToDict(a)['customProperties'] if a.custom_properties else {}}\n"
+        "  for a in s.get_artifacts()]))\n")
+    from tests.realnode import NODE_IP
+
+    done = subprocess.run([py, "-c", code, NODE_IP, str(port)], check=False, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def s3_object(kfp: KFPBackend, uri: str) -> Path:
+    """Where MinIO keeps the object of ``minio://BUCKET/KEY`` (or s3://) in its data folder (a folder per object
+    holding ``xl.meta``)."""
+    bucket_key = re.sub(r"^(minio|s3)://", "", uri)
+    return kfp.s3_dir / bucket_key
+
+
+def test_the_users_run_succeeds_on_kfp_with_every_step_in_our_image_and_outputs_recorded(kfp_backend: KFPBackend):
+    kfp = kfp_backend
+    t0 = time.monotonic()
+    run_id = start_run(kfp, {**SMALL, "min_accuracy": 0.0})
+    run = wait_run(kfp, run_id)
+    seconds = time.monotonic() - t0
+    assert run["state"] == "SUCCEEDED", json.dumps(run)[:4000] + "\n" + kfp.diagnostics()
+    pods = run_pods(kfp, run_id)
+    steps = {}
+    for p in pods:
+        main = [c for c in p["spec"]["containers"] if c["name"] == "main"]
+        if not main or "driver" in p["metadata"]["name"]:
+            continue
+        task = p["metadata"].get("annotations", {}).get("pipelines.kubeflow.org/task_display_name") \
+            or p["metadata"]["name"]
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in p["spec"].get("volumes", [])
+                  if "persistentVolumeClaim" in v]
+        steps[task] = {"image": main[0]["image"], "claims": claims, "phase": p["status"]["phase"]}
+    print(f"\nKFP run {run_id} SUCCEEDED in {seconds:.0f}s; step pods: {json.dumps(steps)}")
+    assert steps, pods
+    for task, s in steps.items():
+        assert s["image"] == kfp.image, (task, s)
+        assert s["claims"] == ["tfk8s-data"], (task, s)
+    assert any("push-model" in t for t in steps), list(steps)  # inside the condition
+    assert (kfp.volume / "models").exists() or any(kfp.volume.rglob("saved_model.pb")), \
+        sorted(str(p.relative_to(kfp.volume)) for p in kfp.volume.rglob("*"))[:50]
+    arts = mlmd_artifacts(kfp)
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for a in arts:
+        by_type.setdefault(a["type"], []).append(a)
+    print("MLMD artifact types:", {t: len(v) for t, v in by_type.items()})
+    for t in ("system.Metrics", "system.ClassificationMetrics", "system.HTML", "system.Markdown", "system.Model"):
+        assert t in by_type, (t, sorted(by_type))
+    cm = by_type["system.ClassificationMetrics"][0]["custom"]
+    assert "confusionMatrix" in cm, cm
+    labels = [c["name"] for c in cm["confusionMatrix"]["structValue"]["annotationSpecs"]] \
+        if "structValue" in cm["confusionMatrix"] else cm["confusionMatrix"]
+    assert labels, cm
+    metrics = by_type["system.Metrics"][0]["custom"]
+    assert metrics, by_type["system.Metrics"]
+    for t in ("system.HTML", "system.Markdown"):
+        uri = by_type[t][0]["uri"]
+        assert uri.startswith(("minio://", "s3://")), uri
+        assert s3_object(kfp, uri).exists(), (uri, sorted(str(p) for p in kfp.s3_dir.rglob("*"))[:40])
