@@ -132,10 +132,32 @@ class KFPBackend:
         return f"(no log of {name})"
 
     def diagnostics(self) -> str:
-        """The end of every component's log, for a failure's message."""
+        """The end of every component's log, the namespace's pods and the Workflows' messages, for a failure's
+        message."""
+        from kubernetes import client
+
         out = [f"--- {p.name}:\n{p.tail(15)}" for p in self.procs.values()]
         out += [f"--- pod {n}:\n{self.pod_log(n, 25)}" for n in
                 ("ml-pipeline", "ml-pipeline-persistenceagent", "ml-pipeline-scheduledworkflow")]
+        with contextlib.suppress(Exception), self.argo.cluster.cp.admin_client() as api:
+            for pod in client.CoreV1Api(api).list_namespaced_pod(NAMESPACE).items:
+                states = [(c.name, {k: v for k, v in (c.state.to_dict() or {}).items() if v})
+                          for c in (pod.status.container_statuses or []) + (pod.status.init_container_statuses or [])]
+                out.append(f"--- pod {pod.metadata.name} {pod.status.phase} {pod.status.message or ''} "
+                           f"{json.dumps(states, default=str)[:1500]}")
+                if pod.status.phase == "Failed" or "driver" in pod.metadata.name:
+                    out.append(self.pod_log(pod.metadata.name, 15) if not pod.status.container_statuses else
+                               "\n".join(client.CoreV1Api(api).read_namespaced_pod_log(
+                                   pod.metadata.name, NAMESPACE, container=c.name, tail_lines=15)
+                                   for c in pod.status.container_statuses if c.name != "wait"))
+            for wf in client.CustomObjectsApi(api).list_namespaced_custom_object(
+                    "argoproj.io", "v1alpha1", NAMESPACE, "workflows")["items"]:
+                st = wf.get("status", {})
+                out.append(f"--- workflow {wf['metadata']['name']} {st.get('phase')} {st.get('message', '')}")
+                for node in st.get("nodes", {}).values():
+                    if node.get("message"):
+                        out.append(f"    {node.get('displayName')} {node.get('phase')}: {node['message'][:500]}")
+        out.append(f"--- argo controller:\n{self.argo.controller_log(20)}")
         return "\n".join(out)
 
 
