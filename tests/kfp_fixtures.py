@@ -248,7 +248,8 @@ def _executor_user(api: Any, user: int | None) -> None:
         data["executor"] = yaml.safe_dump({"securityContext": {"runAsUser": user, "runAsGroup": user,
                                                                "runAsNonRoot": True}})
     core.replace_namespaced_config_map("workflow-controller-configmap", "argo",
-                                       {"metadata": {"name": cm.metadata.name, "namespace": "argo"}, "data": data})
+                                       {"apiVersion": "v1", "kind": "ConfigMap", "data": data,
+                                        "metadata": {"name": cm.metadata.name, "namespace": "argo"}})
 
 
 @pytest.fixture(scope="session")
@@ -288,13 +289,16 @@ def kfp_backend(argo: Argo, tmp_path_factory) -> Iterator[KFPBackend]:
                  "SWF_IMAGE": f"tfk8s.local/kfp-scheduledworkflow:{KFP_VERSION}",
                  "DRIVER_IMAGE": f"tfk8s.local/kfp-driver-launcher:{KFP_VERSION}"}
         docs = [d for d in yaml.safe_load_all(string.Template(MANIFESTS.read_text()).substitute(subst)) if d]
-        crd = yaml.safe_load((src / "backend/src/crd/install/manifests/scheduledworkflow-crd.yaml").read_text())
+        # the v1 CRD of KFP's manifests (backend/src/crd/install/ has an apiextensions v1beta1 one, gone since 1.22)
+        crd = yaml.safe_load((src / "manifests/kustomize/base/pipeline/cluster-scoped"
+                                    "/scheduled-workflow-crd.yaml").read_text())
         with cluster.cp.admin_client() as api:
             _executor_user(api, RUN_AS_USER)
             _apply(api, [crd])
             _apply(api, [d for d in docs if d["kind"] != "Pod"])
             # the launch step's rights (manifests/rbac.yaml, applied by prepare_namespace) for the runs' account
             client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(NAMESPACE, {
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                 "metadata": {"name": "tfk8s-launcher-kfp"},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tfk8s-launcher"},
                 "subjects": [{"kind": "ServiceAccount", "name": "pipeline-runner", "namespace": NAMESPACE}]})
