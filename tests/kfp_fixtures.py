@@ -4,7 +4,8 @@ Argo controller (tests/argo_fixtures.py).
 
 ``kfp_backend`` (session): in namespace ``kubeflow``
   - host processes bound to the node's address (:data:`tests.realnode.NODE_IP`), as the node's CoreDNS is, each
-    behind a Service without a selector: PostgreSQL 15 (Debian's, the API server's database, ``pgx``),
+    behind a Service without a selector: MariaDB 10.11 (Debian's, the API server's database; KFP 2.17.0's API
+    server dies on PostgreSQL 15, see hack/kfp/mariadb.sh),
     ``hack/kfp/mlmd_server.py`` (ML Metadata over the PyPI ml-metadata wheel's store: MLMD's C++ server cannot
     be built here) and MinIO (built from the Go module proxy by ``hack/kfp/build.sh``; the S3 server KFP itself
     used until 2.14, a real server with real S3 signatures, and the name KFP's launcher expects, ``seaweedfs``,
@@ -27,7 +28,6 @@ import shutil
 import socket
 import string
 import subprocess
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -54,7 +54,6 @@ IMAGES = {  # image -> the binaries of hack/kfp/build.sh it holds (the first is 
     f"tfk8s.local/kfp-driver-launcher:{KFP_VERSION}": ("driver", "launcher-v2"),
 }
 S3_ACCESS_KEY, S3_SECRET_KEY = "tfk8s-kfp", "tfk8s-kfp-secret"
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
 
 def kfp_dir() -> Path | None:
@@ -181,23 +180,30 @@ def _wait_tcp(proc: HostProcess, port: int, timeout: float) -> None:
     _wait_for(f"{proc.name} listening on {NODE_IP}:{port}", up, timeout, proc.tail)
 
 
-def start_postgres(work: Path, procs: dict[str, HostProcess]) -> int:
-    """PostgreSQL 15 (Debian's) as user postgres on NODE_IP, trusting the node's subnet; returns its port."""
-    if not (PG_BIN / "postgres").exists():
-        pytest.skip("the KFP tests need PostgreSQL 15 (apt-get install postgresql-15)")
-    pg = Path(tempfile.mkdtemp(prefix="tfk8s-kfp-pg-"))  # outside pytest's 0700 folders: postgres must enter it
-    pg.chmod(0o755)
-    shutil.chown(pg, "postgres", "postgres")
-    subprocess.run(["runuser", "-u", "postgres", "--", str(PG_BIN / "initdb"), "-D", str(pg / "data"), "-U", "kfp",
-                    "--auth=trust", "--no-sync"], check=True, capture_output=True, timeout=300)
-    with (pg / "data" / "pg_hba.conf").open("a") as f:
-        f.write("host all all 0.0.0.0/0 trust\n")
+def start_mariadb(work: Path, procs: dict[str, HostProcess]) -> int:
+    """MariaDB 10.11 (Debian's, unpacked by hack/kfp/mariadb.sh) on NODE_IP with a user kfp/kfp; its port.
+    (PostgreSQL 15 was tried first: KFP 2.17.0's API server dies on it, see hack/kfp/mariadb.sh.)"""
+    done = subprocess.run(["bash", str(REPO / "hack/kfp/mariadb.sh")], check=False, capture_output=True, text=True,
+                          timeout=600)
+    if done.returncode != 0:
+        pytest.skip(f"the KFP tests need MariaDB: {done.stderr.strip()}")
+    root = Path(done.stdout.strip().splitlines()[-1])
+    env = {"LD_LIBRARY_PATH": str(root / "usr/lib/x86_64-linux-gnu")}
+    data = work / "mariadb"
+    subprocess.run([str(root / "usr/bin/mariadb-install-db"), "--no-defaults", f"--basedir={root / 'usr'}",
+                    f"--datadir={data}", "--user=root", "--auth-root-authentication-method=normal",
+                    "--skip-test-db"], check=True, capture_output=True, timeout=300, env={**os.environ, **env})
+    init = work / "mariadb-init.sql"
+    init.write_text("CREATE USER IF NOT EXISTS 'kfp'@'%' IDENTIFIED BY 'kfp';\n"
+                    "GRANT ALL PRIVILEGES ON *.* TO 'kfp'@'%';\nFLUSH PRIVILEGES;\n")
     port = free_port()
-    procs["postgres"] = p = _start(work, "postgres", [
-        str(PG_BIN / "postgres"), "-D", str(pg / "data"), "-c", f"listen_addresses={NODE_IP}", "-p", str(port),
-        "-k", str(pg), "-c", "fsync=off"], user="postgres")
-    p.port, p.dir = port, pg
-    _wait_tcp(p, port, 60)
+    procs["mariadb"] = p = _start(work, "mariadb", [
+        str(root / "usr/sbin/mariadbd"), "--no-defaults", f"--basedir={root / 'usr'}", f"--datadir={data}",
+        "--user=root", f"--bind-address={NODE_IP}", f"--port={port}", f"--socket={work / 'mariadb.sock'}",
+        f"--init-file={init}", "--skip-log-bin", f"--lc-messages-dir={root / 'usr/share/mysql'}",
+        "--innodb-flush-log-at-trx-commit=0"], env=env)
+    p.port = port
+    _wait_tcp(p, port, 90)
     return port
 
 
@@ -269,7 +275,7 @@ def kfp_backend(argo: Argo, tmp_path_factory) -> Iterator[KFPBackend]:
     ns = None
     t0 = time.monotonic()
     try:
-        pg_port = start_postgres(work, procs)
+        db_port = start_mariadb(work, procs)
         mlmd_port = start_mlmd(work, procs)
         s3_port, s3_dir = start_minio(work, bin_dir, procs)
         timings["host processes"] = round(time.monotonic() - t0, 1)
@@ -282,7 +288,7 @@ def kfp_backend(argo: Argo, tmp_path_factory) -> Iterator[KFPBackend]:
         timings["kfp images"] = round(time.monotonic() - t0, 1)
         t0 = time.monotonic()
         ns = prepare_namespace(cluster, NAMESPACE, argo_rbac=False)
-        subst = {"NODE_IP": NODE_IP, "PG_PORT": pg_port, "MLMD_PORT": mlmd_port, "S3_PORT": s3_port,
+        subst = {"NODE_IP": NODE_IP, "DB_PORT": db_port, "MLMD_PORT": mlmd_port, "S3_PORT": s3_port,
                  "S3_ACCESS_KEY": S3_ACCESS_KEY, "S3_SECRET_KEY": S3_SECRET_KEY, "RUN_AS_USER": RUN_AS_USER,
                  "APISERVER_IMAGE": f"tfk8s.local/kfp-apiserver:{KFP_VERSION}",
                  "AGENT_IMAGE": f"tfk8s.local/kfp-persistence-agent:{KFP_VERSION}",
