@@ -149,9 +149,9 @@ def test_the_users_run_succeeds_on_kfp_with_every_step_in_our_image_and_outputs_
         assert t in by_type, (t, sorted(by_type))
     cm = by_type["system.ClassificationMetrics"][0]["custom"]
     assert "confusionMatrix" in cm, cm
-    labels = [c["name"] for c in cm["confusionMatrix"]["structValue"]["annotationSpecs"]] \
-        if "structValue" in cm["confusionMatrix"] else cm["confusionMatrix"]
-    assert labels, cm
+    matrix = cm["confusionMatrix"]["structValue"]  # as KFP's SDK logs it: annotationSpecs + rows
+    assert [c["displayName"] for c in matrix["annotationSpecs"]] == [str(d) for d in range(10)], matrix
+    assert len(matrix["rows"]) == 10 and all(len(r["row"]) == 10 for r in matrix["rows"]), matrix
     metrics = by_type["system.Metrics"][0]["custom"]
     assert metrics, by_type["system.Metrics"]
     for t in ("system.HTML", "system.Markdown"):
