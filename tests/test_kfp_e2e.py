@@ -138,8 +138,11 @@ def test_the_users_run_succeeds_on_kfp_with_every_step_in_our_image_and_outputs_
         assert s["image"] == kfp.image, (task, s)
         # ensure-volume checks the claim before anything mounts it; every other step mounts it
         assert s["claims"] == ([] if task == "ensure-volume" else ["tfk8s-data"]), (task, s)
-    assert (kfp.volume / "models").exists() or any(kfp.volume.rglob("saved_model.pb")), \
-        sorted(str(p.relative_to(kfp.volume)) for p in kfp.volume.rglob("*"))[:50]
+    # exported, and pushed to the serving folder, on the volume; the run's folder is named by KFP's run id
+    assert (kfp.volume / "models" / "mnist-cnn" / "1" / "saved_model.pb").is_file()
+    assert (kfp.volume / "serving" / "mnist-cnn" / "1" / "saved_model.pb").is_file()
+    job = json.loads((kfp.volume / "runs" / run_id / "train" / "job.json").read_text())
+    assert job["state"] == "Succeeded" and job["backend"] == "kubernetes"
     arts = mlmd_artifacts(kfp)
     by_type: dict[str, list[dict[str, Any]]] = {}
     for a in arts:
