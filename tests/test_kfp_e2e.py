@@ -161,3 +161,16 @@ def test_the_users_run_succeeds_on_kfp_with_every_step_in_our_image_and_outputs_
         uri = by_type[t][0]["uri"]
         assert uri.startswith(("minio://", "s3://")), uri
         assert s3_object(kfp, uri).exists(), (uri, sorted(str(p) for p in kfp.s3_dir.rglob("*"))[:40])
+
+
+def test_a_not_blessed_model_with_fail_on_unblessed_fails_the_run_naming_the_gate(kfp_backend: KFPBackend):
+    kfp = kfp_backend
+    run_id = start_run(kfp, {**SMALL, "min_accuracy": 0.999, "fail_on_unblessed": True})
+    run = wait_run(kfp, run_id)
+    print(f"\nnot-blessed KFP run {run_id}: state {run['state']}, error {json.dumps(run.get('error'))}")
+    assert run["state"] == "FAILED", json.dumps(run)[:3000]
+    steps = step_pods(kfp, run_id)
+    assert "push-model" not in steps and steps["reject-model"]["phase"] == "Failed", steps
+    # what the API returns for the run: the task's error as KFP's persistence agent recorded it
+    details = json.dumps(run)
+    assert "not blessed" in details and "min_accuracy" in details, details[:4000]
