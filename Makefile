@@ -53,13 +53,14 @@ test-argo: $(STAMP)
 # KFP_SRC=<a checkout of kubeflow/pipelines at 2.17.0> or unpacked at ~/.cache/tfk8s/kfp/src-2.17.0 (never put into
 # this repository); without one it says so in one line and skips (exit 0). With one: hack/kfp/build.sh builds the
 # five KFP Go programs from it (cached under ~/.cache/tfk8s/kfp/2.17.0/), hack/kfp/mlmd_venv.sh makes ML Metadata's
-# environment (the PyPI ml-metadata wheel, served by hack/kfp/mlmd_server.py), then the tests marked `kfp` run
-# (the real-node ones on the cluster of test-e2e, with its builds).
+# environment (the PyPI ml-metadata wheel, served by hack/kfp/mlmd_server.py), hack/kfp/mariadb.sh unpacks Debian's
+# MariaDB 10.11 (the API server's database; nothing installed), then the tests marked `kfp` run: the adapter's own
+# test, and tests/test_kfp_e2e.py on the cluster of test-e2e, with its builds.
 KFP_SRC_HINT = set KFP_SRC=<a checkout of kubeflow/pipelines at 2.17.0> (or unpack one at ~/.cache/tfk8s/kfp/src-2.17.0)
 test-kfp: $(STAMP)
 	@if ! bash hack/kfp/build.sh --src >/dev/null 2>&1; then \
 	    echo "test-kfp skipped: no Kubeflow Pipelines source tree: $(KFP_SRC_HINT)"; exit 0; fi; \
-	set -e; bash hack/kfp/build.sh; bash hack/kfp/mlmd_venv.sh; $(E2E_BUILD); set +e; \
+	set -e; bash hack/kfp/build.sh; bash hack/kfp/mlmd_venv.sh; bash hack/kfp/mariadb.sh; $(E2E_BUILD); set +e; \
 	TFK8S_TEST_KFP=1 TFK8S_E2E_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) $(PY) -m pytest -q -ra --durations=0 -m kfp; rc=$$?; \
 	bash hack/node/cleanup.sh --check || rc=1; exit $$rc
 
