@@ -283,7 +283,8 @@ def kfp_backend(argo: Argo, tmp_path_factory) -> Iterator[KFPBackend]:
         for ref, bins in IMAGES.items():
             oci = work / (ref.rsplit("/", 1)[1].replace(":", "_") + ".oci.tar")
             user = str(RUN_AS_USER) if "driver" in bins else ""
-            write_image(oci, ref, {f"/{b}": bin_dir / b for b in bins}, [f"/{bins[0]}"], user=user)
+            # /tmp: the driver writes its outputs under /tmp/outputs ("mkdir /tmp: permission denied" without it)
+            write_image(oci, ref, {f"/{b}": bin_dir / b for b in bins}, [f"/{bins[0]}"], user=user, dirs=("/tmp",))
             ensure_image(cluster, ref, oci)
         timings["kfp images"] = round(time.monotonic() - t0, 1)
         t0 = time.monotonic()
