@@ -153,6 +153,7 @@ def test_the_users_run_succeeds_on_kfp_with_every_step_in_our_image_and_outputs_
     cm = by_type["system.ClassificationMetrics"][0]["custom"]
     assert "confusionMatrix" in cm, cm
     matrix = cm["confusionMatrix"]["structValue"]  # as KFP's SDK logs it: annotationSpecs + rows
+    matrix = matrix.get("struct", matrix)  # MessageToDict of MLMD's Value wraps the Struct once more (seen)
     assert [c["displayName"] for c in matrix["annotationSpecs"]] == [str(d) for d in range(10)], matrix
     assert len(matrix["rows"]) == 10 and all(len(r["row"]) == 10 for r in matrix["rows"]), matrix
     metrics = by_type["system.Metrics"][0]["custom"]
