@@ -9,6 +9,7 @@ import pytest
 CLUSTER_ENV = "TFK8S_TEST_CLUSTER"  # set by `make test-cluster`: run the tests marked cluster
 E2E_ENV = "TFK8S_TEST_E2E"  # set by `make test-e2e`: run the tests marked e2e (a real node on this machine)
 BENCH_ENV = "TFK8S_TEST_BENCH"  # set by `make bench-smoke`: run the tests marked bench (the benchmarks, tiny)
+KFP_ENV = "TFK8S_TEST_KFP"  # set by `make test-kfp`: run the tests marked kfp (a KFP backend, its MLMD adapter)
 
 
 def pytest_configure(config):
@@ -26,10 +27,11 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """The ``cluster`` tests (a real control plane) run only under ``make test-cluster``, the ``e2e`` tests (a
     real node) only under ``make test-e2e``, the ``bench`` tests (every benchmark's smoke run, about 2 minutes)
-    only under ``make bench-smoke``; elsewhere they are deselected, and the summary says so in a line."""
+    only under ``make bench-smoke``, the ``kfp`` tests (a KFP backend built from a KFP source tree, the ML Metadata
+    adapter) only under ``make test-kfp``; elsewhere they are deselected, and the summary says so in a line."""
     import os
 
-    for marker, env in (("cluster", CLUSTER_ENV), ("e2e", E2E_ENV), ("bench", BENCH_ENV)):
+    for marker, env in (("cluster", CLUSTER_ENV), ("e2e", E2E_ENV), ("bench", BENCH_ENV), ("kfp", KFP_ENV)):
         if os.environ.get(env) == "1":
             continue
         chosen = [item for item in items if item.get_closest_marker(marker)]
@@ -50,6 +52,9 @@ def pytest_terminal_summary(terminalreporter, config):
     n = getattr(config, "_tfk8s_bench_deselected", 0)
     if n:
         terminalreporter.write_line(f"{n} benchmark smoke runs not run: they are `make bench-smoke`")
+    n = getattr(config, "_tfk8s_kfp_deselected", 0)
+    if n:
+        terminalreporter.write_line(f"{n} Kubeflow Pipelines tests not run: they need `make test-kfp`")
 
 class StraySigtermError(Exception):
     """A SIGTERM reached pytest's own process while no launcher under test was handling it."""

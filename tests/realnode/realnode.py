@@ -573,12 +573,18 @@ def leftovers(journal: Journal) -> list[str]:
 
 
 # -- images -------------------------------------------------------------------------------------------------------
-def write_image(path: Path, ref: str, files: dict[str, Path], entrypoint: list[str]) -> str:
+def write_image(path: Path, ref: str, files: dict[str, Path], entrypoint: list[str], user: str = "",
+                dirs: tuple[str, ...] = ()) -> str:
     """Write an OCI image layout archive at ``path``: one layer with ``files`` (path in the image -> file here,
-    mode 0755, owned by root, mtime 0), config ``entrypoint``, named ``ref`` (``ctr images import`` reads the
-    name from the index's ``io.containerd.image.name`` annotation). Returns the manifest's digest."""
+    mode 0755, owned by root, mtime 0) and empty ``dirs`` (mode 1777, like /tmp), config ``entrypoint`` (and
+    ``User``, e.g. ``"1000"``, when given), named ``ref`` (``ctr images import`` reads the name from the index's
+    ``io.containerd.image.name`` annotation). Returns the manifest's digest."""
     layer_buf = io.BytesIO()
     with tarfile.open(fileobj=layer_buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for d in sorted(dirs):
+            info = tarfile.TarInfo(d.strip("/"))
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o1777, 0
+            t.addfile(info)
         for arcname, src in sorted(files.items()):
             data = src.read_bytes()
             info = tarfile.TarInfo(arcname.lstrip("/"))
@@ -591,7 +597,7 @@ def write_image(path: Path, ref: str, files: dict[str, Path], entrypoint: list[s
 
     layer_digest, _ = blob(layer)
     config = json.dumps({"architecture": "amd64", "os": "linux",
-                         "config": {"Entrypoint": entrypoint, "Env": ["PATH=/"]},
+                         "config": {"Entrypoint": entrypoint, "Env": ["PATH=/"], **({"User": user} if user else {})},
                          "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
                          "history": [{"created_by": "tests/realnode/realnode.py write_image"}]}).encode()
     config_digest, _ = blob(config)

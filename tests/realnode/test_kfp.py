@@ -1,0 +1,177 @@
+"""The user's path of docs/kfp.md against a real Kubeflow Pipelines 2.17.0 backend on the e2e node
+(``make test-kfp``; tests/realnode/kfp_fixtures.py): ``python pipelines/train.py --run --host URL --param ...`` compiles our
+pipeline, KFP's API server turns the IR into an Argo Workflow, KFP's driver resolves each task's parameters and
+PVC mount, KFP's launcher wraps each step, and the outputs land in ML Metadata (our adapter over the PyPI store)
+and the object store (MinIO)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.register_assert_rewrite("tests.realnode.kfp_fixtures", "tests.realnode.argo_fixtures")
+
+from tests.realnode.kfp_fixtures import NAMESPACE, KFPBackend
+
+pytestmark = [pytest.mark.kfp]
+pytest_plugins = ["tests.realnode.e2e_fixtures", "tests.realnode.argo_fixtures", "tests.realnode.kfp_fixtures"]
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL: dict[str, Any] = {
+    "workers": 1, "epochs": 1, "max_examples": 512, "batch_size": 64,
+    "tfds_data_dir": "/mnt/tfk8s/tfds", "tfds_download": "false",  # the pods reach nothing outside the node
+    "kubernetes": {"cpu": "500m", "memory": "2Gi"},
+}
+FINISHED = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
+
+
+def train_py(kfp: KFPBackend, *args: str, params: dict[str, Any] | None = None) -> subprocess.CompletedProcess:
+    """``python pipelines/train.py ARGS --host URL --param k=v ...`` as a user runs it (docs/kfp.md)."""
+    from tfk8s import DEFAULT_IMAGE
+
+    argv = [sys.executable, str(REPO / "pipelines" / "train.py"), *args, "--host", kfp.url]
+    merged = {**({"image": kfp.image} if kfp.image != DEFAULT_IMAGE else {}), **(params or {})}
+    for k, v in merged.items():
+        argv += ["--param", f"{k}={v if isinstance(v, str) else json.dumps(v)}"]
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=300, cwd=REPO)
+
+
+def start_run(kfp: KFPBackend, params: dict[str, Any], *extra: str) -> str:
+    """``train.py --run``; the run's id (from the line it prints)."""
+    done = train_py(kfp, "--run", "--experiment", "tfk8s-e2e", *extra, params=params)
+    assert done.returncode == 0, done.stdout + done.stderr
+    m = re.search(r"started run (\S+)", done.stdout)
+    assert m, done.stdout
+    return m.group(1)
+
+
+def wait_run(kfp: KFPBackend, run_id: str, timeout: float = 1200) -> dict[str, Any]:
+    """Poll ``GET /apis/v2beta1/runs/ID`` until its state is final; the run as the API returns it."""
+    deadline = time.monotonic() + timeout
+    run: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        run = kfp.api(f"runs/{run_id}")
+        if run.get("state") in FINISHED:
+            return run
+        time.sleep(3)
+    raise AssertionError(f"run {run_id} not finished after {timeout:.0f}s: {json.dumps(run)[:3000]}\n"
+                         f"{kfp.diagnostics()}")
+
+
+def run_pods(kfp: KFPBackend, run_id: str) -> list[dict[str, Any]]:
+    """The pods of the run's Argo Workflow (the Workflow carries KFP's label ``pipeline/runid``)."""
+    from kubernetes import client
+
+    with kfp.argo.cluster.cp.admin_client() as api:
+        wfs = client.CustomObjectsApi(api).list_namespaced_custom_object(
+            "argoproj.io", "v1alpha1", NAMESPACE, "workflows", label_selector=f"pipeline/runid={run_id}")["items"]
+        assert len(wfs) == 1, [w["metadata"]["name"] for w in wfs]
+        name = wfs[0]["metadata"]["name"]
+        return [api.sanitize_for_serialization(p) for p in client.CoreV1Api(api).list_namespaced_pod(
+            NAMESPACE, label_selector=f"workflows.argoproj.io/workflow={name}").items]
+
+
+STEPS = ("ensure-volume", "prepare-dataset", "launch-training", "export-model", "evaluate-model", "push-model",
+         "reject-model")
+
+
+def step_pods(kfp: KFPBackend, run_id: str) -> dict[str, dict[str, Any]]:
+    """Our steps' pods of the run (not KFP's driver pods) by step name: image, claims mounted, phase."""
+    steps: dict[str, dict[str, Any]] = {}
+    for p in run_pods(kfp, run_id):
+        main = [c for c in p["spec"]["containers"] if c["name"] == "main"]
+        if not main or "kfp-driver-launcher" in main[0]["image"]:
+            continue
+        node = p["metadata"].get("annotations", {}).get("workflows.argoproj.io/node-name", p["metadata"]["name"])
+        step = next((s for s in STEPS if s in node), node)
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in p["spec"].get("volumes", [])
+                  if "persistentVolumeClaim" in v]
+        steps[step] = {"image": main[0]["image"], "claims": claims, "phase": p["status"]["phase"]}
+    return steps
+
+
+def mlmd_artifacts(kfp: KFPBackend) -> list[dict[str, Any]]:
+    """Every artifact in ML Metadata, read back over gRPC with MLMD's own client: type, uri, custom properties."""
+    py = subprocess.run(["bash", str(REPO / "hack/kfp/mlmd_venv.sh")], check=True, capture_output=True,
+                        text=True).stdout.strip().splitlines()[-1]
+    port = kfp.procs["mlmd"].port
+    code = (
+        "import json, sys\nfrom google.protobuf.json_format import MessageToDict\n"
+        "from ml_metadata import metadata_store\nfrom ml_metadata.proto import metadata_store_pb2 as pb\n"
+        "s = metadata_store.MetadataStore(pb.MetadataStoreClientConfig(host=sys.argv[1], port=int(sys.argv[2])))\n"
+        "print(json.dumps([{'type': a.type, 'uri': a.uri, 'name': a.name,\n"
+        "  'custom': MessageToDict(a)['customProperties'] if a.custom_properties else {}}\n"
+        "  for a in s.get_artifacts()]))\n")
+    from tests.realnode.realnode import NODE_IP
+
+    done = subprocess.run([py, "-c", code, NODE_IP, str(port)], check=False, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def s3_object(kfp: KFPBackend, uri: str) -> Path:
+    """Where MinIO keeps the object of ``minio://BUCKET/KEY`` (or s3://) in its data folder (a folder per object
+    holding ``xl.meta``)."""
+    bucket_key = re.sub(r"^(minio|s3)://", "", uri)
+    return kfp.s3_dir / bucket_key
+
+
+def test_the_users_run_succeeds_on_kfp_with_every_step_in_our_image_and_outputs_recorded(kfp_backend: KFPBackend):
+    kfp = kfp_backend
+    t0 = time.monotonic()
+    run_id = start_run(kfp, {**SMALL, "min_accuracy": 0.0})
+    run = wait_run(kfp, run_id)
+    seconds = time.monotonic() - t0
+    assert run["state"] == "SUCCEEDED", json.dumps(run)[:4000] + "\n" + kfp.diagnostics()
+    steps = step_pods(kfp, run_id)
+    print(f"\nKFP run {run_id} SUCCEEDED in {seconds:.0f}s; step pods: {json.dumps(steps)}")
+    assert set(steps) == set(STEPS) - {"reject-model"}, steps  # push-model ran, inside the condition
+    for task, s in steps.items():
+        assert s["image"] == kfp.image, (task, s)
+        # ensure-volume checks the claim before anything mounts it; every other step mounts it
+        assert s["claims"] == ([] if task == "ensure-volume" else ["tfk8s-data"]), (task, s)
+    # exported, and pushed to the serving folder, on the volume; the run's folder is named by KFP's run id
+    assert (kfp.volume / "models" / "mnist-cnn" / "1" / "saved_model.pb").is_file()
+    assert (kfp.volume / "serving" / "mnist-cnn" / "1" / "saved_model.pb").is_file()
+    job = json.loads((kfp.volume / "runs" / run_id / "train" / "job.json").read_text())
+    assert job["state"] == "Succeeded" and job["backend"] == "kubernetes"
+    arts = mlmd_artifacts(kfp)
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for a in arts:
+        by_type.setdefault(a["type"], []).append(a)
+    print("MLMD artifact types:", {t: len(v) for t, v in by_type.items()})
+    for t in ("system.Metrics", "system.ClassificationMetrics", "system.HTML", "system.Markdown", "system.Model"):
+        assert t in by_type, (t, sorted(by_type))
+    cm = by_type["system.ClassificationMetrics"][0]["custom"]
+    assert "confusionMatrix" in cm, cm
+    matrix = cm["confusionMatrix"]["structValue"]  # as KFP's SDK logs it: annotationSpecs + rows
+    matrix = matrix.get("struct", matrix)  # MessageToDict of MLMD's Value wraps the Struct once more (seen)
+    assert [c["displayName"] for c in matrix["annotationSpecs"]] == [str(d) for d in range(10)], matrix
+    assert len(matrix["rows"]) == 10 and all(len(r["row"]) == 10 for r in matrix["rows"]), matrix
+    metrics = by_type["system.Metrics"][0]["custom"]
+    assert metrics, by_type["system.Metrics"]
+    for t in ("system.HTML", "system.Markdown"):
+        uri = by_type[t][0]["uri"]
+        assert uri.startswith(("minio://", "s3://")), uri
+        assert s3_object(kfp, uri).exists(), (uri, sorted(str(p) for p in kfp.s3_dir.rglob("*"))[:40])
+
+
+def test_a_not_blessed_model_with_fail_on_unblessed_fails_the_run_naming_the_gate(kfp_backend: KFPBackend):
+    kfp = kfp_backend
+    run_id = start_run(kfp, {**SMALL, "min_accuracy": 0.999, "fail_on_unblessed": True})
+    run = wait_run(kfp, run_id)
+    print(f"\nnot-blessed KFP run {run_id}: state {run['state']}, error {json.dumps(run.get('error'))}")
+    assert run["state"] == "FAILED", json.dumps(run)[:3000]
+    steps = step_pods(kfp, run_id)
+    assert "push-model" not in steps and steps["reject-model"]["phase"] == "Failed", steps
+    # what the API returns for the run: the task's error as KFP's persistence agent recorded it
+    details = json.dumps(run)
+    assert "not blessed" in details and "min_accuracy" in details, details[:4000]
