@@ -21,9 +21,22 @@ import pytest
 
 pytest.register_assert_rewrite("tests.e2e_fixtures", "tests.e2e_pods", "tests.e2e_two_nodes")
 
+from tests.e2e_fixtures import E2E
 from tests.e2e_pods import ProjectPods, last_json, small_job, unique, wait_for
 from tests.e2e_two_nodes import TOLERATE_SECOND_NODE
-from tests.realnode import NODE2_NAME, NODE_IP, NODE_NAME, SUBNET, SUBNET2
+from tests.realnode import (
+    LINK2,
+    NODE2_IP,
+    NODE2_NAME,
+    NODE_IP,
+    NODE_NAME,
+    SECOND_NODE_TAINT,
+    SECOND_NODE_TOLERATION,
+    SUBNET,
+    SUBNET2,
+    links,
+    read_sysctls,
+)
 
 pytest_plugins = ["tests.e2e_fixtures", "tests.e2e_pods", "tests.e2e_two_nodes"]
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -54,6 +67,40 @@ def _watch_placement(p: ProjectPods, job: str, into: dict, stop: threading.Event
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
+
+
+def _on_node2(**spec) -> dict:
+    return {"nodeSelector": {HOSTNAME: NODE2_NAME}, "tolerations": [SECOND_NODE_TOLERATION], **spec}
+
+
+def test_the_second_node_runs_pods_on_its_subnet_that_reach_the_first_by_service_and_dns(e2e: E2E, e2e_node2):
+    """The probe image (no project image needed): the second node Ready with its own address, tainted; a pod
+    there gets an address of its own subnet and its log comes back through the API server (which reaches that
+    kubelet across the link); it reaches the API server through the kubernetes Service (its node's kube-proxy,
+    then the link) and resolves, through CoreDNS on the first node, a headless Service whose pod runs on the
+    first node; an untolerating pod stays on the first node. The machine's forwarding stays off."""
+    node = e2e.core.read_node(NODE2_NAME)
+    assert {a.type: a.address for a in node.status.addresses} == {"InternalIP": NODE2_IP, "Hostname": NODE2_NAME}
+    assert [(t.key, t.value, t.effect) for t in node.spec.taints or []] == [tuple(SECOND_NODE_TAINT.values())]
+    e2e.run("target", ["wait-term", "/dev/null"], labels={"app": "target"})
+    e2e.core.create_namespaced_service(e2e.namespace, {"metadata": {"name": "target"}, "spec": {
+        "clusterIP": "None", "selector": {"app": "target"}, "ports": [{"name": "x", "port": 2222}]}})
+    target = e2e.wait_phase("target", "Running")
+    assert target["spec"]["nodeName"] == NODE_NAME  # the taint keeps it off the second node
+    name = f"target.{e2e.namespace}.svc.cluster.local"
+    e2e.run("there", ["resolve", name], **_on_node2())
+    e2e.run("api", ["apiserver"], **_on_node2())
+    for pod_name in ("there", "api"):
+        pod = e2e.wait_phase(pod_name, "Succeeded", "Failed")
+        assert pod["status"]["phase"] == "Succeeded", (pod["status"], e2e.log(pod_name))
+        assert (pod["spec"]["nodeName"], pod["status"]["hostIP"]) == (NODE2_NAME, NODE2_IP)
+        assert ipaddress.ip_address(pod["status"]["podIP"]) in SUBNET2
+    assert e2e.log("there") == f"resolved {name} {target['status']['podIP']}\n"
+    assert e2e.log("api").splitlines()[2] == f"user system:serviceaccount:{e2e.namespace}:default"
+    # forwarding is on in the second node's namespace only: the machine's as the run found it (0 here)
+    before = e2e_node2.journal.data["sysctls"]["net/ipv4/ip_forward"]
+    assert read_sysctls(("net/ipv4/ip_forward",)) == {"net/ipv4/ip_forward": before}
+    assert LINK2 in {link["ifname"] for link in links()}
 
 
 def test_mwms_two_workers_spread_required_one_per_node_all_reduce_across_the_link(two_nodes: ProjectPods):
