@@ -28,7 +28,18 @@ It runs at the end of the session (also after Ctrl-C or SIGTERM), from a watchdo
 is killed, and by hand: ``hack/node/cleanup.sh`` (``python3 -m tests.realnode --cleanup``). All runtime state
 lives under :data:`ROOT` (``/run/tfk8s-e2e``); the logs and configs in the session's work folder.
 
-Run it by hand: ``python -m tests.realnode --up`` (prints the kubeconfig; Ctrl-C tears it all down).
+The **second node** (:func:`running_second_node`, started only by the two-node tests' session fixture): its own
+network namespace (bound to ``<ROOT>/netns/node2``) with :data:`NODE2_IP` on a veth whose other end is a port of
+:data:`BRIDGE`, its own containerd, kubelet (in a mount namespace whose ``/var/lib/kubelet`` is its own) and
+kube-proxy under ``<ROOT>/node2``, its cgroups under ``/<CGROUP_NAME>/node2``, its pods on :data:`SUBNET2` on
+:data:`BRIDGE2` inside its namespace. Host-gw routing without the machine's forwarding: forwarding is on in the
+second node's namespace only; the first node's pods have a route to :data:`SUBNET2` through :data:`NODE2_IP`
+(bridged, not routed by the machine), the machine one for its own processes (the API server, CoreDNS), and a
+Service address translated on the first node to a pod of the second is bridged there by br_netfilter. It is
+tainted :data:`SECOND_NODE_TAINT` so that only the pods that tolerate it run there. :meth:`RealNode.kill_hard`
+loses it as a VM vanishes (link cut, everything SIGKILLed), :meth:`RealNode.restart` brings it back.
+
+Run it by hand: ``python -m tests.realnode --up [--nodes 2]`` (prints the kubeconfig; Ctrl-C tears it all down).
 """
 
 from __future__ import annotations
@@ -1339,6 +1350,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="list what an e2e run left; exit 1 if anything")
     parser.add_argument("--force", action="store_true", help="clean up even if the run's process still runs")
     parser.add_argument("--up", action="store_true", help="run the cluster until Ctrl-C")
+    parser.add_argument("--nodes", type=int, choices=(1, 2), default=1, help="with --up: 1 or 2 real nodes")
     parser.add_argument("--watch", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--root", default=str(ROOT), help=f"the node's root (default {ROOT})")
     args = parser.parse_args(argv)
@@ -1350,8 +1362,12 @@ def main(argv: list[str] | None = None) -> int:
 
         work = Path(tempfile.mkdtemp(prefix="tfk8s-e2e-"))
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-        with running_real_cluster(work, root) as cluster:
-            print(f"e2e cluster at {cluster.cp.url}, node {NODE_NAME} ({NODE_IP}); logs in {work}\n"
+        with running_real_cluster(work, root) as cluster, contextlib.ExitStack() as more:
+            nodes = f"node {NODE_NAME} ({NODE_IP})"
+            if args.nodes == 2:
+                more.enter_context(running_second_node(cluster))
+                nodes += f" and {NODE2_NAME} ({NODE2_IP}, tainted {SECOND_NODE_TAINT['key']})"
+            print(f"e2e cluster at {cluster.cp.url}, {nodes}; logs in {work}\n"
                   f"export KUBECONFIG={cluster.cp.kubeconfig()}\n(Ctrl-C tears it down)", flush=True)
             with contextlib.suppress(KeyboardInterrupt):
                 while True:
