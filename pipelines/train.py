@@ -176,7 +176,8 @@ def train_pipeline(
         kubernetes: the replicas' Kubernetes settings, any of cpu, memory, gpus, node_selector, tolerations,
             service_account, replica_overrides, cluster_domain, schedule_timeout_s, ttl_seconds_after_finished,
             kueue_queue, scheduler_name, spread, gang ("native": all-or-nothing with a Kubernetes PodGroup),
-            network_policy, network_policy_from (tfk8s.launcher.kubernetes.settings.KubernetesParams); e.g.
+            network_policy, network_policy_from, node_lost_toleration_s
+            (tfk8s.launcher.kubernetes.settings.KubernetesParams); e.g.
             {"cpu": "2", "memory": "4Gi", "replica_overrides": {"ps": {"cpu": "500m"}}}.
     """
     run_id = dsl.PIPELINE_JOB_ID_PLACEHOLDER
