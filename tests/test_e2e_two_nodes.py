@@ -216,31 +216,35 @@ def test_a_node_lost_mid_training_then_back(two_nodes: ProjectPods, e2e_node2):
     assert set(first.values()) == {NODE_NAME, NODE2_NAME}, seen  # preferred spread: one per node
     lost_label = next(label for label, node in first.items() if node == NODE2_NAME)
     t_loss = e2e_node2.kill_hard()
-    pod = p.wait_done(launcher, 400)
-    stop.set()
-    watcher.join(5)
-    follower.join(30)
-    log = p.e2e.log(launcher)
-    assert pod["status"]["phase"] == "Succeeded", log[-6000:]
-    verdict = _first(lines, rf"\[launcher\] {lost_label} failed: NodeLost \(its node {NODE2_NAME} was lost", t_loss)
-    assert verdict is not None, "\n".join(ln for _, ln in lines[-60:])
-    restarted = {label: node for (label, attempt), (node, _, _) in seen.items() if attempt == 1}
-    assert restarted == {"worker-0": NODE_NAME, "worker-1": NODE_NAME}, seen
-    resumed = _first(lines, rf"^\[worker-\d\] resumed from epoch \d+ of {LOSS_EPOCHS}", verdict)
-    stepped = _first(lines, rf"^\[worker-\d\] epoch \d+/{LOSS_EPOCHS}: loss=", verdict)
-    assert resumed is not None and stepped is not None
-    # the node lost is a preemption: max_restarts=0 and yet recreated; the survivor's "peer lost" waited for it
-    assert re.search(rf"{lost_label} failed: NodeLost .*; preempted: recreating worker-0, worker-1 \(preemption 1, "
-                     rf"not counted against max_restarts=0\)", log), log[-5000:]
-    assert re.search(rf"node {NODE2_NAME} lost: force-deleted .*{job}-{lost_label}-", log), log[-5000:]
-    peer_lost = _first(lines, r"\[launcher\] worker-\d failed with exit code 1: PeerLost; waiting up to 60s", t_loss)
-    assert re.search(rf"^\[worker-1\] resumed from epoch \d+ of {LOSS_EPOCHS} \(backup in ", log, re.MULTILINE), \
-        log[-4000:]
-    assert p.job_objects(job) == {}
-    to_verdict, to_resumed, to_step = verdict - t_loss, resumed - t_loss, stepped - t_loss
-    print(f"\nnode lost: {lost_label} on {NODE2_NAME}; loss -> the survivor's PeerLost "
-          f"{(peer_lost - t_loss) if peer_lost else float('nan'):.1f}s, -> verdict {to_verdict:.1f}s, -> resumed "
-          f"{to_resumed:.1f}s, -> first epoch after the restart {to_step:.1f}s")
+    try:
+        pod = p.wait_done(launcher, 400)
+        stop.set()
+        watcher.join(5)
+        follower.join(30)
+        log = p.e2e.log(launcher)
+        assert pod["status"]["phase"] == "Succeeded", log[-6000:]
+        verdict = _first(lines, rf"\[launcher\] {lost_label} failed: NodeLost \(its node {NODE2_NAME} was lost", t_loss)
+        assert verdict is not None, "\n".join(ln for _, ln in lines[-60:])
+        restarted = {label: node for (label, attempt), (node, _, _) in seen.items() if attempt == 1}
+        assert restarted == {"worker-0": NODE_NAME, "worker-1": NODE_NAME}, seen
+        resumed = _first(lines, rf"^\[worker-\d\] resumed from epoch \d+ of {LOSS_EPOCHS}", verdict)
+        stepped = _first(lines, rf"^\[worker-\d\] epoch \d+/{LOSS_EPOCHS}: loss=", verdict)
+        assert resumed is not None and stepped is not None
+        # the node lost is a preemption: max_restarts=0 and yet recreated; the survivor's "peer lost" waited for it
+        assert re.search(rf"{lost_label} failed: NodeLost .*; preempted: recreating worker-0, worker-1 \(preemption 1, "
+                         rf"not counted against max_restarts=0\)", log), log[-5000:]
+        assert re.search(rf"node {NODE2_NAME} lost: force-deleted .*{job}-{lost_label}-", log), log[-5000:]
+        peer_lost = _first(lines, r"\[launcher\] worker-\d failed with exit code 1: PeerLost; waiting up to 60s", t_loss)
+        assert re.search(rf"^\[worker-1\] resumed from epoch \d+ of {LOSS_EPOCHS} \(backup in ", log, re.MULTILINE), \
+            log[-4000:]
+        assert p.job_objects(job) == {}
+        to_verdict, to_resumed, to_step = verdict - t_loss, resumed - t_loss, stepped - t_loss
+        print(f"\nnode lost: {lost_label} on {NODE2_NAME}; loss -> the survivor's PeerLost "
+              f"{(peer_lost - t_loss) if peer_lost else float('nan'):.1f}s, -> verdict {to_verdict:.1f}s, -> resumed "
+              f"{to_resumed:.1f}s, -> first epoch after the restart {to_step:.1f}s")
+    except BaseException:
+        e2e_node2.restart()  # the session's other tests and its end need the node back
+        raise
     # the node comes back: its kubelet finds the job's pods gone from the API and removes their dead containers
     back = e2e_node2.restart()
     print(f"the node Ready again in {back:.1f}s")

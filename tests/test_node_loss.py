@@ -84,6 +84,12 @@ def test_a_survivor_whose_tensorflow_lost_a_peer_is_named_peer_lost_permanent_as
     assert (state.phase, state.exit_code, state.failure.kind, state.failure.reason) == (
         Phase.FAILED, 1, FailureKind.PERMANENT, PEER_LOST)
     assert state.failure.message.startswith("TensorFlow lost a peer: Collective ops is aborted by: ")
+    # a task whose heartbeat to a lost coordination leader (task 0) timed out, as worker-1 said on the real nodes
+    pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = (
+        "tensorflow.python.framework.errors_impl.DeadlineExceededError: Graph execution error:\n"
+        "Collective ops is aborted by: Deadline Exceeded\nRPC: /tensorflow.CoordinationService/Heartbeat\n"
+        "The error could be from a previous operation. Restart your program to reset.")
+    assert classify_pod(pod).failure.reason == PEER_LOST
     # MWMS's own health check words it differently
     pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = (
         "UnavailableError: cluster check alive failed, /job:worker/replica:0/task:1 is down")

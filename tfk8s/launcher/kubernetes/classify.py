@@ -19,7 +19,8 @@ Rules (the shared table :mod:`tfk8s.core.policy`; Kubeflow Training Operator, ``
   ``ContainersNotReady``): ``NodeLost``, a preemption, long before the taint eviction of the pod
   (:func:`node_lost_failure`; seen on a real node, docs/kubernetes.md "Two real nodes");
 - TensorFlow's own verdict that a peer is gone (the survivor of a lost node exits 1 with ``The following tasks
-  are unhealthy (stopped sending heartbeats)`` or ``cluster check alive failed, ... is down``): permanent as its
+  are unhealthy (stopped sending heartbeats)``, a ``Deadline Exceeded`` of ``RPC:
+  /tensorflow.CoordinationService/Heartbeat`` or ``cluster check alive failed, ... is down``): permanent as its
   exit code says, but named ``PeerLost`` so that its group waits ``peer_lost_wait_s`` for that peer's own verdict
   (its node lost: a preemption) instead of ``group_settle_s`` (:data:`PEER_LOST`);
 - a container that cannot start (``StartError``, ``ContainerCannotRun``: a missing executable): permanent;
@@ -55,8 +56,11 @@ CONTAINER_CONFIG_REASONS = frozenset({"CreateContainerConfigError", "CreateConta
 START_FAILURE_REASONS = frozenset({"StartError", "ContainerCannotRun"})
 NODE_LOST = "NodeLost"  # Failure.reason of a replica whose node was lost (node_lost_failure)
 PEER_LOST = "PeerLost"  # Failure.reason of a replica that exited because TensorFlow lost one of its peers
-# What TensorFlow says when a peer stopped answering (its coordination service's heartbeats; MWMS's health check)
-PEER_LOST_MARKERS = ("The following tasks are unhealthy (stopped sending heartbeats)", "cluster check alive failed")
+# What TensorFlow says when a peer stopped answering, as seen on two real nodes: the coordination service's leader
+# (task 0) about a task whose heartbeats stopped; a task whose heartbeat RPC to a lost leader timed out; MWMS's own
+# health check
+PEER_LOST_MARKERS = ("The following tasks are unhealthy (stopped sending heartbeats)",
+                     "RPC: /tensorflow.CoordinationService/Heartbeat", "cluster check alive failed")
 
 
 class Phase(enum.Enum):
