@@ -170,19 +170,21 @@ def test_pss_ps_on_the_second_node_worker_and_chief_on_the_first(two_nodes: Proj
     assert p.job_objects(job) == {}
 
 
-def _follow_timed(p: ProjectPods, pod: str, into: list[tuple[float, str]]) -> threading.Thread:
-    """Follow pod ``pod``'s log into ``into`` as (arrival time.time(), line)."""
+def _follow_timed(p: ProjectPods, pod: str, into: list[tuple[float, str]], stop: threading.Event) -> threading.Thread:
+    """Read pod ``pod``'s log every 0.5 s into ``into`` as (time.time() when a line was first seen, line), until
+    ``stop`` (and once more then)."""
     def run() -> None:
-        from contextlib import suppress
-
-        with suppress(Exception):
-            resp = p.core.read_namespaced_pod_log(pod, p.namespace, follow=True, _preload_content=False)
-            rest = ""
-            for chunk in resp.stream(4096):
-                rest += chunk.decode(errors="replace")
-                *lines, rest = rest.split("\n")
-                now = time.time()
-                into.extend((now, ln) for ln in lines)
+        while True:
+            last = stop.is_set()
+            try:
+                lines = p.e2e.log(pod).splitlines()
+            except Exception:  # noqa: BLE001 - not started yet, or the API server busy
+                lines = []
+            now = time.time()
+            into.extend((now, ln) for ln in lines[len(into):])
+            if last:
+                return
+            stop.wait(0.5)
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
@@ -208,7 +210,7 @@ def test_a_node_lost_mid_training_then_back(two_nodes: ProjectPods, e2e_node2):
     launcher = p.launch(run, "--workers", "2", *TOLERATE_SECOND_NODE,
                         *small_job(epochs=LOSS_EPOCHS, max_restarts=0))
     lines: list[tuple[float, str]] = []
-    follower = _follow_timed(p, launcher, lines)
+    follower = _follow_timed(p, launcher, lines, stop)
     wait_for(lambda: all(re.search(rf"^epoch 1/{LOSS_EPOCHS}: loss=", p.replica_log(run, w), re.MULTILINE)
                          for w in ("worker-0", "worker-1")), "both workers' first epoch", 300,
              explain=lambda: p.tail(launcher))
