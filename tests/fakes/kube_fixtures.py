@@ -697,6 +697,16 @@ class FakeCluster:
         (self.server.finalized_pods if finalizer else self.server.stuck_pods).add(name)
         return name
 
+    def node_not_ready(self, label: str) -> str:
+        """The node lifecycle controller's mark on the pods of a node lost (as a real lost node showed it):
+        ``Ready`` False with no reason, ``ContainersReady`` still True, the pod Running; and no kubelet will
+        confirm its deletion (:meth:`node_lost`). Returns the pod's name."""
+        name = self.node_lost(label)
+        self._patch_pod(label, {"phase": "Running", "conditions": [
+            {"type": "PodScheduled", "status": "True"}, {"type": "ContainersReady", "status": "True"},
+            {"type": "Ready", "status": "False"}]})
+        return name
+
     def add_event(self, kind: str, name: str, reason: str, message: str, etype: str = "Warning") -> None:
         self._run(self.server.event(kind, name, self.namespace, reason, message, etype))
 

@@ -28,7 +28,18 @@ It runs at the end of the session (also after Ctrl-C or SIGTERM), from a watchdo
 is killed, and by hand: ``hack/node/cleanup.sh`` (``python3 -m tests.realnode.realnode --cleanup``). All runtime state
 lives under :data:`ROOT` (``/run/tfk8s-e2e``); the logs and configs in the session's work folder.
 
-Run it by hand: ``python -m tests.realnode.realnode --up`` (prints the kubeconfig; Ctrl-C tears it all down).
+The **second node** (:func:`running_second_node`, started only by the two-node tests' session fixture): its own
+network namespace (bound to ``<ROOT>/netns/node2``) with :data:`NODE2_IP` on a veth whose other end is a port of
+:data:`BRIDGE`, its own containerd, kubelet (in a mount namespace whose ``/var/lib/kubelet`` is its own) and
+kube-proxy under ``<ROOT>/node2``, its cgroups under ``/<CGROUP_NAME>/node2``, its pods on :data:`SUBNET2` on
+:data:`BRIDGE2` inside its namespace. Host-gw routing without the machine's forwarding: forwarding is on in the
+second node's namespace only; the first node's pods have a route to :data:`SUBNET2` through :data:`NODE2_IP`
+(bridged, not routed by the machine), the machine one for its own processes (the API server, CoreDNS), and a
+Service address translated on the first node to a pod of the second is bridged there by br_netfilter. It is
+tainted :data:`SECOND_NODE_TAINT` so that only the pods that tolerate it run there. :meth:`RealNode.kill_hard`
+loses it as a VM vanishes (link cut, everything SIGKILLed), :meth:`RealNode.restart` brings it back.
+
+Run it by hand: ``python -m tests.realnode.realnode --up [--nodes 2]`` (prints the kubeconfig; Ctrl-C tears it all down).
 """
 
 from __future__ import annotations
@@ -78,7 +89,11 @@ PROBE_IMAGE = "tfk8s.local/e2e-probe:1"
 NODE_BUILD_SCRIPT = REPO / "hack" / "node" / "build.sh"
 NODE_BINARIES = ("kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "coredns", "runc")
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
-E2E_CONTROLLERS = ("endpointslice-controller", "node-lifecycle-controller")
+# the node lifecycle controller (a node without heartbeats: Unknown, tainted unreachable, its pods not Ready),
+# the taint eviction controller (pods evicted after their unreachable/not-ready tolerationSeconds) and the pod
+# GC (pods of deleted nodes), at their upstream settings
+E2E_CONTROLLERS = ("endpointslice-controller", "node-lifecycle-controller", "taint-eviction-controller",
+                   "pod-garbage-collector-controller")
 SKIP_REASON = "e2e tests need `make test-e2e` (root, Go, the control plane's and the node's binaries)"
 # What the kubelet wants of the kernel (k8s.io/component-helpers/node/util/sysctl; it would write them).
 KUBELET_TUNABLES = {"vm/overcommit_memory": "1", "vm/panic_on_oom": "0", "kernel/panic": "10",
@@ -109,6 +124,59 @@ CNI_CACHE = Path("/var/lib/cni")  # libcni's default cache, which containerd's C
 OUR_CHAIN_PREFIX = "KUBE-"  # kube-proxy's and the kubelet's chains (no other kubelet runs on this machine)
 IPTABLES_NFT_TABLES = ("filter", "nat", "mangle", "raw", "security", "kube-proxy")
 MNT_DETACH = 2
+# The second node (started only for the two-node tests: running_second_node): a network namespace of its own
+# (ROOT/netns/node2), reached from the first node's bridge by a veth (LINK2 on BRIDGE, eth0 with NODE2_IP inside),
+# its pods on SUBNET2 on a bridge of its own inside the namespace (BRIDGE2), host-gw routes both ways.
+SUBNET2 = ipaddress.ip_network(os.environ.get("TFK8S_E2E_SUBNET2") or
+                               f"{SUBNET.broadcast_address + 1}/{SUBNET.prefixlen}")
+NODE2_IP = str(SUBNET.network_address + 2)  # on the first node's subnet, below its pods' range
+NODE2_NAME = "tfk8s-e2e-node2"
+BRIDGE2 = "tfk8s1"  # inside the second node's network namespace
+LINK2 = "tfk8s0-n2"  # the host's end of the link, a port of BRIDGE
+NODE2_DIR = "node2"  # its root (ROOT/node2), work folder, cgroup (/<CGROUP_NAME>/node2) and journal tag
+# Only the two-node tests tolerate it: every other pod (the launch steps, the one-node tests' replicas) stays on
+# the first node, so the suite's time does not double.
+SECOND_NODE_TAINT = {"key": "tfk8s.dev/e2e-second-node", "value": "true", "effect": "NoSchedule"}
+SECOND_NODE_TOLERATION = {"key": SECOND_NODE_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What tells one e2e node from the other: its name, node address, pod subnet and bridge (whose address,
+    ``gateway``, is the pods' default route), cgroup (relative to each hierarchy's root), network namespace
+    (a file a namespace is bound to; None: the machine's), more routes for its pods (``(dst, via)``), the taints
+    it registers with, ``tag`` (its journal names' suffix, its certificates' prefix; "" for the first)."""
+
+    name: str
+    ip: str
+    subnet: ipaddress.IPv4Network
+    bridge: str
+    gateway: str
+    cgroup: str
+    netns: Path | None = None
+    pod_routes: tuple[tuple[str, str], ...] = ()
+    taints: tuple[dict[str, str], ...] = ()
+    tag: str = ""
+
+    @property
+    def pod_range(self) -> tuple[str, str]:
+        """The first and last pod address (host-local's rangeStart/rangeEnd)."""
+        return str(self.subnet.network_address + 10), str(self.subnet.broadcast_address - 5)
+
+
+def first_node_spec(root: Path = ROOT) -> NodeSpec:
+    """The first node: on the machine's network namespace, :data:`NODE_IP` on :data:`BRIDGE`; its pods reach the
+    second node's pods through :data:`NODE2_IP` (host-gw: a route in every pod, not the host's forwarding)."""
+    return NodeSpec(NODE_NAME, NODE_IP, SUBNET, BRIDGE, NODE_IP, CGROUP_NAME,
+                    pod_routes=((str(SUBNET2), NODE2_IP),))
+
+
+def second_node_spec(root: Path = ROOT) -> NodeSpec:
+    """The second node: its own network namespace (``<root>/netns/node2``), :data:`NODE2_IP` on the link to the
+    first node's bridge, pods on :data:`SUBNET2` behind :data:`BRIDGE2`, tainted :data:`SECOND_NODE_TAINT`."""
+    return NodeSpec(NODE2_NAME, NODE2_IP, SUBNET2, BRIDGE2, str(SUBNET2.network_address + 1),
+                    f"{CGROUP_NAME}/{NODE2_DIR}", netns=root / "netns" / NODE2_DIR,
+                    taints=(SECOND_NODE_TAINT,), tag=NODE2_DIR)
 
 
 def log_tail(path: Path, lines: int = 40) -> str:
@@ -193,9 +261,11 @@ def _cgroup_dirs() -> list[Path]:
     return [h / CGROUP_NAME for h in cgroup_hierarchies() if (h / CGROUP_NAME).is_dir()]
 
 
-def _cgroup_pids() -> set[int]:
+def _cgroup_pids(sub: str = "") -> set[int]:
+    """The processes in the nodes' cgroups (``sub``: only under ``/<CGROUP_NAME>/<sub>``, the second node's)."""
     pids: set[int] = set()
     for top in _cgroup_dirs():
+        top = top / sub if sub else top
         for d, _, files in os.walk(top):
             if "cgroup.procs" in files:
                 with contextlib.suppress(OSError):
@@ -203,12 +273,13 @@ def _cgroup_pids() -> set[int]:
     return pids
 
 
-def create_cgroups() -> list[str]:
-    """``/<CGROUP_NAME>`` (and its ``daemons`` child, for the node's own processes) in every hierarchy, cpuset's
-    CPUs and memory nodes copied from the parent; returns the directories made."""
+def create_cgroups(cgroup: str = CGROUP_NAME) -> list[str]:
+    """``/<cgroup>`` (and its ``daemons`` child, for the node's own processes) in every hierarchy, cpuset's
+    CPUs and memory nodes copied from the parent; returns the directories made. The second node's
+    (``<CGROUP_NAME>/node2``) nests in the first's: :func:`sweep` finds both under ``/<CGROUP_NAME>``."""
     made = []
     for h in cgroup_hierarchies():
-        for d in (h / CGROUP_NAME, h / CGROUP_NAME / "daemons"):
+        for d in (h / cgroup, h / cgroup / "daemons"):
             if d.exists():
                 continue
             d.mkdir()
@@ -219,15 +290,15 @@ def create_cgroups() -> list[str]:
     return made
 
 
-def join_daemons_cgroup(pid: int) -> None:
-    """Move process ``pid`` into ``/<CGROUP_NAME>/daemons`` of the ``pids`` hierarchy (cgroup v1; the unified
+def join_daemons_cgroup(pid: int, cgroup: str = CGROUP_NAME) -> None:
+    """Move process ``pid`` into ``/<cgroup>/daemons`` of the ``pids`` hierarchy (cgroup v1; the unified
     one on v2), for tracking only (no limit, its memory accounting unchanged): its children (the shims containerd
     starts) follow it, so :func:`sweep` finds every process the node started in the node's cgroups."""
     hierarchies = cgroup_hierarchies()
     picks = [h for h in hierarchies if h.name == "pids"] or [h for h in hierarchies if h == Path("/sys/fs/cgroup")]
     for h in picks:
         with contextlib.suppress(OSError):
-            (h / CGROUP_NAME / "daemons" / "cgroup.procs").write_text(str(pid))
+            (h / cgroup / "daemons" / "cgroup.procs").write_text(str(pid))
 
 
 # -- mounts -----------------------------------------------------------------------------------------------------------
@@ -271,14 +342,20 @@ def unmount_all(root: Path, log: Callable[[str], None]) -> None:
 
 
 # -- network ----------------------------------------------------------------------------------------------------------
+def in_netns(netns: Path | None) -> list[str]:
+    """The argv prefix that runs a command in the network namespace bound to ``netns`` (``[]``: this one)."""
+    return ["nsenter", f"--net={netns}", "--"] if netns else []
+
+
 def links() -> list[dict[str, Any]]:
     """The network interfaces (``ip -j link show``)."""
     return json.loads(_run("ip", "-j", "link", "show").stdout or "[]")
 
 
-def iptables_rules(cmd: str, table: str) -> list[str]:
-    """``<cmd> -t <table> -S`` lines, or ``[]`` when the table cannot be read."""
-    res = _run(cmd, "-w", "5", "-t", table, "-S", check=False)
+def iptables_rules(cmd: str, table: str, netns: Path | None = None) -> list[str]:
+    """``<cmd> -t <table> -S`` lines (in the network namespace bound to ``netns``), or ``[]`` when the table
+    cannot be read."""
+    res = _run(*in_netns(netns), cmd, "-w", "5", "-t", table, "-S", check=False)
     return res.stdout.splitlines() if res.returncode == 0 else []
 
 
@@ -417,16 +494,17 @@ def begin(root: Path = ROOT) -> Journal:
             raise RuntimeError("a previous e2e run left things that could not be removed:\n  " + "\n  ".join(problems))
     elif root.exists() and mounts_under(root):
         raise RuntimeError(f"{root} has mounts but no {STATE}: unmount them (findmnt -R {root}) and remove it")
-    for name in (BRIDGE,):
+    for name in (BRIDGE, LINK2):
         if any(link["ifname"] == name for link in links()):
             raise RuntimeError(f"an interface {name} exists already (not made by this run): `ip link del {name}`")
     routes = json.loads(_run("ip", "-j", "route", "show").stdout or "[]")
     for r in routes:
         dst = r.get("dst", "")
-        if dst not in ("default", "") and ipaddress.ip_network(dst, strict=False).overlaps(SUBNET):
-            raise RuntimeError(f"{SUBNET} overlaps the route {dst} dev {r.get('dev')}: set TFK8S_E2E_SUBNET to a "
-                               f"free /24 of 10.0.0.0/8")
-    for tool in ("ip", "iptables", "mount", "unshare"):
+        for subnet, var in ((SUBNET, "TFK8S_E2E_SUBNET"), (SUBNET2, "TFK8S_E2E_SUBNET2")):
+            if dst not in ("default", "") and ipaddress.ip_network(dst, strict=False).overlaps(subnet):
+                raise RuntimeError(f"{subnet} overlaps the route {dst} dev {r.get('dev')}: set {var} to a "
+                                   f"free /24 of 10.0.0.0/8")
+    for tool in ("ip", "iptables", "mount", "unshare", "nsenter"):
         if shutil.which(tool) is None:
             raise RuntimeError(f"{tool} is not installed: hack/node/build.sh installs the node's Debian packages")
     shutil.rmtree(root, ignore_errors=True)
@@ -456,15 +534,18 @@ def sweep(journal: Journal, log: Callable[[str], None] = lambda m: None) -> list
     # 1. the kubelet first (it would restart what goes), then containerd, then everything in our cgroups
     # (containers, shims), then the others.
     order = {"kubelet": 0, "containerd": 1}
-    for p in sorted(procs, key=lambda p: order.get(p["name"], 2)):
-        if p["name"] in order:
+    def base(p: dict[str, Any]) -> str:  # "kubelet@node2": the second node's kubelet
+        return p["name"].split("@")[0]
+
+    for p in sorted(procs, key=lambda p: order.get(base(p), 2)):
+        if base(p) in order:
             _stop_processes([(p["pid"], p["start"])], 5.0, log)
     for _ in range(20):
         pids = _cgroup_pids() - {os.getpid()}
         if not pids:
             break
         _stop_processes([(pid, None) for pid in pids], 0.0, log)
-    _stop_processes([(p["pid"], p["start"]) for p in procs if p["name"] not in order], 5.0, log)
+    _stop_processes([(p["pid"], p["start"]) for p in procs if base(p) not in order], 5.0, log)
     # 2. mounts (overlay root file systems, shm, netns, the kubelet's volumes and its shared bind mount)
     unmount_all(root, log)
     # 3. network: the links on our bridge (veths of pods whose netns survived), the bridge; iptables; nftables
@@ -474,6 +555,8 @@ def sweep(journal: Journal, log: Callable[[str], None] = lambda m: None) -> list
                 _run("ip", "link", "del", link["ifname"], check=False)
         if any(link["ifname"] == data["bridge"] for link in links()):
             _run("ip", "link", "del", data["bridge"], check=False)
+    if data.get("link2") and any(link["ifname"] == data["link2"] for link in links()):
+        _run("ip", "link", "del", data["link2"], check=False)  # its peer in the second node's namespace goes too
     remove_our_iptables(log)
     before = set(data.get("nft_tables", []))
     for t in nft_tables():
@@ -552,6 +635,8 @@ def leftovers(journal: Journal) -> list[str]:
         found.append(f"bridge {data['bridge']}")
     found += [f"interface {n} on {data['bridge']}" for n, link in names.items()
               if data.get("bridge") and link.get("master") == data["bridge"]]
+    if data.get("link2") and data["link2"] in names and names[data["link2"]].get("master") != data.get("bridge"):
+        found.append(f"interface {data['link2']} (the link to the second node)")
     found += [f"interface {n} (a veth made during the run)" for n, link in names.items()
               if n not in data.get("links", []) and link.get("link_type") == "ether" and n.startswith("veth")]
     for cmd in ("iptables", "ip6tables"):
@@ -634,10 +719,11 @@ class _Proc:
 
 @dataclass
 class RealNode:
-    """The node's processes and files. Use :func:`running_real_cluster`.
+    """The node's processes and files. Use :func:`running_real_cluster` (and :func:`running_second_node`).
 
     ``work``: configs, certificates and logs (``<component>.log``), kept after the run; ``root``: the runtime
-    state (containerd's, the kubelet's, CNI's), removed by :func:`sweep`.
+    state (containerd's, the kubelet's, CNI's), removed by :func:`sweep`; ``spec``: which node (default the
+    first, :func:`first_node_spec`).
     """
 
     cp: ControlPlane
@@ -646,8 +732,26 @@ class RealNode:
     work: Path
     journal: Journal
     root: Path = ROOT
+    spec: NodeSpec | None = None
     procs: dict[str, _Proc] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    argv: dict[str, list[str]] = field(default_factory=dict)  # how each process was started (restart())
+
+    def __post_init__(self) -> None:
+        if self.spec is None:
+            self.spec = first_node_spec(self.root)
+
+    @property
+    def name(self) -> str:
+        """The node's name in the API."""
+        assert self.spec is not None
+        return self.spec.name
+
+    @property
+    def _prefix(self) -> str:
+        """Its certificates' prefix in the control plane's PKI folder ("" for the first node)."""
+        assert self.spec is not None
+        return f"{self.spec.tag}-" if self.spec.tag else ""
 
     @property
     def sock(self) -> Path:
@@ -665,15 +769,19 @@ class RealNode:
 
     # -- start ------------------------------------------------------------------------------------------------------
     def _spawn(self, name: str, argv: list[str], daemons_cgroup: bool = True) -> _Proc:
+        assert self.spec is not None
         log = self.work / f"{name}.log"
+        self.argv[name] = argv
+        argv = in_netns(self.spec.netns) + argv
         env = {"PATH": f"{self.bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                "TMPDIR": str(self.root / "tmp"), "HOME": str(self.root / "home"), "LANG": "C.UTF-8"}
-        popen = subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        popen = subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  env=env, cwd=self.root, start_new_session=True,
                                  preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl(2) runs before exec
-        self.journal.add("processes", {"name": name, "pid": popen.pid, "start": proc_start_time(popen.pid)})
+        tagged = f"{name}@{self.spec.tag}" if self.spec.tag else name
+        self.journal.add("processes", {"name": tagged, "pid": popen.pid, "start": proc_start_time(popen.pid)})
         if daemons_cgroup:
-            join_daemons_cgroup(popen.pid)
+            join_daemons_cgroup(popen.pid, self.spec.cgroup)
         proc = _Proc(name, popen, log)
         self.procs[name] = proc
         return proc
@@ -697,8 +805,10 @@ class RealNode:
                            f"{proc.log}:\n{self.logs(proc.name)}{extra}")
 
     def start(self) -> None:
-        """Start containerd (and import the images), kube-proxy, the kubelet and CoreDNS; wait until the node is
-        Ready, kube-proxy serves the kubernetes Service and CoreDNS answers."""
+        """Start containerd (and import the images), kube-proxy, the kubelet and (on the first node) CoreDNS;
+        :meth:`wait_ready` waits until the node is Ready, kube-proxy serves the kubernetes Service and CoreDNS
+        answers."""
+        assert self.spec is not None
         for d in ("tmp", "home", "cni/net.d", "cni/ipam", "cdi", "pod-logs", "kubelet", "kubelet-ns/var-log",
                   "kubelet-ns/sysctl", "s", "hostpath"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
@@ -706,35 +816,46 @@ class RealNode:
         self._certificates()
         self._start_containerd()
         self._import_images()
-        self._api_objects()
+        if not self.spec.tag:
+            self._api_objects()
         self._start_kube_proxy()
         self._start_kubelet()
-        self._start_coredns()
+        if not self.spec.tag:
+            self._start_coredns()
 
     def _certificates(self) -> None:
-        pki = self.cp.pki
-        pki.issue("node-kubelet", f"system:node:{NODE_NAME}", org="system:nodes")
-        pki.issue("node-serving", f"system:node:{NODE_NAME}", sans=(NODE_IP, NODE_NAME), server=True)
-        pki.issue("kube-proxy", "system:kube-proxy")  # bound to system:node-proxier by the default RBAC policy
-        pki.issue("coredns", "tfk8s:coredns")
-        for user in ("node-kubelet", "kube-proxy", "coredns"):
+        pki, spec, pre = self.cp.pki, self.spec, self._prefix
+        assert spec is not None
+        pki.issue(f"{pre}node-kubelet", f"system:node:{spec.name}", org="system:nodes")
+        pki.issue(f"{pre}node-serving", f"system:node:{spec.name}", sans=(spec.ip, spec.name), server=True)
+        # bound to system:node-proxier by the default RBAC policy
+        pki.issue(f"{pre}kube-proxy", "system:kube-proxy")
+        users = ("node-kubelet", "kube-proxy") if spec.tag else ("node-kubelet", "kube-proxy", "coredns")
+        if not spec.tag:
+            pki.issue("coredns", "tfk8s:coredns")
+        for user in users:
             (self.work / f"{user}.kubeconfig").write_text(json.dumps({
                 "apiVersion": "v1", "kind": "Config",
                 "clusters": [{"name": "test", "cluster": {"server": self.cp.url,
                                                           "certificate-authority": pki.path("ca.crt")}}],
-                "users": [{"name": user, "user": {"client-certificate": pki.path(f"{user}.crt"),
-                                                  "client-key": pki.path(f"{user}.key")}}],
+                "users": [{"name": user, "user": {"client-certificate": pki.path(f"{pre}{user}.crt"),
+                                                  "client-key": pki.path(f"{pre}{user}.key")}}],
                 "contexts": [{"name": "test", "context": {"cluster": "test", "user": user}}],
                 "current-context": "test"}))
 
     def _start_containerd(self) -> None:
-        r, b = self.root, self.bin_dir
+        r, b, spec = self.root, self.bin_dir, self.spec
+        assert spec is not None
+        # host-gw: the other node's pod subnet through its node address, straight from the pod (bridged, never
+        # routed by this machine, whose ip_forward stays 0); everything else through the bridge's address
+        routes = [{"dst": dst, "gw": via} for dst, via in spec.pod_routes] + [{"dst": "0.0.0.0/0",
+                                                                                 "gw": spec.gateway}]
         cni = {"cniVersion": "1.0.0", "name": CNI_NETWORK, "plugins": [
-            {"type": "bridge", "bridge": BRIDGE, "isGateway": False, "ipMasq": False,
+            {"type": "bridge", "bridge": spec.bridge, "isGateway": False, "ipMasq": False,
              "ipam": {"type": "host-local", "dataDir": str(r / "cni" / "ipam"),
-                      "ranges": [[{"subnet": str(SUBNET), "rangeStart": POD_RANGE[0], "rangeEnd": POD_RANGE[1],
-                                   "gateway": NODE_IP}]],
-                      "routes": [{"dst": "0.0.0.0/0", "gw": NODE_IP}]}},
+                      "ranges": [[{"subnet": str(spec.subnet), "rangeStart": spec.pod_range[0],
+                                   "rangeEnd": spec.pod_range[1], "gateway": spec.gateway}]],
+                      "routes": routes}},
             {"type": "portmap", "capabilities": {"portMappings": True}}]}
         (r / "cni" / "net.d" / "10-tfk8s-e2e.conflist").write_text(json.dumps(cni, indent=1))
         config = self.work / "containerd.toml"
@@ -842,14 +963,17 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
 
     def _start_kube_proxy(self) -> None:
         healthz = free_port()
+        spec = self.spec
+        assert spec is not None
+        local = "127.0.0.1" if spec.netns is None else spec.ip  # the health port: where this process reads it
         config = self.work / "kube-proxy.yaml"
         config.write_text(json.dumps({
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
             "clientConnection": {"kubeconfig": str(self.work / "kube-proxy.kubeconfig")},
-            "hostnameOverride": NODE_NAME, "bindAddress": NODE_IP,
-            "healthzBindAddress": f"127.0.0.1:{healthz}", "metricsBindAddress": f"127.0.0.1:{free_port()}",
-            "mode": "iptables", "clusterCIDR": str(SUBNET), "detectLocalMode": "ClusterCIDR",
-            "nodePortAddresses": [f"{NODE_IP}/32"],
+            "hostnameOverride": spec.name, "bindAddress": spec.ip,
+            "healthzBindAddress": f"{local}:{healthz}", "metricsBindAddress": f"127.0.0.1:{free_port()}",
+            "mode": "iptables", "clusterCIDR": str(spec.subnet), "detectLocalMode": "ClusterCIDR",
+            "nodePortAddresses": [f"{spec.ip}/32"],
             # change no kernel setting: no route_localnet (NodePorts on localhost), no conntrack sizing/timeouts
             "iptables": {"localhostNodePorts": False, "masqueradeAll": False},
             "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s",
@@ -857,22 +981,24 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
             "oomScoreAdj": 0}, indent=1))
         self._spawn("kube-proxy", [str(self.bin_dir / "kube-proxy"), f"--config={config}", "--v=2"])
         self._healthz_port = healthz
+        self._healthz_addr = local
 
     def _start_kubelet(self) -> None:
-        r, pki = self.root, self.cp.pki
+        r, pki, spec, pre = self.root, self.cp.pki, self.spec, self._prefix
+        assert spec is not None
         port, healthz = free_port(), free_port()
         config = self.work / "kubelet.yaml"
         config.write_text(json.dumps({
             "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-            "address": NODE_IP, "port": port, "readOnlyPort": 0,
+            "address": spec.ip, "port": port, "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1", "healthzPort": healthz,
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                                "x509": {"clientCAFile": pki.path("ca.crt")}},
             "authorization": {"mode": "Webhook"},
-            "tlsCertFile": pki.path("node-serving.crt"), "tlsPrivateKeyFile": pki.path("node-serving.key"),
+            "tlsCertFile": pki.path(f"{pre}node-serving.crt"), "tlsPrivateKeyFile": pki.path(f"{pre}node-serving.key"),
             "containerRuntimeEndpoint": f"unix://{self.sock}",
             # cgroup v1 on this machine: the cgroupfs driver, and the kubelet told not to refuse v1
-            "cgroupDriver": "cgroupfs", "cgroupRoot": f"/{CGROUP_NAME}", "failCgroupV1": False,
+            "cgroupDriver": "cgroupfs", "cgroupRoot": f"/{spec.cgroup}", "failCgroupV1": False,
             "podLogsDir": str(r / "pod-logs"), "volumePluginDir": str(r / "kubelet" / "volume-plugins"),
             "clusterDNS": [DNS_SERVICE_IP], "clusterDomain": CLUSTER_DOMAIN, "resolvConf": str(r / "resolv.conf"),
             # check the kernel tunables (they read as wanted in its mount namespace), never write them
@@ -881,6 +1007,10 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
             "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
                              "nodefs.inodesFree": "1%"},
             "maxPods": 32, "shutdownGracePeriod": "0s", "registerNode": True,
+            "registerWithTaints": list(spec.taints),
+            # the node's heartbeat: its Lease renewed every 10 s (nodeLeaseDurationSeconds 40, the upstream
+            # default) and its status every 10 s; the node lifecycle controller calls it lost after
+            # --node-monitor-grace-period (50 s upstream) without either
             "nodeStatusReportFrequency": "10s"}, indent=1))
         # The kubelet's mount namespace: the kernel tunables as it wants them, /var/log of its own (it makes
         # /var/log/containers); its pod volumes (tmpfs, under the root dir) must reach containerd's namespace,
@@ -894,6 +1024,12 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
             f = r / "kubelet-ns" / "sysctl" / name.replace("/", ".")
             f.write_text(value + "\n")
             binds.append(f"mount --bind {shlex.quote(str(f))} /proc/sys/{name}")
+        if spec.tag:
+            # the second kubelet's /var/lib/kubelet (device-plugin and pod-resources sockets, which it would
+            # otherwise take from the first: it empties that folder as it starts) is a folder of its own
+            Path(KUBELET_ONLY_PATH).mkdir(parents=True, exist_ok=True)
+            (r / "kubelet-ns" / "var-lib-kubelet").mkdir(parents=True, exist_ok=True)
+            binds.append(f"mount --bind {shlex.quote(str(r / 'kubelet-ns' / 'var-lib-kubelet'))} {KUBELET_ONLY_PATH}")
         script = "\n".join(["set -e", f"mount --bind {shlex.quote(str(r / 'kubelet-ns' / 'var-log'))} /var/log",
                             *binds, 'exec "$0" "$@"'])
         self._spawn("kubelet", [
@@ -901,7 +1037,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
             str(self.bin_dir / "kubelet"), f"--config={config}",
             f"--kubeconfig={self.work / 'node-kubelet.kubeconfig'}", f"--root-dir={kdir}",
             f"--cert-dir={kdir / 'pki'}",
-            f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}", "--v=2"])
+            f"--hostname-override={spec.name}", f"--node-ip={spec.ip}", "--v=2"])
 
     def _start_coredns(self) -> None:
         ready, health = free_port(), free_port()
@@ -929,19 +1065,23 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
 
         from kubernetes import client
 
+        spec = self.spec
+        assert spec is not None
         with self.cp.admin_client() as api:
             core = client.CoreV1Api(api)
 
             def node_ready() -> bool:
-                node = core.read_node(NODE_NAME)
+                node = core.read_node(spec.name)
                 return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or []) and \
                     not any(t.key == "node.kubernetes.io/not-ready" for t in node.spec.taints or [])
 
             self._wait("node Ready", self.procs["kubelet"], node_ready, timeout, "containerd")
         self._wait("kube-proxy", self.procs["kube-proxy"], lambda: urllib.request.urlopen(
-            f"http://127.0.0.1:{self._healthz_port}/healthz", timeout=2).status == 200, 60)
+            f"http://{self._healthz_addr}:{self._healthz_port}/healthz", timeout=2).status == 200, 60)
         self._wait("kube-proxy's kubernetes Service rules", self.procs["kube-proxy"], lambda: any(
-            "10.96.0.1/32" in ln for ln in iptables_rules("iptables", "nat")), 60)
+            "10.96.0.1/32" in ln for ln in iptables_rules("iptables", "nat", spec.netns)), 60)
+        if spec.tag:
+            return
         self._wait("CoreDNS", self.procs["coredns"], lambda: urllib.request.urlopen(
             f"http://127.0.0.1:{self._ready_port}/ready", timeout=2).status == 200, 60)
 
@@ -952,13 +1092,16 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
         :func:`sweep` then removes whatever remains."""
         from kubernetes import client
 
+        assert self.spec is not None
+        on_node = f"spec.nodeName={self.spec.name}"
         if "kubelet" in self.procs and self.procs["kubelet"].popen.poll() is None:
             with contextlib.suppress(Exception), self.cp.admin_client() as api:
                 core = client.CoreV1Api(api)
-                for pod in core.list_pod_for_all_namespaces().items:
+                for pod in core.list_pod_for_all_namespaces(field_selector=on_node).items:
                     core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=5)
                 deadline = time.monotonic() + 30
-                while core.list_pod_for_all_namespaces().items and time.monotonic() < deadline:
+                while core.list_pod_for_all_namespaces(field_selector=on_node).items and \
+                        time.monotonic() < deadline:
                     time.sleep(0.5)
         for name in ("kubelet",):
             self._terminate(name)
@@ -971,6 +1114,48 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
                     self.ctr("containers", "rm", cid, check=False)
         for name in ("containerd", "kube-proxy", "coredns"):
             self._terminate(name)
+
+    # -- a node lost and back (the second node) -------------------------------------------------------------------
+    def kill_hard(self) -> float:
+        """Lose the node as a VM that vanishes: its link cut first (no FIN, no RST reaches its peers: their
+        packets go nowhere), then every process of the node SIGKILLed at once (the kubelet, containerd, the
+        shims, every container, kube-proxy): no pod is terminated gracefully, nothing is reported to the API
+        server. The second node only (the first's processes share the machine's network namespace). Returns
+        the moment of the loss (``time.time()``)."""
+        assert self.spec is not None and self.spec.tag, "only the second node can be lost"
+        _run("ip", "link", "set", LINK2, "down")
+        t = time.time()
+        pids = [(p.popen.pid, proc_start_time(p.popen.pid)) for p in self.procs.values()
+                if p.popen.poll() is None]
+        for _ in range(10):
+            pids += [(pid, None) for pid in _cgroup_pids(NODE2_DIR) - {os.getpid()}]
+            for pid, _st in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if not _cgroup_pids(NODE2_DIR):
+                break
+            time.sleep(0.1)
+        for p in self.procs.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.popen.wait(5)
+        return t
+
+    def restart(self, timeout: float = 120) -> float:
+        """Bring the lost node back: its link up, containerd, kube-proxy and the kubelet started again on their
+        state of before (nothing cleaned by hand: the kubelet and containerd find the dead sandboxes and
+        containers themselves); waits until it is Ready again. Returns the seconds that took."""
+        t0 = time.monotonic()
+        ctr = str(self.bin_dir / "ctr")
+        _run("ip", "link", "set", LINK2, "up")
+        for name in ("containerd", "kube-proxy", "kubelet"):
+            if name == "containerd":
+                self.sock.unlink(missing_ok=True)
+            self._spawn(name, self.argv[name])
+            if name == "containerd":
+                self._wait("containerd again", self.procs[name], lambda: self.sock.exists() and "Server:" in _run(
+                    ctr, "--address", str(self.sock), "version", timeout=10).stdout, 60)
+        self.wait_ready(timeout)
+        return time.monotonic() - t0
 
     def _terminate(self, name: str) -> None:
         proc = self.procs.get(name)
@@ -994,11 +1179,76 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
 
 @dataclass
 class E2ECluster:
-    """The running cluster: the control plane (``cp``: ``admin_client()``, ``pki``, ``url``) and the node."""
+    """The running cluster: the control plane (``cp``: ``admin_client()``, ``pki``, ``url``) and the node;
+    ``node2`` once :func:`running_second_node` started the second one."""
 
     cp: ControlPlane
     node: RealNode
     work: Path
+    journal: Journal | None = None
+    node2: RealNode | None = None
+
+
+def create_second_node_network(journal: Journal, netns: Path) -> None:
+    """The second node's network: a network namespace bound to ``netns`` (under the root: :func:`sweep`
+    unmounts it), a veth from :data:`BRIDGE` (:data:`LINK2`) to its ``eth0`` with :data:`NODE2_IP`, its pods'
+    bridge :data:`BRIDGE2` with the first address of :data:`SUBNET2`, forwarding on in that namespace only (its
+    own ``net.ipv4.ip_forward``; the machine's stays 0), and on the machine a route to :data:`SUBNET2` through
+    :data:`NODE2_IP` (host-gw). The first node's pods reach the second's by their own route (see
+    :func:`first_node_spec`); a Service address translated on the first node to a pod of the second is bridged
+    to it by br_netfilter (a DNAT onto the same bridge needs no forwarding), and its reply un-translated."""
+    journal.data["link2"] = LINK2
+    journal.save()
+    netns.parent.mkdir(parents=True, exist_ok=True)
+    netns.touch()
+    _run("unshare", f"--net={netns}", "true")
+    ns = in_netns(netns)
+    _run("ip", "link", "add", LINK2, "type", "veth", "peer", "name", "eth0", "netns", str(netns))
+    with contextlib.suppress(OSError):
+        Path(f"/proc/sys/net/ipv6/conf/{LINK2}/disable_ipv6").write_text("1")
+    _run("ip", "link", "set", LINK2, "master", BRIDGE, "up")
+    gateway = f"{SUBNET2.network_address + 1}/{SUBNET2.prefixlen}"
+    script = f"""set -e
+echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6
+echo 1 > /proc/sys/net/ipv4/ip_forward
+ip link set lo up
+ip addr add {NODE2_IP}/{SUBNET.prefixlen} dev eth0
+ip link set eth0 up
+ip link add {BRIDGE2} type bridge
+ip addr add {gateway} dev {BRIDGE2}
+ip link set {BRIDGE2} up
+ip route add {SERVICE_CIDR} dev {BRIDGE2}
+if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables; fi
+"""
+    _run(*ns, "sh", "-c", script)
+    _run("ip", "route", "add", str(SUBNET2), "via", NODE2_IP, "dev", BRIDGE)
+
+
+@contextlib.contextmanager
+def running_second_node(cluster: E2ECluster) -> Iterator[RealNode]:
+    """Start the second node in its own network namespace (:func:`create_second_node_network`; its root
+    ``<root>/node2``, logs in ``<work>/node2``, cgroup ``/<CGROUP_NAME>/node2``, tainted
+    :data:`SECOND_NODE_TAINT`), wait until it is Ready; stop it afterwards (what is left, the session's
+    :func:`sweep` removes). Sets ``cluster.node2``."""
+    assert cluster.journal is not None
+    journal, first = cluster.journal, cluster.node
+    spec = second_node_spec(first.root)
+    root, work = first.root / NODE2_DIR, cluster.work / NODE2_DIR
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    journal.data["cgroups"] = journal.data.get("cgroups", []) + create_cgroups(spec.cgroup)
+    journal.save()
+    assert spec.netns is not None
+    create_second_node_network(journal, spec.netns)
+    node = RealNode(cluster.cp, first.bin_dir, first.images, work, journal, root, spec)
+    cluster.node2 = node
+    try:
+        node.start()
+        node.wait_ready()
+        node.timings["up"] = round(time.monotonic() - t0, 1)
+        yield node
+    finally:
+        node.stop()
 
 
 def create_bridge(journal: Journal) -> None:
@@ -1036,6 +1286,7 @@ def running_real_cluster(work: Path, root: Path = ROOT) -> Iterator[E2ECluster]:
     journal.data["watchdog"] = {"pid": watchdog.pid, "start": proc_start_time(watchdog.pid)}
     journal.save()
     node: RealNode | None = None
+    cluster: E2ECluster | None = None
     problems: list[str] = []
     try:
         create_cgroups_made = create_cgroups()
@@ -1048,8 +1299,11 @@ def running_real_cluster(work: Path, root: Path = ROOT) -> Iterator[E2ECluster]:
             try:
                 node.start()
                 node.wait_ready()
-                yield E2ECluster(cp, node, work)
+                cluster = E2ECluster(cp, node, work, journal)
+                yield cluster
             finally:
+                if cluster is not None and cluster.node2 is not None:
+                    cluster.node2.stop()
                 node.stop()
     finally:
         problems = sweep(journal, log=lambda m: print(f"realnode: {m}", file=sys.stderr))
@@ -1057,6 +1311,8 @@ def running_real_cluster(work: Path, root: Path = ROOT) -> Iterator[E2ECluster]:
             print(f"realnode: left: {p}", file=sys.stderr)
         if node is not None:
             node.reap()
+        if cluster is not None and cluster.node2 is not None:
+            cluster.node2.reap()
         with contextlib.suppress(ProcessLookupError):
             watchdog.terminate()
         with contextlib.suppress(Exception):
@@ -1100,6 +1356,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="list what an e2e run left; exit 1 if anything")
     parser.add_argument("--force", action="store_true", help="clean up even if the run's process still runs")
     parser.add_argument("--up", action="store_true", help="run the cluster until Ctrl-C")
+    parser.add_argument("--nodes", type=int, choices=(1, 2), default=1, help="with --up: 1 or 2 real nodes")
     parser.add_argument("--watch", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--root", default=str(ROOT), help=f"the node's root (default {ROOT})")
     args = parser.parse_args(argv)
@@ -1111,8 +1368,12 @@ def main(argv: list[str] | None = None) -> int:
 
         work = Path(tempfile.mkdtemp(prefix="tfk8s-e2e-"))
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-        with running_real_cluster(work, root) as cluster:
-            print(f"e2e cluster at {cluster.cp.url}, node {NODE_NAME} ({NODE_IP}); logs in {work}\n"
+        with running_real_cluster(work, root) as cluster, contextlib.ExitStack() as more:
+            nodes = f"node {NODE_NAME} ({NODE_IP})"
+            if args.nodes == 2:
+                more.enter_context(running_second_node(cluster))
+                nodes += f" and {NODE2_NAME} ({NODE2_IP}, tainted {SECOND_NODE_TAINT['key']})"
+            print(f"e2e cluster at {cluster.cp.url}, {nodes}; logs in {work}\n"
                   f"export KUBECONFIG={cluster.cp.kubeconfig()}\n(Ctrl-C tears it down)", flush=True)
             with contextlib.suppress(KeyboardInterrupt):
                 while True:

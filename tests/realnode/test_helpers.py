@@ -67,3 +67,20 @@ def test_process_identity_and_mount_points():
     assert "/" in [m for m, _ in realnode.mounts()]
     assert realnode._unescape("/a\\040b") == "/a b"
     assert realnode.mounts_under(Path("/nonexistent-tfk8s")) == []
+
+
+def test_the_two_nodes_specs_have_their_own_subnets_addresses_cgroups_and_namespace(tmp_path: Path):
+    first, second = realnode.first_node_spec(tmp_path), realnode.second_node_spec(tmp_path)
+    assert (str(first.subnet), first.ip, first.gateway, first.bridge) == ("10.77.0.0/24", "10.77.0.1", "10.77.0.1",
+                                                                         "tfk8s0")
+    assert (str(second.subnet), second.ip, second.gateway, second.bridge) == ("10.77.1.0/24", "10.77.0.2",
+                                                                             "10.77.1.1", "tfk8s1")
+    # the second node's address is on the first node's subnet, below its pods' range; host-gw routes
+    assert first.pod_range == ("10.77.0.10", "10.77.0.250") and second.pod_range == ("10.77.1.10", "10.77.1.250")
+    assert first.pod_routes == (("10.77.1.0/24", "10.77.0.2"),)
+    assert (first.netns, second.netns) == (None, tmp_path / "netns" / "node2")
+    assert (first.cgroup, second.cgroup) == ("tfk8s-e2e", "tfk8s-e2e/node2")  # nested: swept with the first
+    assert (first.taints, second.taints) == ((), (realnode.SECOND_NODE_TAINT,))
+    assert realnode.in_netns(None) == []
+    assert realnode.in_netns(second.netns) == ["nsenter", f"--net={tmp_path}/netns/node2", "--"]
+    assert len(realnode.LINK2) <= 15  # an interface name's limit (IFNAMSIZ - 1)

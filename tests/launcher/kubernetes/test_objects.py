@@ -192,8 +192,11 @@ def test_each_replica_type_gets_its_own_image_resources_gpus_placement_and_env()
         "requests": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"},
         "limits": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}}
     assert worker["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "gpu"}
+    # its own tolerations, then the lost-node taints' for node_lost_toleration_s (30 s, not Kubernetes' 300 s)
     assert worker["spec"]["template"]["spec"]["tolerations"] == [
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}]
     assert worker["spec"]["template"]["spec"]["serviceAccountName"] == "trainer"
     assert container(ps)["image"] == "ps-image:1"
     assert container(ps)["resources"] == {"requests": {"cpu": "500m", "memory": "1Gi"},
@@ -320,7 +323,7 @@ def test_from_params_takes_exactly_the_kubernetes_params_and_names_an_unknown_on
         "namespace", "image", "gpu_image", "pvc_name", "cpu", "memory", "gpus", "node_selector", "tolerations",
         "service_account", "replica_overrides", "cluster_domain", "schedule_timeout_s",
         "ttl_seconds_after_finished", "kueue_queue", "scheduler_name", "spread", "gang", "network_policy",
-        "network_policy_from")
+        "network_policy_from", "node_lost_toleration_s")
     with pytest.raises(ValueError, match=r"unknown keys \['memroy'\] \(did you mean memory\?\)"):
         KubernetesSettings.from_params(image="i", memroy="1Gi")
     # structured values as parsed objects (the pipeline's dict parameter) or as JSON text (a CLI flag)

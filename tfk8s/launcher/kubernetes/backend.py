@@ -44,12 +44,15 @@ from tfk8s.core.policy import NO_PROGRESS
 from tfk8s.launcher import engine
 from tfk8s.launcher.kubernetes import objects
 from tfk8s.launcher.kubernetes.classify import (
+    NODE_LOST,
+    PEER_LOST,
     Failure,
     FailureKind,
     Phase,
     PodState,
     classify_job,
     classify_pod,
+    lost_node,
     preempted_failure,
 )
 from tfk8s.launcher.kubernetes.cleanup import cleanup, force_delete, wait_until
@@ -112,7 +115,7 @@ def wait(run: KubeRun) -> LaunchResult:
         pump(run, next_wait_s(run))
         now = run.clock()
         views = observe(run, now)
-        decision = engine.decide(run.job, views, now, run.engine, group_settle_s=run.settings.group_settle_s)
+        decision = engine.decide(run.job, views, now, run.engine, group_settle_s=settle_s(run))
         for note in decision.notes:
             run.log(note)
         if isinstance(decision, engine.Succeeded):
@@ -120,6 +123,12 @@ def wait(run: KubeRun) -> LaunchResult:
                                 decision.seconds, run.engine.restarts,
                                 objects.training_cluster_spec(run.job, run.settings), run.engine.preemptions)
         if isinstance(decision, engine.Restart):
+            lost = lost_nodes(run, decision.group)
+            if lost and run.settings.spread == "required":
+                cause = run.replicas[decision.cause]
+                raise replica_error(run, cause, Failure(
+                    FailureKind.PERMANENT, NODE_LOST, f"{decision.message.split('; ')[0]}; the node lost: "
+                    f"{', '.join(lost)}"))
             restart(run, decision)
         elif isinstance(decision, engine.Fail):
             raise replica_error(run, run.replicas[decision.replica], decision.failure, decision.budget)
@@ -136,7 +145,7 @@ def next_wait_s(run: KubeRun) -> float:
     """Seconds until something may change without an event: the engine's times (grace periods, deadline, settle
     windows), the schedule deadlines, the wait for a failed pod's status, a replica's progress deadline."""
     now, s = run.clock(), run.settings
-    times = [now + MAX_WAIT_S, *engine.wake_times(run.job, run.engine, group_settle_s=s.group_settle_s, now=now)]
+    times = [now + MAX_WAIT_S, *engine.wake_times(run.job, run.engine, group_settle_s=settle_s(run), now=now)]
     for rep in run.replicas.values():
         if not (rep.view and rep.view.scheduled):
             times.append(rep.created_at + s.schedule_timeout_s)
@@ -360,6 +369,22 @@ def check_schedules(run: KubeRun, now: float) -> None:
             raise start_error(run, rep)
 
 
+def settle_s(run: KubeRun) -> float:
+    """The engine's settle window for a group's permanent failure: ``group_settle_s``, or ``peer_lost_wait_s``
+    while a replica has failed because TensorFlow lost one of its peers (``PeerLost``: the survivor of a lost
+    node, whose loss the cluster reports only after ``--node-monitor-grace-period``; then that peer's
+    ``NodeLost``, a preemption, is the cause)."""
+    s = run.settings
+    peer_lost = any(rep.view and rep.view.failure and rep.view.failure.reason == PEER_LOST
+                    for rep in run.replicas.values())
+    return max(s.group_settle_s, s.peer_lost_wait_s) if peer_lost else s.group_settle_s
+
+
+def lost_nodes(run: KubeRun, group: tuple[Replica, ...]) -> list[str]:
+    """The lost nodes (:func:`~tfk8s.launcher.kubernetes.classify.lost_node`) of the group's current pods."""
+    return sorted({node for r in group for pod in run.replicas[r].pods.values() if (node := lost_node(pod))})
+
+
 def restart(run: KubeRun, decision: engine.Restart) -> None:
     """Act on the engine's restart: print its note, the cause's last lines and events (and its failed peers'
     last lines), delete the group's Jobs and pods, wait for the pods to go, create the next attempts."""
@@ -377,11 +402,17 @@ def restart(run: KubeRun, decision: engine.Restart) -> None:
                 for line in lines:
                     run.log(f"  {line}")
     old_pods: set[str] = set()
+    lost = lost_nodes(run, decision.group)
     for x in group:
         run.api.delete_job(x.name)
-        for pod in x.pods:
-            run.api.delete_pod(pod, run.stop_grace_s)
+        for pod, obj in x.pods.items():
+            # on a lost node no kubelet will ever confirm a deletion: forced at once (grace period 0)
+            run.api.delete_pod(pod, 0 if (obj.get("spec") or {}).get("nodeName") in lost else run.stop_grace_s)
         old_pods |= set(x.pods)
+    if lost:
+        gone = sorted(p for x in group for p, obj in x.pods.items() if (obj.get("spec") or {}).get("nodeName") in lost)
+        run.log(f"node {', '.join(lost)} lost: force-deleted {', '.join(gone)} (grace period 0: no kubelet will "
+                f"confirm their deletion); the recreated group goes to the other nodes")
     # The Services select a replica by type and index: let the old pods go before their successors start,
     # so that no peer resolves a replica's name to a terminating pod. One whose node is gone never goes by
     # itself: force-deleted after the grace period.

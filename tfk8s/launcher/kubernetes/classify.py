@@ -13,6 +13,16 @@ Rules (the shared table :mod:`tfk8s.core.policy`; Kubeflow Training Operator, ``
   :data:`tfk8s.core.policy.PREEMPTION_POD_REASONS` (``Evicted``, ``NodeLost``, ``Terminated``...), also on the
   last state of a deleted pod; and a Job suspended (by Kueue) after its pod ran: ``preempted``, recreated
   without counting against ``max_restarts`` (:func:`preempted_failure`);
+- a **lost node**: the pod still ``Running`` in the API, but its ``Ready`` condition ``False`` with no reason while
+  ``ContainersReady`` stays ``True``: the node lifecycle controller's mark when the node stopped sending its
+  heartbeat for ``--node-monitor-grace-period`` (50 s upstream; the kubelet never writes that pair: it says
+  ``ContainersNotReady``): ``NodeLost``, a preemption, long before the taint eviction of the pod
+  (:func:`node_lost_failure`; seen on a real node, docs/kubernetes.md "Two real nodes");
+- TensorFlow's own verdict that a peer is gone (the survivor of a lost node exits 1 with ``The following tasks
+  are unhealthy (stopped sending heartbeats)``, a ``Deadline Exceeded`` of ``RPC:
+  /tensorflow.CoordinationService/Heartbeat`` or ``cluster check alive failed, ... is down``): permanent as its
+  exit code says, but named ``PeerLost`` so that its group waits ``peer_lost_wait_s`` for that peer's own verdict
+  (its node lost: a preemption) instead of ``group_settle_s`` (:data:`PEER_LOST`);
 - a container that cannot start (``StartError``, ``ContainerCannotRun``: a missing executable): permanent;
 - an image the kubelet cannot pull (``ErrImagePull``, ``ImagePullBackOff``...) and a container it cannot
   create (``CreateContainerConfigError``...): failed fast with the kubelet's message, while still Pending;
@@ -44,6 +54,13 @@ IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImag
                                 "RegistryUnavailable", "SignatureValidationFailed"})
 CONTAINER_CONFIG_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
 START_FAILURE_REASONS = frozenset({"StartError", "ContainerCannotRun"})
+NODE_LOST = "NodeLost"  # Failure.reason of a replica whose node was lost (node_lost_failure)
+PEER_LOST = "PeerLost"  # Failure.reason of a replica that exited because TensorFlow lost one of its peers
+# What TensorFlow says when a peer stopped answering, as seen on two real nodes: the coordination service's leader
+# (task 0) about a task whose heartbeats stopped; a task whose heartbeat RPC to a lost leader timed out; MWMS's own
+# health check
+PEER_LOST_MARKERS = ("The following tasks are unhealthy (stopped sending heartbeats)",
+                     "RPC: /tensorflow.CoordinationService/Heartbeat", "cluster check alive failed")
 
 
 class Phase(enum.Enum):
@@ -131,11 +148,43 @@ def _terminated_failure(term: Mapping[str, Any], restart_exit_code: int = DEFAUL
                        f"exit code {code}: the program saved on SIGTERM and asks to be restarted", code)
     kind = exit_code_kind(code, restart_exit_code) if code is not None and code > 0 else None
     if kind is FailureKind.PERMANENT:
+        said = next((line.strip() for line in message.splitlines() if any(m in line for m in PEER_LOST_MARKERS)), "")
+        if said:
+            return Failure(FailureKind.PERMANENT, PEER_LOST, f"TensorFlow lost a peer: {said}", code)
         return Failure(FailureKind.PERMANENT, reason or "Error", "", code)
     if kind is FailureKind.RETRYABLE:
         named = reason if reason and reason != "Error" else "Signal"
         return Failure(FailureKind.RETRYABLE, named, f"killed by {signal_name(code)}", code)
     return Failure(FailureKind.RETRYABLE, reason or "PodFailed", message, code)
+
+
+def node_lost_failure(pod: Mapping[str, Any] | None) -> Failure | None:
+    """``NodeLost`` (a preemption) when the pod's node was lost, None otherwise.
+
+    The sign, as a real node lost shows it (docs/kubernetes.md, "Two real nodes"): the pod not finished and
+    bound to a node, its ``Ready`` condition ``False`` with no reason while ``ContainersReady`` is ``True``.
+    Only the node lifecycle controller writes that pair (``MarkPodsNotReady``, once the node's kubelet has not
+    renewed its Lease for ``--node-monitor-grace-period``, 50 s upstream, when it also taints the node
+    ``node.kubernetes.io/unreachable``); the kubelet's own ``Ready=False`` has a reason (``ContainersNotReady``,
+    ``ReadinessGatesNotReady``). Read from the pod alone: the launcher's Role reads no Nodes."""
+    if not pod:
+        return None
+    status = pod.get("status") or {}
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not node or status.get("phase") not in ("Running", "Pending"):
+        return None
+    ready, containers = _condition(pod, "Ready"), _condition(pod, "ContainersReady")
+    if ready and ready.get("status") == "False" and not ready.get("reason") and containers \
+            and containers.get("status") == "True":
+        return Failure(FailureKind.PREEMPTED, NODE_LOST,
+                       f"its node {node} was lost: no heartbeat from its kubelet for the cluster's "
+                       f"--node-monitor-grace-period, so the node lifecycle controller marked its pods not Ready")
+    return None
+
+
+def lost_node(pod: Mapping[str, Any] | None) -> str:
+    """The node of a pod whose node was lost (:func:`node_lost_failure`), "" otherwise."""
+    return ((pod or {}).get("spec") or {}).get("nodeName") or "" if node_lost_failure(pod) else ""
 
 
 def preempted_failure(pod: Mapping[str, Any] | None, exit_code: int | None = None) -> Failure | None:
@@ -188,6 +237,9 @@ def classify_pod(pod: Mapping[str, Any], restart_exit_code: int = DEFAULT_RESTAR
         else:
             failure = Failure(FailureKind.RETRYABLE, "PodFailed", status.get("message") or "", None)
         return PodState(Phase.FAILED, scheduled, started, exit_code, failure, finished_at=finished_at)
+    lost = node_lost_failure(pod)
+    if lost:  # its node is gone: its containers' last state will never be reported
+        return PodState(Phase.FAILED, scheduled, started, None, lost)
     reason = waiting.get("reason") or ""
     failure = None
     if reason in IMAGE_PULL_REASONS:

@@ -11,7 +11,7 @@ from typing import Any
 from tfk8s.core.diagnosis import LogTail
 from tfk8s.core.errors import JobTimeoutError, ReplicaFailedError
 from tfk8s.launcher.kubernetes import objects
-from tfk8s.launcher.kubernetes.classify import Failure, FailureKind, classify_job
+from tfk8s.launcher.kubernetes.classify import NODE_LOST, Failure, FailureKind, classify_job
 from tfk8s.launcher.kubernetes.errors import (
     ContainerConfigError,
     ImagePullError,
@@ -97,6 +97,10 @@ def replica_error(run: KubeRun, rep: ReplicaState, failure: Failure, budget: str
                   "imagePullSecrets of the service account")
     elif failure.kind is FailureKind.CONTAINER_CONFIG:
         advice = "fix the pod's configuration (a missing Secret or ConfigMap, an invalid command or env)"
+    elif failure.reason == NODE_LOST:  # spread=required (backend.wait)
+        advice = ("spread=required never lets two chief/workers share a node, so the group cannot be recreated "
+                  "on the surviving nodes: the step fails at once instead of waiting schedule_timeout_s for a node "
+                  "to replace the lost one; use spread=preferred to recreate it on the surviving nodes")
     elif failure.reason == "JobDeleted":
         advice = "rerun the step"
     elif failure.kind is FailureKind.PERMANENT and failure.reason in ("StartError", "ContainerCannotRun"):

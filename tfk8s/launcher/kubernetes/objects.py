@@ -17,6 +17,7 @@ Job/pod). Every object carries the labels of :func:`replica_labels`, so
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfk8s.core.cluster import ClusterSpec, Replica, ReplicaType, cluster_spec, replica_name, tf_config_json
@@ -135,6 +136,22 @@ def service_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSet
             "ports": [{"name": PORT_NAME, "port": job.port, "targetPort": job.port, "protocol": "TCP"}],
         },
     }
+
+
+NODE_LOST_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+
+
+def tolerations(own: Sequence[Mapping[str, Any]], node_lost_s: int) -> list[dict[str, Any]]:
+    """A replica's tolerations: its own, then ``NoExecute`` tolerations of the lost-node taints
+    (:data:`NODE_LOST_TAINTS`) for ``node_lost_s`` seconds (the ``node_lost_toleration_s`` setting), unless its
+    own name those keys. Kubernetes' ``DefaultTolerationSeconds`` admission would add them for 300 s: a lost
+    node's pods would stay five minutes before their eviction (a ``DisruptionTarget``, which a launcher
+    restarted meanwhile reads as a preemption)."""
+    out = [dict(t) for t in own]
+    named = {t.get("key") for t in out}
+    out += [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": node_lost_s}
+            for key in NODE_LOST_TAINTS if key not in named]
+    return out
 
 
 def placement(job: TrainingJob, replica: Replica, settings: KubernetesSettings) -> dict[str, Any]:
@@ -268,8 +285,7 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
         pod_spec["serviceAccountName"] = rs.service_account
     if rs.node_selector:
         pod_spec["nodeSelector"] = dict(rs.node_selector)
-    if rs.tolerations:
-        pod_spec["tolerations"] = [dict(t) for t in rs.tolerations]
+    pod_spec["tolerations"] = tolerations(rs.tolerations, settings.node_lost_toleration_s)
     if settings.scheduler_name:
         pod_spec["schedulerName"] = settings.scheduler_name
     pod_spec.update(placement(job, replica, settings))

@@ -12,6 +12,8 @@ Every bad value raises :class:`ValueError` naming the parameter and the fix; not
 This module is the Kubernetes backend's public face: besides :mod:`tfk8s.launcher.backends`, the only module of
 :mod:`tfk8s.launcher` that other layers import (the parameter table, the CLI flags; ``tests/project/test_layers.py``),
 with the name rules they check claim names by (``DNS1123_*``, :func:`parse_json`).
+
+(It is over 500 lines: the one definition of every Kubernetes parameter, each with its documentation and checks.)
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ WEEK_S = 7 * 24 * 3600
 SCHEDULE_TIMEOUT_S = 600  # a replica pending longer fails the job (KubernetesSettings.schedule_timeout_s)
 TTL_SECONDS_AFTER_FINISHED = 3600  # a finished Job's TTL, a backstop: the launcher deletes them itself
 GROUP_SETTLE_S = 10.0  # seconds a group's permanent failure waits for its peers' statuses (see group_settle_s)
+NODE_LOST_TOLERATION_S = 30  # tolerationSeconds of node.kubernetes.io/unreachable and not-ready (upstream: 300)
+PEER_LOST_WAIT_S = 60.0  # a PeerLost failure's wait for the lost peer's verdict (> --node-monitor-grace-period 50 s)
 SPREAD_MODES = ("preferred", "required", "none")  # KubernetesSettings.spread
 GANG_MODES = ("", "native")  # KubernetesSettings.gang
 PEER_KEYS = ("podSelector", "namespaceSelector", "ipBlock")  # a NetworkPolicyPeer's keys
@@ -217,6 +221,8 @@ class KubernetesParams:
                                         "(enforced where the network plugin supports it)")
     network_policy_from: Any = _param([], "more NetworkPolicyPeers allowed to reach the replicas' port, e.g. "
                                           '[{"podSelector": {"matchLabels": {"app": "tensorboard"}}}]')
+    node_lost_toleration_s: int = _param(NODE_LOST_TOLERATION_S, "tolerationSeconds of the replicas' pods on an "
+                                         "unreachable or not-ready node before their eviction (Kubernetes: 300)")
 
     SHARED: ClassVar[tuple[str, ...]] = ("namespace", "image", "pvc_name")
     """Keys that are pipeline parameters of their own (other steps use them too)."""
@@ -311,6 +317,11 @@ class KubernetesSettings:
             Enforced only where the cluster's network plugin implements NetworkPolicy.
         network_policy_from: more NetworkPolicyPeer objects (``podSelector``, ``namespaceSelector``,
             ``ipBlock``) allowed to reach the replicas' port, e.g. a TensorBoard or profiler pod.
+        node_lost_toleration_s: ``tolerationSeconds`` of the replicas' ``NoExecute`` tolerations of
+            ``node.kubernetes.io/unreachable`` and ``not-ready`` (:func:`~.objects.tolerations`), not the 300 s of
+            the ``DefaultTolerationSeconds`` admission: a lost node's pods are evicted (a preemption) soon.
+        peer_lost_wait_s: seconds a ``PeerLost`` failure waits for the lost peer's own verdict (``NodeLost``, a
+            preemption) instead of ``group_settle_s``; over the cluster's ``--node-monitor-grace-period`` (50 s).
 
     Raises:
         ValueError: a bad value; the message names the parameter and the fix.
@@ -339,6 +350,8 @@ class KubernetesSettings:
     gang: str = ""
     network_policy: bool = True
     network_policy_from: tuple[Mapping[str, Any], ...] = ()
+    node_lost_toleration_s: int = NODE_LOST_TOLERATION_S
+    peer_lost_wait_s: float = PEER_LOST_WAIT_S
 
     def __post_init__(self) -> None:
         require(bool(DNS1123_LABEL.match(self.namespace)) and len(self.namespace) <= 63,
@@ -378,6 +391,9 @@ class KubernetesSettings:
                      f"network_policy_from: each entry must be a NetworkPolicyPeer with keys among {PEER_KEYS}, "
                      f'e.g. {{"podSelector": {{"matchLabels": {{"app": "tensorboard"}}}}}}; got {peer!r}')
         object.__setattr__(self, "network_policy_from", tuple(dict(p) for p in self.network_policy_from))
+        v = self.node_lost_toleration_s
+        require(type(v) is int and v >= 0, f"node_lost_toleration_s must be an integer >= 0 (seconds), got {v!r}")
+        require(self.peer_lost_wait_s >= 0, f"peer_lost_wait_s must be >= 0 seconds, got {self.peer_lost_wait_s!r}")
         object.__setattr__(self, "replicas", {ReplicaType(k): v for k, v in self.replicas.items()})
 
     def replica(self, replica_type: ReplicaType | str) -> ReplicaSettings:
@@ -480,6 +496,7 @@ class KubernetesSettings:
                 ttl_seconds_after_finished=integer(ttl_seconds_after_finished, "ttl_seconds_after_finished"),
                 kueue_queue=kueue_queue, scheduler_name=scheduler_name, spread=p.spread, gang=p.gang,
                 network_policy=network_policy, network_policy_from=tuple(peers),
+                node_lost_toleration_s=integer(p.node_lost_toleration_s, "node_lost_toleration_s"),
                 launcher_pod=LauncherPod.from_env(own_namespace or ns),
             )
         except TypeError as e:  # pragma: no cover - the checks above convert the types
