@@ -23,6 +23,7 @@ from tfk8s.core.cluster import ReplicaCounts
 from tfk8s.core.errors import JobTimeoutError
 from tfk8s.core.job import TrainingJob
 from tfk8s.launcher.kubernetes.errors import (
+    AdmissionRefusedError,
     ImagePullError,
     KubernetesApiError,
     LauncherTerminatedError,
@@ -339,6 +340,21 @@ def test_a_resource_quota_smaller_than_the_job_fails_fast_with_the_quotas_messag
     message = str(e.value)
     assert "exceeded quota: team" in message and "limited: limits.cpu=1,requests.cpu=1" in message, message
     assert "raise it (kubectl describe resourcequota" in message
+
+
+def test_a_limit_range_maximum_below_our_cpu_fails_fast_naming_the_setting(kube):
+    """The real LimitRanger admission (on by default in kube-apiserver) refuses every pod whose container asks
+    more CPU than the namespace's LimitRange allows: the step fails at once, quoting it and naming ``cpu``."""
+    kube.core.create_namespaced_limit_range(kube.namespace, {"metadata": {"name": "small"}, "spec": {
+        "limits": [{"type": "Container", "max": {"cpu": "500m"}}]}})
+    t0 = time.monotonic()
+    with pytest.raises(AdmissionRefusedError) as e:
+        kube.launch(make_job(chief=0, worker=1, ps=0), make_settings(kube, cpu="1"))
+    assert time.monotonic() - t0 < 60
+    message = str(e.value)
+    assert e.value.reason == "LimitRangeRefused", message
+    assert "maximum cpu usage per Container is 500m, but limit is 1" in message, message
+    assert "cpu (the request) and cpu_limit" in message and "kubectl describe limitrange" in message
 
 
 def test_four_workers_land_on_four_different_nodes_by_default(kube):

@@ -18,6 +18,7 @@ from tfk8s.core.errors import (
 # LauncherTerminatedError and RestartBudgetExhaustedError are re-exported: they are defined beside the other
 # backend-neutral errors.
 __all__ = [
+    "AdmissionRefusedError",
     "AlreadyExistsError",
     "CleanupError",
     "ContainerConfigError",
@@ -58,6 +59,12 @@ class QuotaExceededError(ReplicaFailedError):
     """The namespace's ResourceQuota refused a replica's pod (the quota admission's ``exceeded quota: ...``
     message, from the Job controller's ``FailedCreate`` event): failed at once rather than at the schedule
     deadline, since the Job controller would only retry the same request."""
+
+
+class AdmissionRefusedError(ReplicaFailedError):
+    """An admission controller refused a replica's pod for good (a LimitRange, Pod Security admission, a policy
+    webhook's denial, an invalid pod spec: :mod:`tfk8s.launcher.kubernetes.admission`): failed at once with the
+    Job controller's ``FailedCreate`` message, the setting of ours that produced the refused field and the fix."""
 
 
 class CleanupError(LaunchError):
