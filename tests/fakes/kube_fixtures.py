@@ -633,9 +633,9 @@ class FakeCluster:
     def oom(self, label: str) -> None:
         self._terminate(label, 137, "OOMKilled")
 
-    def evict(self, label: str) -> None:
-        self._terminate(label, 137, "Error", pod_status={
-            "reason": "Evicted", "message": "The node was low on resource: memory."})
+    def evict(self, label: str, message: str = "The node was low on resource: memory.") -> None:
+        """The kubelet evicts the pod (``message``: its eviction message; the default blames the node)."""
+        self._terminate(label, 137, "Error", pod_status={"reason": "Evicted", "message": message})
 
     def preempt(self, label: str) -> None:
         self._terminate(label, 143, "Error", pod_status={"conditions": [

@@ -57,6 +57,58 @@ def test_preemptions_are_restarted_without_using_up_the_restart_budget(cluster):
     assert second.endswith("(preemption 2, not counted against max_restarts=0)")
 
 
+OWN_EVICTIONS = {
+    "pod ephemeral storage": ("Pod ephemeral local storage usage exceeds the total limit of containers 1Gi. ",
+                              "ephemeral-storage use over its limit 1Gi"),
+    "container ephemeral storage": ('Container tensorflow exceeded its local ephemeral storage limit "512Mi". ',
+                                    "ephemeral-storage use over its limit 512Mi"),
+    "top consumer under memory pressure": (
+        "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. Container tensorflow "
+        "was using 3Gi, request is 2Gi, has larger consumption of memory. ",
+        "tensorflow used 3Gi of memory, request 2Gi"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OWN_EVICTIONS))
+def test_an_eviction_the_pod_caused_is_charged_to_max_restarts(cluster, case):
+    """The kubelet evicts a worker for its own use (its ephemeral storage over its limit, or its memory over its
+    request under node pressure): not a preemption; the restart budget (max_restarts=1) pays, and the second
+    eviction fails the job naming the resource and the limit."""
+    message, named = OWN_EVICTIONS[case]
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        c.evict("worker-1", message)
+        c.wait_pods("worker-0", "worker-1", attempt=1)
+        c.run()
+        c.evict("worker-1", message)
+
+    with pytest.raises(ReplicaFailedError) as e:
+        cluster.launch(make_job(chief=0, worker=2, ps=0, max_restarts=1), make_settings(), script)
+    assert (e.value.replica.label, e.value.reason) == ("worker-1", "Evicted")
+    assert named in str(e.value) and "restart budget is used up (1 of max_restarts=1)" in str(e.value)
+    (first,) = _recreations(cluster)
+    assert first.endswith("retryable: recreating worker-0, worker-1 (restart 1 of max_restarts=1)"), first
+
+
+def test_preemptions_are_bounded_by_max_preemptions(cluster):
+    """Real preemptions stay free of max_restarts, but max_preemptions=1 bounds them: the second one fails."""
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        c.preempt("worker-0")
+        c.wait_pods("worker-0", "worker-1", attempt=1)
+        c.run()
+        c.preempt("worker-0")
+
+    with pytest.raises(ReplicaFailedError) as e:
+        cluster.launch(make_job(chief=0, worker=2, ps=0, max_restarts=0, max_preemptions=1), make_settings(), script)
+    assert (e.value.replica.label, e.value.reason) == ("worker-0", "PreemptionByScheduler")
+    assert "the preemption bound is reached (1 of max_preemptions=1)" in str(e.value)
+    assert len(_recreations(cluster)) == 1
+
+
 def test_a_preempted_job_succeeds_with_its_preemptions_counted_apart(cluster):
     def script(c: FakeCluster) -> None:
         c.wait_pods("worker-0", "worker-1")

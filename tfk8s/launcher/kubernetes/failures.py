@@ -29,6 +29,7 @@ ERROR_CLASSES: dict[FailureKind, type[ReplicaFailedError]] = {
     FailureKind.IMAGE_PULL: ImagePullError,
     FailureKind.CONTAINER_CONFIG: ContainerConfigError,
     FailureKind.RETRYABLE: RestartBudgetExhaustedError,
+    FailureKind.PREEMPTED: RestartBudgetExhaustedError,  # max_preemptions reached
 }
 
 
