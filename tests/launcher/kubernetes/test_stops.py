@@ -63,8 +63,8 @@ OWN_EVICTIONS = {
     "container ephemeral storage": ('Container tensorflow exceeded its local ephemeral storage limit "512Mi". ',
                                     "ephemeral-storage use over its limit 512Mi"),
     "top consumer under memory pressure": (
-        "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. Container tensorflow "
-        "was using 3Gi, request is 2Gi, has larger consumption of memory. ",
+        ("The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. Container tensorflow "
+         "was using 3Gi, request is 2Gi, has larger consumption of memory. "),
         "tensorflow used 3Gi of memory, request 2Gi"),
 }
 
