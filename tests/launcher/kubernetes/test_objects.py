@@ -177,6 +177,25 @@ def test_pvc_is_mounted_at_the_pipeline_path():
         {"name": "tfk8s-data", "persistentVolumeClaim": {"claimName": "tfk8s-data"}}]
 
 
+def test_gpu_replicas_get_a_memory_backed_dev_shm_and_cpu_ones_only_when_asked():
+    """NCCL outgrows the runtime's 64 MiB /dev/shm: a GPU replica gets a 1Gi memory-backed emptyDir there by
+    default (beside the PVC), a CPU replica none unless shm_size says so; '0' turns it off."""
+    def pod(settings, label):
+        return by_name(render_manifests(make_job(), settings))["Job", f"tfk8s-run-42-{label}"]["spec"]["template"][
+            "spec"]
+
+    settings = make_settings(pvc_name="tfk8s-data", gpus=1, memory="8Gi",
+                             replica_overrides='{"ps": {"gpus": 0}, "chief": {"shm_size": "0"}}')
+    worker = pod(settings, "worker-0")
+    assert worker["containers"][0]["volumeMounts"] == [{"name": "tfk8s-data", "mountPath": "/mnt/tfk8s"},
+                                                       {"name": "dshm", "mountPath": "/dev/shm"}]
+    assert worker["volumes"][1] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}
+    assert all("dshm" not in json.dumps(pod(settings, label)) for label in ("ps-0", "chief-0"))
+    cpu = make_settings(shm_size="256Mi")
+    assert pod(cpu, "ps-0")["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}}]
+    assert "dshm" not in json.dumps(pod(make_settings(), "worker-0"))
+
+
 def test_each_replica_type_gets_its_own_image_resources_gpus_placement_and_env():
     overrides = {
         "ps": {"cpu": "500m", "memory": "1Gi", "gpus": 0, "image": "ps-image:1", "env": {"ROLE": "ps"}},
@@ -264,7 +283,7 @@ def test_no_owner_reference_without_the_downward_api(monkeypatch, tmp_path):
 # -- schema validation ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_every_generated_object_validates_strictly(version):
-    settings = make_settings(pvc_name="tfk8s-data", gpus=1, node_selector='{"pool": "gpu"}',
+    settings = make_settings(pvc_name="tfk8s-data", gpus=1, shm_size="512Mi", node_selector='{"pool": "gpu"}',
                              tolerations='[{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}]',
                              service_account="trainer", cluster_domain="cluster.local", kueue_queue="q",
                              scheduler_name="volcano", replica_overrides='{"ps": {"gpus": 0, "cpu_limit": "2"}}')
@@ -299,7 +318,7 @@ def test_dry_run_of_the_launch_step_prints_yaml_that_validates(version, capsys, 
 def test_from_params_takes_exactly_the_kubernetes_params_and_names_an_unknown_one():
     assert KubernetesParams.names() == (
         "namespace", "image", "pvc_name", "cpu", "memory", "gpus", "node_selector", "tolerations",
-        "service_account", "replica_overrides", "cluster_domain", "schedule_timeout_s",
+        "service_account", "shm_size", "replica_overrides", "cluster_domain", "schedule_timeout_s",
         "ttl_seconds_after_finished", "kueue_queue", "scheduler_name", "spread", "gang", "network_policy",
         "network_policy_from")
     with pytest.raises(ValueError, match=r"unknown keys \['memroy'\] \(did you mean memory\?\)"):
@@ -332,6 +351,10 @@ def test_from_params_takes_exactly_the_kubernetes_params_and_names_an_unknown_on
     ({"gang": "volcano"}, "gang must be '' (none) or 'native'"),
     ({"network_policy": "maybe"}, "network_policy must be true or false"),
     ({"network_policy_from": '[{"pods": {}}]'}, "network_policy_from: each entry must be a NetworkPolicyPeer"),
+    ({"shm_size": "big"}, "shm_size: 'big' is not a Kubernetes quantity"),
+    ({"gpus": 1, "memory": "1Gi"}, "shm_size '1Gi' (the /dev/shm of a GPU replica by default) is not below the "
+                                   "memory limit '1Gi'"),
+    ({"replica_overrides": '{"ps": {"shm_size": "4Gi"}}'}, 'replica_overrides["ps"]: shm_size \'4Gi\''),
 ])
 def test_bad_parameters_raise_value_error_naming_the_parameter(params, message):
     with pytest.raises(ValueError) as e:

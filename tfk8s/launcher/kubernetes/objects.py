@@ -264,6 +264,7 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
     if settings.pvc_name:
         container["volumeMounts"] = [{"name": VOLUME_NAME, "mountPath": settings.volume_mount_path}]
         pod_spec["volumes"] = [{"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": settings.pvc_name}}]
+    _add_shm(container, pod_spec, rs.shm())
     if rs.service_account:
         pod_spec["serviceAccountName"] = rs.service_account
     if rs.node_selector:
@@ -292,6 +293,20 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
             },
         },
     }
+
+
+SHM_VOLUME = "dshm"
+
+
+def _add_shm(container: dict[str, Any], pod_spec: dict[str, Any], size: str) -> None:
+    """Mount a memory-backed ``emptyDir`` of ``size`` (``sizeLimit``) at ``/dev/shm`` (none when ``size`` is
+    empty): the container runtime's default is 64 MiB, which NCCL's buffers outgrow on GPU replicas. Its pages
+    are charged to the container's memory cgroup, hence within the memory limit (docs/kubernetes.md)."""
+    if not size:
+        return
+    container.setdefault("volumeMounts", []).append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+    pod_spec.setdefault("volumes", []).append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory",
+                                                                              "sizeLimit": size}})
 
 
 def job_level_manifests(job: TrainingJob, settings: KubernetesSettings) -> list[dict[str, Any]]:

@@ -59,7 +59,8 @@ PEER_KEYS = ("podSelector", "namespaceSelector", "ipBlock")  # a NetworkPolicyPe
 
 # Keys a replica_overrides entry may set (the rest of the job is shared by every replica).
 OVERRIDE_KEYS = ("image", "command", "cpu", "memory", "cpu_limit", "memory_limit", "gpus", "node_selector",
-                 "tolerations", "service_account", "env")
+                 "tolerations", "service_account", "env", "shm_size")
+GPU_SHM_SIZE = "1Gi"  # /dev/shm of a GPU replica by default (ReplicaSettings.shm_size): NCCL outgrows the runtime's 64M
 TOLERATION_KEYS = ("key", "operator", "value", "effect", "tolerationSeconds")
 
 
@@ -100,6 +101,10 @@ class ReplicaSettings:
         tolerations: pod tolerations (Kubernetes ``Toleration`` objects).
         service_account: the pods' service account; empty: the namespace's ``default``.
         env: environment variables for this type, added to (and overriding) the job's env.
+        shm_size: size of the memory-backed ``emptyDir`` mounted at ``/dev/shm`` (a quantity); empty: the
+            default, :data:`GPU_SHM_SIZE` for a replica with ``gpus`` > 0 (NCCL's buffers outgrow the container
+            runtime's 64 MiB ``/dev/shm``), none for a CPU replica; ``"0"``: none. Pages written there count in
+            the container's memory (its cgroup), so it must stay below the memory limit.
 
     Raises:
         ValueError: empty image, a bad quantity, a limit below its request, negative gpus, a bad toleration
@@ -117,6 +122,7 @@ class ReplicaSettings:
     tolerations: tuple[Mapping[str, Any], ...] = ()
     service_account: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
+    shm_size: str = ""
 
     def __post_init__(self) -> None:
         require(isinstance(self.image, str) and bool(self.image.strip()),
@@ -159,10 +165,33 @@ class ReplicaSettings:
         taken = sorted(set(env) & {*CONTRACT_ENV, *PLATFORM_ENV})
         require(not taken, f"env must not set {taken}: the launcher sets them for every replica "
                             "(docs/training-program.md); use the command's placeholders to pass them differently")
+        self._check_shm()
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "node_selector", dict(self.node_selector))
         object.__setattr__(self, "tolerations", tuple(dict(t) for t in self.tolerations))
         object.__setattr__(self, "env", env)
+
+    def shm(self) -> str:
+        """The ``/dev/shm`` size of this type's pods (a quantity), ``""`` for none: :attr:`shm_size`, else
+        :data:`GPU_SHM_SIZE` with GPUs."""
+        if self.shm_size:
+            return "" if parse_quantity(self.shm_size) == 0 else self.shm_size
+        return GPU_SHM_SIZE if self.gpus else ""
+
+    def _check_shm(self) -> None:
+        require(isinstance(self.shm_size, str), f"shm_size must be a quantity string like '2Gi', got {self.shm_size!r}")
+        if self.shm_size:
+            try:
+                size = parse_quantity(self.shm_size)
+            except ValueError as e:
+                raise ValueError(f"shm_size: {e}") from None
+            require(size >= 0, f"shm_size must be >= 0, got {self.shm_size!r}")
+        shm = self.shm()
+        limit = self.memory_limit or self.memory
+        require(not shm or parse_quantity(shm) < parse_quantity(limit),
+                 f"shm_size {shm!r} (the /dev/shm of {'a GPU replica by default' if not self.shm_size else 'a replica'}"
+                 f") is not below the memory limit {limit!r}, which its pages count in: raise memory (or "
+                 f"memory_limit), or set a smaller shm_size ('0': none)")
 
     def resources(self) -> dict[str, dict[str, str]]:
         """The container's ``resources``: requests, and limits (= requests unless set), GPUs in both."""
@@ -197,9 +226,11 @@ class KubernetesParams:
     node_selector: Any = _param({}, 'node labels every replica must match, e.g. {"pool": "gpu"}')
     tolerations: Any = _param([], "Kubernetes tolerations of every replica (a JSON list)")
     service_account: str = _param("", "ServiceAccount of the replicas (empty: the namespace's default)")
+    shm_size: str = _param("", "size of the memory-backed /dev/shm of every replica (empty: 1Gi for replicas with "
+                               "gpus, none for CPU ones; 0: none); counted in the replica's memory")
     replica_overrides: Any = _param({}, (
         "per replica type (chief, worker, ps, evaluator): image, command, cpu, memory, cpu_limit, memory_limit, "
-        'gpus, node_selector, tolerations, service_account, env; e.g. {"ps": {"cpu": "500m", "gpus": 0}}'))
+        'gpus, node_selector, tolerations, service_account, env, shm_size; e.g. {"ps": {"cpu": "500m", "gpus": 0}}'))
     cluster_domain: str = _param("", "cluster DNS domain appended to Service names (e.g. cluster.local); "
                                      "empty: <svc>.<ns>.svc")
     schedule_timeout_s: int = _param(SCHEDULE_TIMEOUT_S, "seconds a replica may stay pending (unscheduled or not started) "
@@ -446,7 +477,7 @@ class KubernetesSettings:
         try:
             base = ReplicaSettings(image=image, cpu=str(cpu), memory=str(memory), gpus=integer(gpus, "gpus"),
                                    node_selector=selector, tolerations=tuple(tols),
-                                   service_account=service_account)
+                                   service_account=service_account, shm_size=str(p.shm_size or ""))
         except (TypeError, ValueError) as e:
             raise ValueError(f"{e}") from None
         replicas: dict[ReplicaType, ReplicaSettings] = {}
@@ -464,7 +495,7 @@ class KubernetesSettings:
                 changes["tolerations"] = tuple(changes["tolerations"])
             if "command" in changes:
                 require(isinstance(changes["command"], list), f"{where}.command must be a JSON list of strings")
-            for q in ("cpu", "memory", "cpu_limit", "memory_limit"):
+            for q in ("cpu", "memory", "cpu_limit", "memory_limit", "shm_size"):
                 if q in changes and isinstance(changes[q], int | float) and not isinstance(changes[q], bool):
                     changes[q] = str(changes[q])
             try:
