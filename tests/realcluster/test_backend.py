@@ -476,7 +476,7 @@ def test_a_role_without_one_verb_gets_the_real_403_and_the_fix(kube):
 
 def test_every_manifest_passes_strict_server_side_validation(kube):
     """Every kind the launcher creates, with every option on (ps, evaluator, PVC, selector, tolerations,
-    spread, gang, network policy, Kueue label, limits), through the real API server with dryRun=All and
+    spread, gang, network policy, Kueue label, limits, /dev/shm of a GPU worker and of a ps), through the real API server with dryRun=All and
     fieldValidation=Strict, as the launcher's ServiceAccount; an unknown field is refused (Strict is on)."""
     from kubernetes.client.exceptions import ApiException
 
@@ -485,7 +485,8 @@ def test_every_manifest_passes_strict_server_side_validation(kube):
     settings = make_settings(kube, node_selector='{"pool": "cpu"}', gang="native", spread="required",
                              network_policy_from=({"namespaceSelector": {"matchLabels": {"team": "ml"}}},),
                              pvc_name="data", kueue_queue="q", replica_overrides=(
-                                 '{"ps": {"cpu": "500m", "memory_limit": "1Gi"}, "worker": {"gpus": 1, '
+                                 '{"ps": {"cpu": "500m", "memory_limit": "1Gi", "shm_size": "64Mi"}, '
+                                 '"worker": {"gpus": 1, '
                                  '"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", '
                                  '"effect": "NoSchedule"}], "env": {"A": "1"}}}'))
     manifests = render_manifests(make_job(evaluator=1, timeout_s=60), settings)

@@ -301,9 +301,9 @@ def test_exceeded_quota_fails_fast_with_the_job_controllers_message(cluster):
 REFUSALS = {
     "LimitRangeRefused": ('pods "{pod}" is forbidden: maximum cpu usage per Container is 500m, but limit is 1',
                           "cpu (the request) and cpu_limit"),
-    "PodSecurityRefused": ('pods "{pod}" is forbidden: violates PodSecurity "restricted:latest": '
-                           'runAsNonRoot != true (pod or container "tensorflow" must set '
-                           'securityContext.runAsNonRoot=true)', "securityContext"),
+    "PodSecurityRefused": (('pods "{pod}" is forbidden: violates PodSecurity "restricted:latest": '
+                            'runAsNonRoot != true (pod or container "tensorflow" must set '
+                            'securityContext.runAsNonRoot=true)'), "securityContext"),
     "WebhookDenied": (('admission webhook "validation.gatekeeper.sh" denied the request: [must-have-team] you '
                        'must provide labels: {{"team"}}'), "validation.gatekeeper.sh"),
     "InvalidPodSpec": (('Pod "{pod}" is invalid: spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid '

@@ -194,6 +194,8 @@ def test_gpu_replicas_get_a_memory_backed_dev_shm_and_cpu_ones_only_when_asked()
     cpu = make_settings(shm_size="256Mi")
     assert pod(cpu, "ps-0")["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}}]
     assert "dshm" not in json.dumps(pod(make_settings(), "worker-0"))
+    small = pod(make_settings(gpus=1, memory="512Mi"), "worker-0")  # the default: at most half the memory limit
+    assert small["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}}]
 
 
 def test_each_replica_type_gets_its_own_image_resources_gpus_placement_and_env():
@@ -352,8 +354,7 @@ def test_from_params_takes_exactly_the_kubernetes_params_and_names_an_unknown_on
     ({"network_policy": "maybe"}, "network_policy must be true or false"),
     ({"network_policy_from": '[{"pods": {}}]'}, "network_policy_from: each entry must be a NetworkPolicyPeer"),
     ({"shm_size": "big"}, "shm_size: 'big' is not a Kubernetes quantity"),
-    ({"gpus": 1, "memory": "1Gi"}, "shm_size '1Gi' (the /dev/shm of a GPU replica by default) is not below the "
-                                   "memory limit '1Gi'"),
+    ({"shm_size": "2Gi"}, "shm_size '2Gi' (the /dev/shm) is not below the memory limit '2Gi'"),
     ({"replica_overrides": '{"ps": {"shm_size": "4Gi"}}'}, 'replica_overrides["ps"]: shm_size \'4Gi\''),
 ])
 def test_bad_parameters_raise_value_error_naming_the_parameter(params, message):

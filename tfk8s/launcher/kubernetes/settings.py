@@ -102,9 +102,10 @@ class ReplicaSettings:
         service_account: the pods' service account; empty: the namespace's ``default``.
         env: environment variables for this type, added to (and overriding) the job's env.
         shm_size: size of the memory-backed ``emptyDir`` mounted at ``/dev/shm`` (a quantity); empty: the
-            default, :data:`GPU_SHM_SIZE` for a replica with ``gpus`` > 0 (NCCL's buffers outgrow the container
-            runtime's 64 MiB ``/dev/shm``), none for a CPU replica; ``"0"``: none. Pages written there count in
-            the container's memory (its cgroup), so it must stay below the memory limit.
+            default, :data:`GPU_SHM_SIZE` (at most half the memory limit) for a replica with ``gpus`` > 0 (NCCL's
+            buffers outgrow the container runtime's 64 MiB ``/dev/shm``), none for a CPU replica; ``"0"``: none.
+            Pages written there count in the container's memory (its cgroup), so a size given must be below the
+            memory limit.
 
     Raises:
         ValueError: empty image, a bad quantity, a limit below its request, negative gpus, a bad toleration
@@ -173,10 +174,13 @@ class ReplicaSettings:
 
     def shm(self) -> str:
         """The ``/dev/shm`` size of this type's pods (a quantity), ``""`` for none: :attr:`shm_size`, else
-        :data:`GPU_SHM_SIZE` with GPUs."""
+        with GPUs :data:`GPU_SHM_SIZE` or half the memory limit (in Mi) if that is less."""
         if self.shm_size:
             return "" if parse_quantity(self.shm_size) == 0 else self.shm_size
-        return GPU_SHM_SIZE if self.gpus else ""
+        if not self.gpus:
+            return ""
+        half = parse_quantity(self.memory_limit or self.memory) / 2
+        return GPU_SHM_SIZE if half >= parse_quantity(GPU_SHM_SIZE) else f"{max(1, int(half // 2**20))}Mi"
 
     def _check_shm(self) -> None:
         require(isinstance(self.shm_size, str), f"shm_size must be a quantity string like '2Gi', got {self.shm_size!r}")
@@ -186,12 +190,10 @@ class ReplicaSettings:
             except ValueError as e:
                 raise ValueError(f"shm_size: {e}") from None
             require(size >= 0, f"shm_size must be >= 0, got {self.shm_size!r}")
-        shm = self.shm()
-        limit = self.memory_limit or self.memory
-        require(not shm or parse_quantity(shm) < parse_quantity(limit),
-                 f"shm_size {shm!r} (the /dev/shm of {'a GPU replica by default' if not self.shm_size else 'a replica'}"
-                 f") is not below the memory limit {limit!r}, which its pages count in: raise memory (or "
-                 f"memory_limit), or set a smaller shm_size ('0': none)")
+            limit = self.memory_limit or self.memory
+            require(size < parse_quantity(limit),
+                     f"shm_size {self.shm_size!r} (the /dev/shm) is not below the memory limit {limit!r}, which its "
+                     f"pages count in: raise memory (or memory_limit), or set a smaller shm_size ('0': none)")
 
     def resources(self) -> dict[str, dict[str, str]]:
         """The container's ``resources``: requests, and limits (= requests unless set), GPUs in both."""
