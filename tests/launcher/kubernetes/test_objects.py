@@ -476,6 +476,8 @@ def test_rbac_is_namespaced_and_grants_exactly_the_calls_the_launcher_makes():
         ("", "persistentvolumeclaims"): {"create", "get"},  # the ensure-volume step
         ("networking.k8s.io", "networkpolicies"): {"create", "delete", "list", "patch"},  # one per job
         ("scheduling.k8s.io", "podgroups"): {"create", "delete", "list", "patch"},  # gang=native
+        ("kueue.x-k8s.io", "localqueues"): {"get"},  # kueue_queue: checked before the Jobs are created
+        ("kueue.x-k8s.io", "workloads"): {"list"},  # kueue_queue: a held Job's reason
     }
     binding = docs["RoleBinding"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tfk8s-launcher"}

@@ -21,7 +21,7 @@ from tests.launcher.kubernetes.test_backend import (  # noqa: F401 - the autouse
     make_settings,
 )
 from tfk8s.core.errors import LauncherTerminatedError, ReplicaFailedError
-from tfk8s.launcher.kubernetes.errors import PermanentFailureError, ScheduleTimeoutError
+from tfk8s.launcher.kubernetes.errors import KueueQueueError, PermanentFailureError, ScheduleTimeoutError
 
 pytest_plugins = ["tests.fakes.kube_fixtures"]
 pytestmark = pytest.mark.timeout(60)
@@ -146,6 +146,7 @@ def test_a_kueue_suspension_is_a_preemption_and_waits_for_readmission(cluster, d
         c.succeed("worker-0")
 
     settings = make_settings(schedule_timeout_s=20, kueue_queue="team-a")
+    cluster.local_queue("team-a")
     result = cluster.launch(make_job(chief=0, worker=2, ps=0, max_restarts=0), settings, script)
     assert (result.restarts, result.preemptions) == (0, 1) and len(admitted) == 2
     (line,) = _recreations(cluster)
@@ -161,9 +162,50 @@ def test_a_suspended_job_never_readmitted_fails_at_the_schedule_deadline(cluster
         c.suspend("worker-0")
 
     settings = make_settings(schedule_timeout_s=1, kueue_queue="team-a")
+    cluster.local_queue("team-a")
     with pytest.raises(ScheduleTimeoutError) as e:
         cluster.launch(make_job(chief=0, worker=1, ps=0), settings, script)
     assert e.value.reason == "Suspended" and "queue team-a has not admitted it" in str(e.value)
+
+
+@pytest.mark.parametrize("active", [None, False], ids=["missing", "inactive"])
+def test_a_missing_or_inactive_kueue_queue_fails_at_once_naming_it_and_the_namespace(cluster, active):
+    """No LocalQueue team-a (or an inactive one): Kueue would hold every Job for the whole schedule_timeout_s;
+    the step fails before anything is created, naming the queue and the namespace."""
+    if active is not None:
+        cluster.local_queue("team-a", active=False, reason="ClusterQueueDoesNotExist",
+                            message="Can't submit new workloads to clusterQueue")
+    t0 = time.monotonic()
+    with pytest.raises(KueueQueueError) as e:
+        cluster.launch(make_job(chief=0, worker=1, ps=0), make_settings(schedule_timeout_s=600,
+                                                                        kueue_queue="team-a"))
+    assert time.monotonic() - t0 < 10
+    assert "kueue_queue='team-a'" in str(e.value) and "namespace tfk8s-test" in str(e.value)
+    if active is None:
+        assert "there is no LocalQueue team-a in namespace tfk8s-test" in str(e.value)
+    else:
+        assert "is inactive (ClusterQueueDoesNotExist: Can't submit new workloads" in str(e.value)
+    assert cluster.count("POST", "jobs") == 0
+
+
+def test_an_inadmissible_workloads_reason_shows_while_held_and_in_the_schedule_error(cluster):
+    """Kueue holds the Job (its Workload's QuotaReserved False, Inadmissible): the reason is printed while it
+    waits and quoted in the schedule deadline's error."""
+    why = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default"
+    cluster.local_queue("team-a")
+    cluster.server.kueue_hold = True
+
+    def script(c: FakeCluster) -> None:
+        (held,) = c.wait_for(lambda: c.held_jobs(), "the Job held by the queue")
+        c.workload(held, "Inadmissible", why)
+
+    with pytest.raises(ScheduleTimeoutError) as e:
+        cluster.launch(make_job(chief=0, worker=1, ps=0), make_settings(schedule_timeout_s=5, kueue_queue="team-a"),
+                       script)
+    assert e.value.reason == "Suspended"
+    assert [line for line in cluster.output if line.endswith(
+        f"worker-0: Job {JOB}-worker-0 is held by Kueue queue team-a: Inadmissible: {why}")]
+    assert f"queue team-a has not admitted it (Kueue: Inadmissible: {why})" in str(e.value)
 
 
 def test_the_restart_exit_code_after_a_preemption_notice_is_retryable_and_counted(cluster):

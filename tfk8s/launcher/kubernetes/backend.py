@@ -65,6 +65,7 @@ from tfk8s.launcher.kubernetes.failures import (
     start_error,
     timeout_error,
 )
+from tfk8s.launcher.kubernetes.kueue import note_pending
 from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState, parse_time
 from tfk8s.launcher.kubernetes.watch import Changed, Synced, WatchFailed, WatchItem
 from tfk8s.launcher.stopping import stop_signals
@@ -130,6 +131,7 @@ def wait(run: KubeRun) -> LaunchResult:
             raise timeout_error(run, why)
         elif run.engine.success_at is None:
             check_quota(run, now)
+            note_pending(run, now, run.kueue_said)
             check_schedules(run, now)
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "ContainerConfigError",
     "ImagePullError",
     "KubernetesApiError",
+    "KueueQueueError",
     "LauncherTerminatedError",
     "PermanentFailureError",
     "QuotaExceededError",
@@ -79,6 +80,11 @@ class KubernetesApiError(LaunchError):
     def __init__(self, message: str, status: int = 0):
         self.status = status
         super().__init__(message)
+
+
+class KueueQueueError(LaunchError):
+    """The Kueue LocalQueue named by ``kueue_queue`` does not exist in the namespace, or is inactive: no Job of
+    the job would ever be admitted (:mod:`tfk8s.launcher.kubernetes.kueue`); failed before anything is created."""
 
 
 class VolumeError(RuntimeError):

@@ -20,6 +20,7 @@ from tfk8s.launcher.kubernetes.errors import (
     RestartBudgetExhaustedError,
     ScheduleTimeoutError,
 )
+from tfk8s.launcher.kubernetes.kueue import pending_reason
 from tfk8s.launcher.kubernetes.logs import LogStream
 from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState
 
@@ -121,7 +122,9 @@ def schedule_error(run: KubeRun, rep: ReplicaState) -> ScheduleTimeoutError:
     view = rep.view
     if rep.job and classify_job(rep.job).suspended:
         queue_name = run.settings.kueue_queue or "?"
-        reason, message = "Suspended", f"the Job is suspended: queue {queue_name} has not admitted it"
+        why = pending_reason(run, rep)
+        reason, message = "Suspended", (f"the Job is suspended: queue {queue_name} has not admitted it"
+                                        + (f" (Kueue: {why})" if why else ""))
     elif view and view.waiting_message:
         reason, message = view.waiting_reason, view.waiting_message
     elif warnings:
