@@ -198,7 +198,6 @@ class _LocalRun:
         for p in list(self.procs.values()):
             self.finished.append(p)
             self.exit_codes.pop(p.replica.label, None)
-            self.state.failing_since.pop(p.replica, None)
             self.launch(p.replica, p.attempt + 1)
 
     def all_procs(self) -> list[_Proc]:
