@@ -476,8 +476,9 @@ def test_a_role_without_one_verb_gets_the_real_403_and_the_fix(kube):
 
 def test_every_manifest_passes_strict_server_side_validation(kube):
     """Every kind the launcher creates, with every option on (ps, evaluator, PVC, selector, tolerations,
-    spread, gang, network policy, Kueue label, limits, /dev/shm of a GPU worker and of a ps), through the real API server with dryRun=All and
-    fieldValidation=Strict, as the launcher's ServiceAccount; an unknown field is refused (Strict is on)."""
+    spread, gang, network policy, Kueue label, limits, /dev/shm of a GPU worker and of a ps), through the real
+    API server with dryRun=All and fieldValidation=Strict, as the launcher's ServiceAccount; an unknown field is
+    refused (Strict is on)."""
     from kubernetes.client.exceptions import ApiException
 
     from tfk8s.launcher.kubernetes.objects import render_manifests
