@@ -24,6 +24,7 @@ from tfk8s.core.contract import ENV_SM_NUM_GPUS
 from tfk8s.core.job import LABEL_JOB_NAME, TrainingJob
 from tfk8s.core.proxy import no_proxy_env
 from tfk8s.launcher.kubernetes.settings import KubernetesSettings
+from tfk8s.launcher.kubernetes.values import shm_of
 
 LABEL_REPLICA_TYPE = "tfk8s.dev/replica-type"
 LABEL_REPLICA_INDEX = "tfk8s.dev/replica-index"
@@ -264,7 +265,7 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
     if settings.pvc_name:
         container["volumeMounts"] = [{"name": VOLUME_NAME, "mountPath": settings.volume_mount_path}]
         pod_spec["volumes"] = [{"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": settings.pvc_name}}]
-    _add_shm(container, pod_spec, rs.shm())
+    _add_shm(container, pod_spec, shm_of(rs.shm_size, rs.gpus, rs.memory_limit or rs.memory))
     if rs.service_account:
         pod_spec["serviceAccountName"] = rs.service_account
     if rs.node_selector:

@@ -8,6 +8,8 @@ replica type gets a resolved :class:`ReplicaSettings` (the defaults, with that t
 applied).
 
 Every bad value raises :class:`ValueError` naming the parameter and the fix; nothing here talks to a cluster.
+It is over 500 lines because it is the one definition of every setting (name, default, help, check); the value
+rules it applies live in :mod:`~tfk8s.launcher.kubernetes.values`.
 
 This module is the Kubernetes backend's public face: besides :mod:`tfk8s.launcher.backends`, the only module of
 :mod:`tfk8s.launcher` that other layers import (the parameter table, the CLI flags; ``tests/project/test_layers.py``),
@@ -38,6 +40,7 @@ from tfk8s.launcher.kubernetes.values import (
     parse_json,
     parse_quantity,
     require,
+    shm_of,
     str_map,
 )
 
@@ -60,7 +63,6 @@ PEER_KEYS = ("podSelector", "namespaceSelector", "ipBlock")  # a NetworkPolicyPe
 # Keys a replica_overrides entry may set (the rest of the job is shared by every replica).
 OVERRIDE_KEYS = ("image", "command", "cpu", "memory", "cpu_limit", "memory_limit", "gpus", "node_selector",
                  "tolerations", "service_account", "env", "shm_size")
-GPU_SHM_SIZE = "1Gi"  # /dev/shm of a GPU replica by default (ReplicaSettings.shm_size): NCCL outgrows the runtime's 64M
 TOLERATION_KEYS = ("key", "operator", "value", "effect", "tolerationSeconds")
 
 
@@ -101,11 +103,7 @@ class ReplicaSettings:
         tolerations: pod tolerations (Kubernetes ``Toleration`` objects).
         service_account: the pods' service account; empty: the namespace's ``default``.
         env: environment variables for this type, added to (and overriding) the job's env.
-        shm_size: size of the memory-backed ``emptyDir`` mounted at ``/dev/shm`` (a quantity); empty: the
-            default, :data:`GPU_SHM_SIZE` (at most half the memory limit) for a replica with ``gpus`` > 0 (NCCL's
-            buffers outgrow the container runtime's 64 MiB ``/dev/shm``), none for a CPU replica; ``"0"``: none.
-            Pages written there count in the container's memory (its cgroup), so a size given must be below the
-            memory limit.
+        shm_size: the memory-backed ``/dev/shm`` of its pods (:func:`~tfk8s.launcher.kubernetes.values.shm_of`).
 
     Raises:
         ValueError: empty image, a bad quantity, a limit below its request, negative gpus, a bad toleration
@@ -166,34 +164,11 @@ class ReplicaSettings:
         taken = sorted(set(env) & {*CONTRACT_ENV, *PLATFORM_ENV})
         require(not taken, f"env must not set {taken}: the launcher sets them for every replica "
                             "(docs/training-program.md); use the command's placeholders to pass them differently")
-        self._check_shm()
+        shm_of(self.shm_size, self.gpus, self.memory_limit or self.memory)  # a bad size raises here
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "node_selector", dict(self.node_selector))
         object.__setattr__(self, "tolerations", tuple(dict(t) for t in self.tolerations))
         object.__setattr__(self, "env", env)
-
-    def shm(self) -> str:
-        """The ``/dev/shm`` size of this type's pods (a quantity), ``""`` for none: :attr:`shm_size`, else
-        with GPUs :data:`GPU_SHM_SIZE` or half the memory limit (in Mi) if that is less."""
-        if self.shm_size:
-            return "" if parse_quantity(self.shm_size) == 0 else self.shm_size
-        if not self.gpus:
-            return ""
-        half = parse_quantity(self.memory_limit or self.memory) / 2
-        return GPU_SHM_SIZE if half >= parse_quantity(GPU_SHM_SIZE) else f"{max(1, int(half // 2**20))}Mi"
-
-    def _check_shm(self) -> None:
-        require(isinstance(self.shm_size, str), f"shm_size must be a quantity string like '2Gi', got {self.shm_size!r}")
-        if self.shm_size:
-            try:
-                size = parse_quantity(self.shm_size)
-            except ValueError as e:
-                raise ValueError(f"shm_size: {e}") from None
-            require(size >= 0, f"shm_size must be >= 0, got {self.shm_size!r}")
-            limit = self.memory_limit or self.memory
-            require(size < parse_quantity(limit),
-                     f"shm_size {self.shm_size!r} (the /dev/shm) is not below the memory limit {limit!r}, which its "
-                     f"pages count in: raise memory (or memory_limit), or set a smaller shm_size ('0': none)")
 
     def resources(self) -> dict[str, dict[str, str]]:
         """The container's ``resources``: requests, and limits (= requests unless set), GPUs in both."""
@@ -228,8 +203,7 @@ class KubernetesParams:
     node_selector: Any = _param({}, 'node labels every replica must match, e.g. {"pool": "gpu"}')
     tolerations: Any = _param([], "Kubernetes tolerations of every replica (a JSON list)")
     service_account: str = _param("", "ServiceAccount of the replicas (empty: the namespace's default)")
-    shm_size: str = _param("", "size of the memory-backed /dev/shm of every replica (empty: 1Gi for replicas with "
-                               "gpus, none for CPU ones; 0: none); counted in the replica's memory")
+    shm_size: str = _param("", "memory-backed /dev/shm, in the memory limit (empty: 1Gi with gpus, else none; 0: none)")
     replica_overrides: Any = _param({}, (
         "per replica type (chief, worker, ps, evaluator): image, command, cpu, memory, cpu_limit, memory_limit, "
         'gpus, node_selector, tolerations, service_account, env, shm_size; e.g. {"ps": {"cpu": "500m", "gpus": 0}}'))
