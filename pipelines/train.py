@@ -96,6 +96,7 @@ def train_pipeline(
     timeout_s: int = 86400,
     progress_timeout_s: int = 600,
     max_restarts: int = 3,
+    max_preemptions: int = 20,
     stop_grace_s: int = 10,
     restart_exit_code: int = 42,
     startup_timeout_s: int = 300,
@@ -140,7 +141,7 @@ def train_pipeline(
         workers=workers, ps=ps, evaluator=evaluator, command=command, epochs=epochs, batch_size=batch_size,
         learning_rate=learning_rate, success_policy=success_policy, timeout_s=timeout_s,
         progress_timeout_s=progress_timeout_s, job_name_prefix=job_name_prefix, max_restarts=max_restarts,
-        stop_grace_s=stop_grace_s, restart_exit_code=restart_exit_code, startup_timeout_s=startup_timeout_s,
+        max_preemptions=max_preemptions, stop_grace_s=stop_grace_s, restart_exit_code=restart_exit_code, startup_timeout_s=startup_timeout_s,
         evaluator_grace_s=evaluator_grace_s, namespace=namespace, image=image, pvc_name=pvc_name,
         kubernetes=kubernetes,
     ).set_display_name("launch training")

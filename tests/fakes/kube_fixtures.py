@@ -51,10 +51,14 @@ EVENTS = kmock.resource("", "v1", "events")
 PVCS = kmock.resource("", "v1", "persistentvolumeclaims")
 NETWORK_POLICIES = kmock.resource("networking.k8s.io", "v1", "networkpolicies")
 POD_GROUPS = kmock.resource("scheduling.k8s.io", "v1beta1", "podgroups")
+LOCAL_QUEUES = kmock.resource("kueue.x-k8s.io", "v1beta1", "localqueues")
+WORKLOADS = kmock.resource("kueue.x-k8s.io", "v1beta1", "workloads")
 RESOURCES = {"pods": PODS, "jobs": JOBS, "services": SERVICES, "events": EVENTS, "persistentvolumeclaims": PVCS,
-             "networkpolicies": NETWORK_POLICIES, "podgroups": POD_GROUPS}
+             "networkpolicies": NETWORK_POLICIES, "podgroups": POD_GROUPS, "localqueues": LOCAL_QUEUES,
+             "workloads": WORKLOADS}
 KINDS = {PODS: "Pod", JOBS: "Job", SERVICES: "Service", EVENTS: "Event", PVCS: "PersistentVolumeClaim",
-         NETWORK_POLICIES: "NetworkPolicy", POD_GROUPS: "PodGroup"}
+         NETWORK_POLICIES: "NetworkPolicy", POD_GROUPS: "PodGroup", LOCAL_QUEUES: "LocalQueue",
+         WORKLOADS: "Workload"}
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of generateName suffixes
 _CLOSE = "CLOSE"  # a bus message that ends the open watches of a resource
 
@@ -633,9 +637,9 @@ class FakeCluster:
     def oom(self, label: str) -> None:
         self._terminate(label, 137, "OOMKilled")
 
-    def evict(self, label: str) -> None:
-        self._terminate(label, 137, "Error", pod_status={
-            "reason": "Evicted", "message": "The node was low on resource: memory."})
+    def evict(self, label: str, message: str = "The node was low on resource: memory.") -> None:
+        """The kubelet evicts the pod (``message``: its eviction message; the default blames the node)."""
+        self._terminate(label, 137, "Error", pod_status={"reason": "Evicted", "message": message})
 
     def preempt(self, label: str) -> None:
         self._terminate(label, 143, "Error", pod_status={"conditions": [
@@ -709,6 +713,23 @@ class FakeCluster:
 
     def add_event(self, kind: str, name: str, reason: str, message: str, etype: str = "Warning") -> None:
         self._run(self.server.event(kind, name, self.namespace, reason, message, etype))
+
+    def local_queue(self, name: str, active: bool = True, reason: str = "", message: str = "") -> None:
+        """A Kueue LocalQueue in the namespace (``active`` False: its ``Active`` condition False)."""
+        self.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                     "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"clusterQueue": "cq"},
+                     "status": {"conditions": [{"type": "Active", "status": str(active), "reason": reason or (
+                         "Ready" if active else "ClusterQueueIsInactive"), "message": message}]}})
+
+    def workload(self, job_name: str, reason: str, message: str) -> None:
+        """Kueue's Workload of Job ``job_name``, not admitted (``QuotaReserved`` False with reason, message)."""
+        self.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+                     "metadata": {"name": f"job-{job_name}", "namespace": NAMESPACE,
+                                  "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name,
+                                                       "uid": "u", "controller": True}]},
+                     "spec": {"queueName": "team-a"},
+                     "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": reason,
+                                                "message": message}]}})
 
     def deny_pods(self, job_name: str, message: str) -> None:
         """The Job controller cannot create the Job's pod (e.g. quota exceeded): a FailedCreate event."""

@@ -36,6 +36,7 @@ def _failure(what: str, job: TrainingJob) -> Failure:
     return {
         "oom": Failure(FailureKind.RETRYABLE, "OOMKilled", exit_code=137),
         "preempted": Failure(FailureKind.PREEMPTED, "Evicted", "the node was low on memory"),
+        "own-eviction": Failure(FailureKind.RETRYABLE, "Evicted", "its own ephemeral-storage use over its limit 1Gi"),
         "hung": Failure(FailureKind.RETRYABLE, policy.NO_PROGRESS, "no progress for 600 s"),
         "image": Failure(FailureKind.IMAGE_PULL, "ImagePullBackOff", "pull access denied"),
         "deadline": Failure(FailureKind.TIMEOUT, "DeadlineExceeded", "Job was active longer than specified"),
@@ -162,6 +163,19 @@ FAILURES = {
         ("restart", "worker-0", ["worker-0", "worker-1", "worker-2"], False,
          ("worker-0 failed: Evicted (the node was low on memory); preempted: recreating worker-0, worker-1, "
          "worker-2 (preemption 2, not counted against max_restarts=3)"))),
+    "max_preemptions reached: the next preemption fails with the bound's sentence": (
+        MWMS, {"max_preemptions": 2}, {"worker-0": "preempted"}, (0, 2, {}), 0,
+        ("fail", "worker-0", "Evicted", engine.preemptions_used_up(2, 2))),
+    "below max_preemptions a preemption is still free": (
+        MWMS, {"max_preemptions": 2}, {"worker-0": "preempted"}, (3, 1, {}), 0,
+        ("restart", "worker-0", ["worker-0", "worker-1", "worker-2"], False, "(preemption 2, not counted")),
+    "an eviction the pod caused (its own usage over its limit) is charged to max_restarts": (
+        MWMS, {}, {"worker-0": "own-eviction"}, (0, 5, {}), 0,
+        ("restart", "worker-0", ["worker-0", "worker-1", "worker-2"], True,
+         ("its own ephemeral-storage use over its limit 1Gi); retryable: recreating worker-0, worker-1, worker-2 "
+          "(restart 1 of max_restarts=3)"))),
+    "... and fails with the restart budget once it is used up": (
+        MWMS, {}, {"worker-0": "own-eviction"}, (3, 0, {}), 0, ("fail", "worker-0", "Evicted", BUDGET_3)),
     "hung (NoProgress) while running is retryable": (
         MWMS, {}, {"worker-1": "hung"}, (0, 0, {}), 0,
         ("restart", "worker-1", ["worker-0", "worker-1", "worker-2"], True,
@@ -272,7 +286,7 @@ def test_wake_times_are_the_grace_ends_the_deadline_and_the_settle_ends():
 BACKEND_FILES = [ROOT / "tfk8s/launcher/local.py", *sorted((ROOT / "tfk8s/launcher/kubernetes").glob("*.py"))]
 # The engine's names and attributes no backend reads: a backend that does decides something itself.
 ENGINE_ONLY = {"is_success", "decision_group", "restart_group", "restart_note", "preemption_note", "grace_period_s",
-               "evaluator_grace_s", "success_policy", "failing_since", "max_restarts"}
+               "evaluator_grace_s", "success_policy", "failing_since", "max_restarts", "max_preemptions"}
 ALLOWED = {  # (file, name): why
     ("creation.py", "max_restarts"): "the re-attach message says the budget used so far",
     ("objects.py", "max_restarts"): "the Job's annotation carries the budget used so far (a re-attach reads it)",

@@ -23,6 +23,7 @@ from tfk8s.core.cluster import ReplicaCounts
 from tfk8s.core.errors import JobTimeoutError
 from tfk8s.core.job import TrainingJob
 from tfk8s.launcher.kubernetes.errors import (
+    AdmissionRefusedError,
     ImagePullError,
     KubernetesApiError,
     LauncherTerminatedError,
@@ -341,6 +342,21 @@ def test_a_resource_quota_smaller_than_the_job_fails_fast_with_the_quotas_messag
     assert "raise it (kubectl describe resourcequota" in message
 
 
+def test_a_limit_range_maximum_below_our_cpu_fails_fast_naming_the_setting(kube):
+    """The real LimitRanger admission (on by default in kube-apiserver) refuses every pod whose container asks
+    more CPU than the namespace's LimitRange allows: the step fails at once, quoting it and naming ``cpu``."""
+    kube.core.create_namespaced_limit_range(kube.namespace, {"metadata": {"name": "small"}, "spec": {
+        "limits": [{"type": "Container", "max": {"cpu": "500m"}}]}})
+    t0 = time.monotonic()
+    with pytest.raises(AdmissionRefusedError) as e:
+        kube.launch(make_job(chief=0, worker=1, ps=0), make_settings(kube, cpu="1"))
+    assert time.monotonic() - t0 < 60
+    message = str(e.value)
+    assert e.value.reason == "LimitRangeRefused", message
+    assert "maximum cpu usage per Container is 500m, but limit is 1" in message, message
+    assert "cpu (the request) and cpu_limit" in message and "kubectl describe limitrange" in message
+
+
 def test_four_workers_land_on_four_different_nodes_by_default(kube):
     """The default topology spread (kubernetes.io/hostname) with the real scheduler on 4 fake nodes."""
     job = make_job(chief=0, worker=4, ps=0)
@@ -460,8 +476,9 @@ def test_a_role_without_one_verb_gets_the_real_403_and_the_fix(kube):
 
 def test_every_manifest_passes_strict_server_side_validation(kube):
     """Every kind the launcher creates, with every option on (ps, evaluator, PVC, selector, tolerations,
-    spread, gang, network policy, Kueue label, limits), through the real API server with dryRun=All and
-    fieldValidation=Strict, as the launcher's ServiceAccount; an unknown field is refused (Strict is on)."""
+    spread, gang, network policy, Kueue label, limits, /dev/shm of a GPU worker and of a ps), through the real
+    API server with dryRun=All and fieldValidation=Strict, as the launcher's ServiceAccount; an unknown field is
+    refused (Strict is on)."""
     from kubernetes.client.exceptions import ApiException
 
     from tfk8s.launcher.kubernetes.objects import render_manifests
@@ -469,7 +486,8 @@ def test_every_manifest_passes_strict_server_side_validation(kube):
     settings = make_settings(kube, node_selector='{"pool": "cpu"}', gang="native", spread="required",
                              network_policy_from=({"namespaceSelector": {"matchLabels": {"team": "ml"}}},),
                              pvc_name="data", kueue_queue="q", replica_overrides=(
-                                 '{"ps": {"cpu": "500m", "memory_limit": "1Gi"}, "worker": {"gpus": 1, '
+                                 '{"ps": {"cpu": "500m", "memory_limit": "1Gi", "shm_size": "64Mi"}, '
+                                 '"worker": {"gpus": 1, '
                                  '"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", '
                                  '"effect": "NoSchedule"}], "env": {"A": "1"}}}'))
     manifests = render_manifests(make_job(evaluator=1, timeout_s=60), settings)

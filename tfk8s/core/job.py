@@ -45,6 +45,9 @@ class RunPolicy:
         max_restarts: the restart budget, on every backend: how many recreations (of a replica's restart
             group, :func:`tfk8s.core.policy.restart_group`) retryable failures may use before the job fails;
             preemptions do not use it (:mod:`tfk8s.core.policy`).
+        max_preemptions: how many recreations after preemptions (eviction by someone else, the scheduler's
+            preemption, a drained or lost node, a Kueue suspension) the job may have before it fails: free of
+            ``max_restarts``, but bounded, so that a job preempted again and again ends (issue 25.2).
         timeout_s: job-level deadline in seconds (None: no deadline; the pipeline's 0 becomes None in
             :func:`tfk8s.steps.launch_training.build_job`).
         grace_period_s: after success, how long lagging workers may take to finish before being stopped.
@@ -69,6 +72,7 @@ class RunPolicy:
     """
 
     max_restarts: int = policy.DEFAULT_MAX_RESTARTS
+    max_preemptions: int = policy.DEFAULT_MAX_PREEMPTIONS
     timeout_s: float | None = None
     grace_period_s: float = 30.0
     stop_grace_s: float = policy.STOP_GRACE_S
@@ -87,8 +91,10 @@ class RunPolicy:
         if (isinstance(self.restart_exit_code, bool) or not isinstance(self.restart_exit_code, int)
                 or not 0 <= self.restart_exit_code <= 255):
             raise ValueError(f"restart_exit_code must be an exit code 0-255 (0: none), got {self.restart_exit_code!r}")
-        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
-            raise ValueError(f"max_restarts must be an integer >= 0, got {self.max_restarts!r}")
+        for name in ("max_restarts", "max_preemptions"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
 
 
 RUN_POLICY_FIELDS = tuple(f.name for f in fields(RunPolicy))
@@ -164,6 +170,7 @@ class TrainingJob:
 
     # The run policy's fields, read-only, as the launcher reads them (job.max_restarts...).
     max_restarts = property(lambda self: self.run_policy.max_restarts, doc="RunPolicy.max_restarts")
+    max_preemptions = property(lambda self: self.run_policy.max_preemptions, doc="RunPolicy.max_preemptions")
     timeout_s = property(lambda self: self.run_policy.timeout_s, doc="RunPolicy.timeout_s")
     grace_period_s = property(lambda self: self.run_policy.grace_period_s, doc="RunPolicy.grace_period_s")
     stop_grace_s = property(lambda self: self.run_policy.stop_grace_s, doc="RunPolicy.stop_grace_s")

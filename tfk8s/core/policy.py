@@ -64,6 +64,7 @@ gRPC, tensorflow#24887; a peer that answers TCP but not gRPC) fails in minutes i
 The built-in trainer's first step comes 5-15 s after ``starting`` on 2 CPU cores; the runtime's own wait for
 peers gives up after 300 s too."""
 DEFAULT_MAX_RESTARTS = 3
+DEFAULT_MAX_PREEMPTIONS = 20  # RunPolicy.max_preemptions: generous, a bound on a loop, not a budget to plan with
 STOP_GRACE_S = 10
 """Seconds between SIGTERM and SIGKILL when a replica is stopped (the default of the launch parameter
 ``stop_grace_s``), on both backends (the local process group's signals; a pod's ``terminationGracePeriodSeconds``
@@ -135,11 +136,12 @@ class Rule:
 RULES: tuple[Rule, ...] = (
     Rule("exit code 1-127 (but restart_exit_code)", FailureKind.PERMANENT, "fail the step"),
     Rule(f"exit code restart_exit_code ({DEFAULT_RESTART_EXIT_CODE}: saved on SIGTERM, asks to be restarted), exit "
-         "code >= 128, killed by a signal, OOMKilled, pod deleted",
+         "code >= 128, killed by a signal, OOMKilled, pod deleted, evicted for its own use (ephemeral storage over its "
+         "limit, usage over its request under node pressure)",
          FailureKind.RETRYABLE, "recreate the restart group while max_restarts lasts"),
     Rule("evicted, preempted by the scheduler (DisruptionTarget), node lost or shut down, suspended by Kueue",
-         FailureKind.PREEMPTED, "recreate the restart group, not counted against max_restarts (a suspended job "
-         "waits for re-admission up to schedule_timeout_s)"),
+         FailureKind.PREEMPTED, "recreate the restart group, not counted against max_restarts but up to "
+         "max_preemptions (a suspended job waits for re-admission up to schedule_timeout_s)"),
     Rule(f"no progress for progress_timeout_s, or no first step within startup_timeout_s ({NO_PROGRESS})",
          FailureKind.RETRYABLE, "stop it, then as any retryable failure"),
     Rule("image pull error", FailureKind.IMAGE_PULL, "fail the step with the kubelet's message"),

@@ -22,9 +22,9 @@ observation:
   (an OOMKilled reported late) may yet be the cause;
 - **restart budget**: a retryable failure recreates its restart group (:func:`tfk8s.core.policy.restart_group`
   plus the group's other failed members) while ``state.restarts < job.max_restarts`` (one restart per
-  recreation, however many replicas it recreates); a preemption always, counted in ``state.preemptions``
-  instead (:class:`Restart`); otherwise the failure fails the job (:class:`Fail`, with :func:`budget_used_up`'s
-  sentence for a retryable one).
+  recreation, however many replicas it recreates); a preemption while ``state.preemptions <
+  job.max_preemptions``, counted there instead (:class:`Restart`); otherwise the failure fails the job
+  (:class:`Fail`, with :func:`budget_used_up`'s or :func:`preemptions_used_up`'s sentence).
 
 :func:`decide` has no I/O, no clock and no threads: ``now`` comes in (monotonic seconds, the backend's clock),
 the run's memory is the explicit :class:`EngineState`, which it updates in place (success time, restart and
@@ -201,6 +201,14 @@ def budget_used_up(restarts: int, max_restarts: int) -> str:
             f"max_restarts, or see the last log lines")
 
 
+def preemptions_used_up(preemptions: int, max_preemptions: int) -> str:
+    """The sentence of a preemption that fails the job: ``preempted, but the preemption bound is reached (20 of
+    max_preemptions=20): ...``."""
+    return (f"preempted, but the preemption bound is reached ({preemptions} of max_preemptions={max_preemptions}): "
+            f"the cluster keeps taking the replicas back (a node drained again and again, a queue of higher "
+            f"priority): raise max_preemptions, or run at a higher priority or in a quieter queue")
+
+
 def succeeded_note(job_name: str, seconds: float) -> str:
     """``mnist-1 succeeded in 12.3s`` (the job record's event)."""
     return f"{job_name} succeeded in {seconds:.1f}s"
@@ -269,7 +277,8 @@ def decide(job: TrainingJob, views: Mapping[Replica, ReplicaView], now: float, s
         retryable = [x for x in failed if failures[x].retryable]
         cause = min(retryable or failed, key=earliest)
         failure = failures[cause]
-        if failure.retryable and (failure.preempted or state.restarts < job.max_restarts):
+        if failure.retryable and (state.preemptions < job.max_preemptions if failure.preempted
+                                  else state.restarts < job.max_restarts):
             return _restart(job, view, state, cause, failure, failed, notes)
         # A backend may report the peers' follow-on exit 1s before the root cause's own status (a kubelet's
         # OOMKilled): a permanent failure waits group_settle_s for the members still running.
@@ -281,7 +290,8 @@ def decide(job: TrainingJob, views: Mapping[Replica, ReplicaView], now: float, s
                              f"{', '.join(x.label for x in pending)} (a retryable failure among them would be the "
                              f"cause, and the group recreated)")
             continue
-        budget = budget_used_up(state.restarts, job.max_restarts) if failure.kind is FailureKind.RETRYABLE else ""
+        budget = (budget_used_up(state.restarts, job.max_restarts) if failure.kind is FailureKind.RETRYABLE
+                  else preemptions_used_up(state.preemptions, job.max_preemptions) if failure.preempted else "")
         return Fail(cause, failure, budget, notes=tuple(notes))
     return Wait(notes=tuple(notes))
 

@@ -19,8 +19,14 @@ and the same decisions (:mod:`tfk8s.launcher.engine`: each poll turns the proces
   >= 128 or with the restart exit code (42), or hung (:mod:`tfk8s.launcher.watchdog`: no progress for
   ``job.progress_timeout_s``, no first step ``job.startup_timeout_s`` after it said it was starting), has its
   restart group (under MultiWorkerMirroredStrategy every chief and worker; under ParameterServerStrategy, for a
-  ps, the chief and every ps) stopped and started again on the same ports while ``max_restarts`` lasts; the
-  program resumes from its checkpoints (the trainer's BackupAndRestore);
+  ps, the chief and every ps) stopped and started again while ``max_restarts`` lasts (on the same ports, but
+  for a restart of every replica, which gets new ones); the program resumes from its checkpoints (the
+  trainer's BackupAndRestore);
+- ports are the launcher's problem: :func:`free_ports` releases the ports it picked before the replicas bind
+  them, so another process may take one in between. A replica that exits non-zero with a bind failure in its
+  output (:data:`BIND_FAILURES`: ``Could not start gRPC server``, ``Address already in use``) before reporting
+  any step restarts *every* replica on new ports (one cluster spec, which every member must agree on), not
+  counted against ``max_restarts``, up to :data:`MAX_PORT_RETRIES` times;
 - after success: lagging workers get ``job.grace_period_s``, the evaluator ``job.evaluator_grace_s`` to finish by
   itself (its final checkpoint), the ps none.
 
@@ -57,6 +63,9 @@ LogSink = Callable[[str], None]
 _POLL_S = 0.2
 _TRAINERS = (ReplicaType.CHIEF, ReplicaType.WORKER)
 LOCAL_GROUP_SETTLE_S = 2.0  # see run_local(group_settle_s)
+BIND_FAILURES = ("Could not start gRPC server", "Address already in use", "Failed to add port to server")
+"""Words of a TensorFlow server (or any program) that could not bind its port: a port taken between pick and bind."""
+MAX_PORT_RETRIES = 5  # restarts on new ports after bind failures, not counted against max_restarts
 
 
 def _print_sink(line: str) -> None:
@@ -66,8 +75,8 @@ def _print_sink(line: str) -> None:
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """Reserve ``n`` distinct free TCP ports on ``host`` (bound together, then released).
 
-    There is a small window between release and the replica binding the port; the launcher accepts it,
-    as every local multi-process TF test does.
+    There is a small window between release and the replica binding the port: a replica that then fails to
+    bind is restarted with every other on new ports (:meth:`_LocalRun.wait`), not charged to the program.
     """
     socks = []
     try:
@@ -151,8 +160,8 @@ class _LocalRun:
         self.job, self.sink, self.cwd, self.stop = job, log_sink, cwd, stop
         self.stop_grace_s, self.group_settle_s = stop_grace_s, group_settle_s
         self.replicas = list(job.counts.replicas())
-        ports = dict(zip(self.replicas, free_ports(len(self.replicas)), strict=True))
-        self.spec = cluster_spec(job.counts, lambda r: f"127.0.0.1:{ports[r]}")
+        self.spec = self._pick_ports()
+        self.port_retries = 0  # restarts on new ports after a bind failure
         self.procs: dict[Replica, _Proc] = {}
         self.finished: list[_Proc] = []  # earlier attempts, for the final cleanup
         self.watches = {r: ProgressWatch.for_replica(
@@ -160,6 +169,36 @@ class _LocalRun:
             startup_timeout_s=job.startup_timeout_s if r.replica_type in _TRAINERS else 0) for r in self.replicas}
         self.exit_codes: dict[str, int] = {}
         self.state = engine.EngineState.for_job(job, time.monotonic())  # restarts, success time, deadline
+
+    def _pick_ports(self) -> Any:
+        """A cluster spec on new free ports of 127.0.0.1 (every replica's TF_CONFIG is built from it)."""
+        ports = dict(zip(self.replicas, free_ports(len(self.replicas)), strict=True))
+        return cluster_spec(self.job.counts, lambda r: f"127.0.0.1:{ports[r]}")
+
+    def _address(self, r: Replica) -> str:
+        addresses = self.spec.get(r.replica_type.value) or []
+        return addresses[r.index] if r.index < len(addresses) else "its port"
+
+    def _bind_failed(self, p: _Proc) -> bool:
+        """``p`` exited non-zero because its port was taken: a bind failure in its output, and no step reported
+        in this attempt (a program that trained and then failed to bind something else is the program's)."""
+        if p.exit_code in (None, 0) or self.watches[p.replica].stepped:
+            return False
+        return any(w in line for line in p.tail.lines() for w in BIND_FAILURES)
+
+    def _rebind(self, failed: list[Replica]) -> None:
+        """Stop every replica, pick new ports for all of them, start them again (attempt + 1), uncounted."""
+        self.port_retries += 1
+        was = ", ".join(f"{r.label} on {self._address(r)}" for r in failed)
+        _stop(list(self.procs.values()), self.stop_grace_s)
+        self.spec = self._pick_ports()
+        self.sink(f"replica {was} could not bind its port (taken by another process between pick and bind): new "
+                  f"ports for every replica, restarting all, not counted "
+                  f"against max_restarts (port retry {self.port_retries} of {MAX_PORT_RETRIES})")
+        for p in list(self.procs.values()):
+            self.finished.append(p)
+            self.exit_codes.pop(p.replica.label, None)
+            self.launch(p.replica, p.attempt + 1)
 
     def all_procs(self) -> list[_Proc]:
         return [*self.finished, *self.procs.values()]
@@ -196,7 +235,13 @@ class _LocalRun:
         :func:`tfk8s.launcher.engine.decide`'s decision, until it is success or a failure."""
         while True:
             now = time.monotonic()
-            decision = engine.decide(self.job, self._views(now), now, self.state, group_settle_s=self.group_settle_s)
+            views = self._views(now)
+            if self.state.success_at is None and self.port_retries < MAX_PORT_RETRIES:
+                taken = [r for r, p in self.procs.items() if self._bind_failed(p)]
+                if taken:
+                    self._rebind(taken)
+                    continue
+            decision = engine.decide(self.job, views, now, self.state, group_settle_s=self.group_settle_s)
             for note in decision.notes:
                 self.sink(note)
             if isinstance(decision, engine.Succeeded):
@@ -252,6 +297,8 @@ class _LocalRun:
         procs = [self.procs[r] for r in decision.group]
         _stop(procs, self.stop_grace_s)
         self.sink(decision.message)
+        if set(decision.group) == set(self.replicas):  # every member restarts: new ports, one agreed spec
+            self.spec = self._pick_ports()
         for p in procs:
             self.finished.append(p)
             self.exit_codes.pop(p.replica.label, None)

@@ -95,6 +95,11 @@ class ProgressWatch:
             return stalled
         return None
 
+    @property
+    def stepped(self) -> bool:
+        """This attempt has reported a state other than ``starting`` (its first step, or later)."""
+        return self._stepped
+
     def deadline(self) -> float | None:
         """Monotonic time at which the replica would count as hung if nothing new comes (None: not watched)."""
         if not self.enabled or self._advanced_at is None:

@@ -35,6 +35,7 @@ from tfk8s.core.job import SUCCESS_POLICIES
 from tfk8s.core.layout import DEFAULT_ROOT, check_model_name
 from tfk8s.core.policy import (
     DEFAULT_EVALUATOR_GRACE_S,
+    DEFAULT_MAX_PREEMPTIONS,
     DEFAULT_MAX_RESTARTS,
     DEFAULT_PROGRESS_TIMEOUT_S,
     DEFAULT_RESTART_EXIT_CODE,
@@ -239,6 +240,10 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(dict([
         "recreations allowed for retryable failures (exit >= 128 or restart_exit_code, killed by a signal, "
         "OOMKilled, no progress...), on either backend; preemptions (eviction, the scheduler's preemption, node "
         "loss, a Kueue suspension) do not use it."), LAUNCH, check=at_least(0)),
+    _p("max_preemptions", int, DEFAULT_MAX_PREEMPTIONS, (
+        "recreations allowed after preemptions (an eviction by someone else, the scheduler's preemption, a "
+        "drained or lost node, a Kueue suspension), which do not use max_restarts; then the job fails."),
+       LAUNCH, check=at_least(0)),
     _p("stop_grace_s", int, STOP_GRACE_S, (
         "seconds a replica gets between SIGTERM and SIGKILL when it is stopped (its pod's "
         "terminationGracePeriodSeconds): time to checkpoint on a preemption notice, e.g. with TensorFlow's "

@@ -26,6 +26,7 @@ from tfk8s.core.errors import JobTimeoutError, ReplicaFailedError
 from tfk8s.core.job import TrainingJob
 from tfk8s.launcher.kubernetes.api import ApiCall, required_rules
 from tfk8s.launcher.kubernetes.errors import (
+    AdmissionRefusedError,
     ContainerConfigError,
     ImagePullError,
     KubernetesApiError,
@@ -295,6 +296,57 @@ def test_exceeded_quota_fails_fast_with_the_job_controllers_message(cluster):
     assert time.monotonic() - t0 < 20  # not the 600 s schedule deadline
     assert (e.value.replica, e.value.reason) == (Replica(ReplicaType.PS, 0), "QuotaExceeded")
     assert quota in str(e.value) and "ResourceQuota is smaller than the job" in str(e.value)
+
+
+REFUSALS = {
+    "LimitRangeRefused": ('pods "{pod}" is forbidden: maximum cpu usage per Container is 500m, but limit is 1',
+                          "cpu (the request) and cpu_limit"),
+    "PodSecurityRefused": (('pods "{pod}" is forbidden: violates PodSecurity "restricted:latest": '
+                            'runAsNonRoot != true (pod or container "tensorflow" must set '
+                            'securityContext.runAsNonRoot=true)'), "securityContext"),
+    "WebhookDenied": (('admission webhook "validation.gatekeeper.sh" denied the request: [must-have-team] you '
+                       'must provide labels: {{"team"}}'), "validation.gatekeeper.sh"),
+    "InvalidPodSpec": (('Pod "{pod}" is invalid: spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid '
+                        'value: "1": must be equal to request'), "the API server rejected the pod spec"),
+}
+
+
+@pytest.mark.parametrize("reason", sorted(REFUSALS))
+def test_an_admission_refusal_fails_fast_quoting_it_and_naming_our_setting(cluster, reason):
+    """A LimitRange, Pod Security admission, a policy webhook's denial or an invalid spec refuses the ps's pod:
+    the Job controller's FailedCreate event says so, and the step fails within seconds, not at the 600 s
+    schedule deadline (tests/realcluster/test_backend.py: the real LimitRanger)."""
+    template, ours = REFUSALS[reason]
+    message = template.format(pod=f'{name("ps-0")}-x')
+    cluster.deny_pods(name("ps-0"), message)
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "worker-1")
+        c.run()
+
+    t0 = time.monotonic()
+    with pytest.raises(AdmissionRefusedError) as e:
+        cluster.launch(make_job(), make_settings(), script)
+    assert time.monotonic() - t0 < 20
+    assert (e.value.replica, e.value.reason) == (Replica(ReplicaType.PS, 0), reason)
+    assert message in str(e.value) and ours in str(e.value) and "ps-0" in str(e.value)
+
+
+def test_a_webhook_that_timed_out_keeps_waiting_until_the_schedule_deadline(cluster):
+    """``failed calling webhook ... context deadline exceeded``: the policy engine was slow, not a refusal;
+    the Job controller retries, so the launcher waits (here the 3 s schedule deadline, not at once)."""
+    cluster.deny_pods(name("ps-0"), 'Internal error occurred: failed calling webhook "validate.kyverno.svc": '
+                                    'Post "https://kyverno-svc.kyverno.svc:443/validate": context deadline exceeded')
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "worker-1")
+        c.run()
+
+    t0 = time.monotonic()
+    with pytest.raises(ScheduleTimeoutError) as e:
+        cluster.launch(make_job(), make_settings(schedule_timeout_s=5), script)
+    assert time.monotonic() - t0 >= 5
+    assert e.value.replica == Replica(ReplicaType.PS, 0)
 
 
 def test_the_job_timeout_fails_the_step(cluster):

@@ -177,6 +177,27 @@ def test_pvc_is_mounted_at_the_pipeline_path():
         {"name": "tfk8s-data", "persistentVolumeClaim": {"claimName": "tfk8s-data"}}]
 
 
+def test_gpu_replicas_get_a_memory_backed_dev_shm_and_cpu_ones_only_when_asked():
+    """NCCL outgrows the runtime's 64 MiB /dev/shm: a GPU replica gets a 1Gi memory-backed emptyDir there by
+    default (beside the PVC), a CPU replica none unless shm_size says so; '0' turns it off."""
+    def pod(settings, label):
+        return by_name(render_manifests(make_job(), settings))["Job", f"tfk8s-run-42-{label}"]["spec"]["template"][
+            "spec"]
+
+    settings = make_settings(pvc_name="tfk8s-data", gpus=1, memory="8Gi",
+                             replica_overrides='{"ps": {"gpus": 0}, "chief": {"shm_size": "0"}}')
+    worker = pod(settings, "worker-0")
+    assert worker["containers"][0]["volumeMounts"] == [{"name": "tfk8s-data", "mountPath": "/mnt/tfk8s"},
+                                                       {"name": "dshm", "mountPath": "/dev/shm"}]
+    assert worker["volumes"][1] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}
+    assert all("dshm" not in json.dumps(pod(settings, label)) for label in ("ps-0", "chief-0"))
+    cpu = make_settings(shm_size="256Mi")
+    assert pod(cpu, "ps-0")["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}}]
+    assert "dshm" not in json.dumps(pod(make_settings(), "worker-0"))
+    small = pod(make_settings(gpus=1, memory="512Mi"), "worker-0")  # the default: at most half the memory limit
+    assert small["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}}]
+
+
 def test_each_replica_type_gets_its_own_image_resources_gpus_placement_and_env():
     overrides = {
         "ps": {"cpu": "500m", "memory": "1Gi", "gpus": 0, "image": "ps-image:1", "env": {"ROLE": "ps"}},
@@ -267,7 +288,7 @@ def test_no_owner_reference_without_the_downward_api(monkeypatch, tmp_path):
 # -- schema validation ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_every_generated_object_validates_strictly(version):
-    settings = make_settings(pvc_name="tfk8s-data", gpus=1, node_selector='{"pool": "gpu"}',
+    settings = make_settings(pvc_name="tfk8s-data", gpus=1, shm_size="512Mi", node_selector='{"pool": "gpu"}',
                              tolerations='[{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}]',
                              service_account="trainer", cluster_domain="cluster.local", kueue_queue="q",
                              scheduler_name="volcano", replica_overrides='{"ps": {"gpus": 0, "cpu_limit": "2"}}')
@@ -321,7 +342,7 @@ def test_a_replica_type_with_gpus_runs_the_gpu_image_unless_told_otherwise():
 def test_from_params_takes_exactly_the_kubernetes_params_and_names_an_unknown_one():
     assert KubernetesParams.names() == (
         "namespace", "image", "gpu_image", "pvc_name", "cpu", "memory", "gpus", "node_selector", "tolerations",
-        "service_account", "replica_overrides", "cluster_domain", "schedule_timeout_s",
+        "service_account", "shm_size", "replica_overrides", "cluster_domain", "schedule_timeout_s",
         "ttl_seconds_after_finished", "kueue_queue", "scheduler_name", "spread", "gang", "network_policy",
         "network_policy_from", "node_lost_toleration_s")
     with pytest.raises(ValueError, match=r"unknown keys \['memroy'\] \(did you mean memory\?\)"):
@@ -354,6 +375,9 @@ def test_from_params_takes_exactly_the_kubernetes_params_and_names_an_unknown_on
     ({"gang": "volcano"}, "gang must be '' (none) or 'native'"),
     ({"network_policy": "maybe"}, "network_policy must be true or false"),
     ({"network_policy_from": '[{"pods": {}}]'}, "network_policy_from: each entry must be a NetworkPolicyPeer"),
+    ({"shm_size": "big"}, "shm_size: 'big' is not a Kubernetes quantity"),
+    ({"shm_size": "2Gi"}, "shm_size '2Gi' (the /dev/shm) is not below the memory limit '2Gi'"),
+    ({"replica_overrides": '{"ps": {"shm_size": "4Gi"}}'}, 'replica_overrides["ps"]: shm_size \'4Gi\''),
 ])
 def test_bad_parameters_raise_value_error_naming_the_parameter(params, message):
     with pytest.raises(ValueError) as e:
@@ -474,6 +498,8 @@ def test_rbac_is_namespaced_and_grants_exactly_the_calls_the_launcher_makes():
         ("", "persistentvolumeclaims"): {"create", "get"},  # the ensure-volume step
         ("networking.k8s.io", "networkpolicies"): {"create", "delete", "list", "patch"},  # one per job
         ("scheduling.k8s.io", "podgroups"): {"create", "delete", "list", "patch"},  # gang=native
+        ("kueue.x-k8s.io", "localqueues"): {"get"},  # kueue_queue: checked before the Jobs are created
+        ("kueue.x-k8s.io", "workloads"): {"list"},  # kueue_queue: a held Job's reason
     }
     binding = docs["RoleBinding"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tfk8s-launcher"}

@@ -21,7 +21,7 @@ from tests.launcher.kubernetes.test_backend import (  # noqa: F401 - the autouse
     make_settings,
 )
 from tfk8s.core.errors import LauncherTerminatedError, ReplicaFailedError
-from tfk8s.launcher.kubernetes.errors import PermanentFailureError, ScheduleTimeoutError
+from tfk8s.launcher.kubernetes.errors import KueueQueueError, PermanentFailureError, ScheduleTimeoutError
 
 pytest_plugins = ["tests.fakes.kube_fixtures"]
 pytestmark = pytest.mark.timeout(60)
@@ -55,6 +55,58 @@ def test_preemptions_are_restarted_without_using_up_the_restart_budget(cluster):
                           "max_restarts=0)")
     assert "worker-0 failed with exit code 143: PreemptionByScheduler" in second
     assert second.endswith("(preemption 2, not counted against max_restarts=0)")
+
+
+OWN_EVICTIONS = {
+    "pod ephemeral storage": ("Pod ephemeral local storage usage exceeds the total limit of containers 1Gi. ",
+                              "ephemeral-storage use over its limit 1Gi"),
+    "container ephemeral storage": ('Container tensorflow exceeded its local ephemeral storage limit "512Mi". ',
+                                    "ephemeral-storage use over its limit 512Mi"),
+    "top consumer under memory pressure": (
+        ("The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. Container tensorflow "
+         "was using 3Gi, request is 2Gi, has larger consumption of memory. "),
+        "tensorflow used 3Gi of memory, request 2Gi"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OWN_EVICTIONS))
+def test_an_eviction_the_pod_caused_is_charged_to_max_restarts(cluster, case):
+    """The kubelet evicts a worker for its own use (its ephemeral storage over its limit, or its memory over its
+    request under node pressure): not a preemption; the restart budget (max_restarts=1) pays, and the second
+    eviction fails the job naming the resource and the limit."""
+    message, named = OWN_EVICTIONS[case]
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        c.evict("worker-1", message)
+        c.wait_pods("worker-0", "worker-1", attempt=1)
+        c.run()
+        c.evict("worker-1", message)
+
+    with pytest.raises(ReplicaFailedError) as e:
+        cluster.launch(make_job(chief=0, worker=2, ps=0, max_restarts=1), make_settings(), script)
+    assert (e.value.replica.label, e.value.reason) == ("worker-1", "Evicted")
+    assert named in str(e.value) and "restart budget is used up (1 of max_restarts=1)" in str(e.value)
+    (first,) = _recreations(cluster)
+    assert first.endswith("retryable: recreating worker-0, worker-1 (restart 1 of max_restarts=1)"), first
+
+
+def test_preemptions_are_bounded_by_max_preemptions(cluster):
+    """Real preemptions stay free of max_restarts, but max_preemptions=1 bounds them: the second one fails."""
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        c.preempt("worker-0")
+        c.wait_pods("worker-0", "worker-1", attempt=1)
+        c.run()
+        c.preempt("worker-0")
+
+    with pytest.raises(ReplicaFailedError) as e:
+        cluster.launch(make_job(chief=0, worker=2, ps=0, max_restarts=0, max_preemptions=1), make_settings(), script)
+    assert (e.value.replica.label, e.value.reason) == ("worker-0", "PreemptionByScheduler")
+    assert "the preemption bound is reached (1 of max_preemptions=1)" in str(e.value)
+    assert len(_recreations(cluster)) == 1
 
 
 def test_a_preempted_job_succeeds_with_its_preemptions_counted_apart(cluster):
@@ -94,6 +146,7 @@ def test_a_kueue_suspension_is_a_preemption_and_waits_for_readmission(cluster, d
         c.succeed("worker-0")
 
     settings = make_settings(schedule_timeout_s=20, kueue_queue="team-a")
+    cluster.local_queue("team-a")
     result = cluster.launch(make_job(chief=0, worker=2, ps=0, max_restarts=0), settings, script)
     assert (result.restarts, result.preemptions) == (0, 1) and len(admitted) == 2
     (line,) = _recreations(cluster)
@@ -109,9 +162,50 @@ def test_a_suspended_job_never_readmitted_fails_at_the_schedule_deadline(cluster
         c.suspend("worker-0")
 
     settings = make_settings(schedule_timeout_s=1, kueue_queue="team-a")
+    cluster.local_queue("team-a")
     with pytest.raises(ScheduleTimeoutError) as e:
         cluster.launch(make_job(chief=0, worker=1, ps=0), settings, script)
     assert e.value.reason == "Suspended" and "queue team-a has not admitted it" in str(e.value)
+
+
+@pytest.mark.parametrize("active", [None, False], ids=["missing", "inactive"])
+def test_a_missing_or_inactive_kueue_queue_fails_at_once_naming_it_and_the_namespace(cluster, active):
+    """No LocalQueue team-a (or an inactive one): Kueue would hold every Job for the whole schedule_timeout_s;
+    the step fails before anything is created, naming the queue and the namespace."""
+    if active is not None:
+        cluster.local_queue("team-a", active=False, reason="ClusterQueueDoesNotExist",
+                            message="Can't submit new workloads to clusterQueue")
+    t0 = time.monotonic()
+    with pytest.raises(KueueQueueError) as e:
+        cluster.launch(make_job(chief=0, worker=1, ps=0), make_settings(schedule_timeout_s=600,
+                                                                        kueue_queue="team-a"))
+    assert time.monotonic() - t0 < 10
+    assert "kueue_queue='team-a'" in str(e.value) and "namespace tfk8s-test" in str(e.value)
+    if active is None:
+        assert "there is no LocalQueue team-a in namespace tfk8s-test" in str(e.value)
+    else:
+        assert "is inactive (ClusterQueueDoesNotExist: Can't submit new workloads" in str(e.value)
+    assert cluster.count("POST", "jobs") == 0
+
+
+def test_an_inadmissible_workloads_reason_shows_while_held_and_in_the_schedule_error(cluster):
+    """Kueue holds the Job (its Workload's QuotaReserved False, Inadmissible): the reason is printed while it
+    waits and quoted in the schedule deadline's error."""
+    why = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default"
+    cluster.local_queue("team-a")
+    cluster.server.kueue_hold = True
+
+    def script(c: FakeCluster) -> None:
+        (held,) = c.wait_for(lambda: c.held_jobs(), "the Job held by the queue")
+        c.workload(held, "Inadmissible", why)
+
+    with pytest.raises(ScheduleTimeoutError) as e:
+        cluster.launch(make_job(chief=0, worker=1, ps=0), make_settings(schedule_timeout_s=5, kueue_queue="team-a"),
+                       script)
+    assert e.value.reason == "Suspended"
+    assert [line for line in cluster.output if line.endswith(
+        f"worker-0: Job {JOB}-worker-0 is held by Kueue queue team-a: Inadmissible: {why}")]
+    assert f"queue team-a has not admitted it (Kueue: Inadmissible: {why})" in str(e.value)
 
 
 def test_the_restart_exit_code_after_a_preemption_notice_is_retryable_and_counted(cluster):

@@ -326,6 +326,25 @@ class KubeApi:
                            field_selector=f"reason={reason},involvedObject.kind={kind}").get("items")
         return sorted(items or [], key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
+    # -- Kueue (kueue_queue set): the LocalQueue checked, the held Workloads' reasons read ----------------------
+    @_uses("kueue.x-k8s.io", "localqueues", "get")
+    def read_local_queue(self, name: str) -> dict[str, Any] | None:
+        """The ``kueue.x-k8s.io/v1beta1`` LocalQueue ``name``, or None if there is none (a 404 of an API server
+        that does not serve the kind at all is raised: Kueue is not installed)."""
+        try:
+            return self._json(f"reading Kueue LocalQueue {name}", self._custom.get_namespaced_custom_object,
+                              "kueue.x-k8s.io", "v1beta1", self.namespace, "localqueues", name)
+        except KubernetesApiError as e:
+            if e.status == 404 and "could not find the requested resource" not in str(e):
+                return None
+            raise
+
+    @_uses("kueue.x-k8s.io", "workloads", "list")
+    def list_workloads(self) -> list[dict[str, Any]]:
+        """The namespace's ``kueue.x-k8s.io/v1beta1`` Workloads."""
+        return self._json("listing Kueue Workloads", self._custom.list_namespaced_custom_object, "kueue.x-k8s.io",
+                          "v1beta1", self.namespace, "workloads").get("items") or []
+
     # -- persistent volume claims (the ensure-volume step) -------------------------------------------------------
     @_uses("", "persistentvolumeclaims", "get")
     def read_pvc(self, name: str) -> dict[str, Any] | None:

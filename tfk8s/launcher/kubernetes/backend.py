@@ -24,7 +24,7 @@ a failed replica's error (:mod:`~tfk8s.launcher.kubernetes.failures`) and the cl
   earliest failure is reported. Image pull and container config errors fail at once with the kubelet's
   message; a replica unscheduled after ``schedule_timeout_s`` fails with the scheduler's message, one scheduled
   but not started ``schedule_timeout_s`` later with the kubelet's Warning event (FailedMount...); a pod-less
-  Job's quota refusal fails at once; ``job.timeout_s`` fails the job.
+  Job's admission refusal (quota, LimitRange, Pod Security, a webhook's denial) fails at once; ``job.timeout_s`` fails the job.
 - **Logs.** Every replica's log is streamed with a ``[worker-1]`` prefix (:mod:`~tfk8s.launcher.kubernetes.logs`);
   a failed replica's last lines and the events of its pod and Job are printed before any pod is deleted.
 - **Hangs** (:mod:`tfk8s.launcher.watchdog`): a started replica that reported progress in its current attempt
@@ -43,6 +43,7 @@ from tfk8s.core.job import LaunchResult
 from tfk8s.core.policy import NO_PROGRESS
 from tfk8s.launcher import engine
 from tfk8s.launcher.kubernetes import objects
+from tfk8s.launcher.kubernetes.admission import refusal
 from tfk8s.launcher.kubernetes.classify import (
     NODE_LOST,
     PEER_LOST,
@@ -57,7 +58,7 @@ from tfk8s.launcher.kubernetes.classify import (
 )
 from tfk8s.launcher.kubernetes.cleanup import cleanup, force_delete, wait_until
 from tfk8s.launcher.kubernetes.creation import create_job, launch
-from tfk8s.launcher.kubernetes.errors import KubernetesApiError, QuotaExceededError
+from tfk8s.launcher.kubernetes.errors import AdmissionRefusedError, KubernetesApiError, QuotaExceededError
 from tfk8s.launcher.kubernetes.failures import (
     drain_log,
     follow_log,
@@ -67,6 +68,7 @@ from tfk8s.launcher.kubernetes.failures import (
     start_error,
     timeout_error,
 )
+from tfk8s.launcher.kubernetes.kueue import note_pending
 from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState, parse_time
 from tfk8s.launcher.kubernetes.watch import Changed, Synced, WatchFailed, WatchItem
 from tfk8s.launcher.stopping import stop_signals
@@ -138,6 +140,7 @@ def wait(run: KubeRun) -> LaunchResult:
             raise timeout_error(run, why)
         elif run.engine.success_at is None:
             check_quota(run, now)
+            note_pending(run, now, run.kueue_said)
             check_schedules(run, now)
 
 
@@ -327,8 +330,10 @@ def failure_of(run: KubeRun, rep: ReplicaState, now: float) -> Failure | None:
 
 
 def check_quota(run: KubeRun, now: float) -> None:
-    """Fail at once when the ResourceQuota admission refused a replica's pod: the Job controller's
-    ``FailedCreate`` Warning event carries the quota's words (``exceeded quota: ...``). Looked at only for a
+    """Fail at once when an admission refused a replica's pod for good (the ResourceQuota's ``exceeded quota``,
+    a LimitRange, Pod Security, a webhook's denial, an invalid spec: :func:`~tfk8s.launcher.kubernetes.admission.
+    refusal`; a webhook that timed out keeps waiting): the Job controller's ``FailedCreate`` Warning event carries
+    the refusal's words. Looked at only for a
     Job without a pod :data:`QUOTA_CHECK_S` after its creation, every :data:`QUOTA_CHECK_S` seconds, with one
     request for all such Jobs (the namespace's ``FailedCreate`` events of Jobs), not one per replica."""
     due = [rep for rep in run.replicas.values() if not rep.pods and now - rep.created_at >= QUOTA_CHECK_S
@@ -343,16 +348,14 @@ def check_quota(run: KubeRun, now: float) -> None:
         run.log(f"cannot list the FailedCreate events of the Jobs: {e}")
         return
     for rep in due:
-        refused = [e for e in events if (e.get("involvedObject") or {}).get("name") == rep.name
-                   and e.get("reason") == "FailedCreate" and "exceeded quota" in (e.get("message") or "")]
-        if refused:
-            print_events(run, rep)
-            message = refused[-1].get("message") or ""
-            raise QuotaExceededError(rep.replica, "QuotaExceeded", None, (),
-                                     f"{message}; the Job controller cannot create the pod of {rep.name}: the "
-                                     f"namespace's ResourceQuota is smaller than the job: raise it (kubectl "
-                                     f"describe resourcequota -n {run.settings.namespace}), lower the "
-                                     f"replicas' requests (cpu, memory, gpus) or run fewer replicas")
+        found = [e for e in events if (e.get("involvedObject") or {}).get("name") == rep.name
+                 and e.get("reason") == "FailedCreate"]
+        for event in reversed(found):  # the latest refusal decides
+            said = refusal(event.get("message") or "", rep.replica, rep.name, run.settings.namespace)
+            if said is not None:
+                print_events(run, rep)
+                error = QuotaExceededError if said.reason == "QuotaExceeded" else AdmissionRefusedError
+                raise error(rep.replica, said.reason, None, (), said.message)
 
 
 def check_schedules(run: KubeRun, now: float) -> None:

@@ -12,7 +12,9 @@ Rules (the shared table :mod:`tfk8s.core.policy`; Kubeflow Training Operator, ``
   Eviction API, the taint manager or pod GC of a lost node, the kubelet's node shutdown) or a pod-level reason of
   :data:`tfk8s.core.policy.PREEMPTION_POD_REASONS` (``Evicted``, ``NodeLost``, ``Terminated``...), also on the
   last state of a deleted pod; and a Job suspended (by Kueue) after its pod ran: ``preempted``, recreated
-  without counting against ``max_restarts`` (:func:`preempted_failure`);
+  without counting against ``max_restarts`` (:func:`preempted_failure`), up to ``max_preemptions``; but an
+  eviction the pod caused (its own ephemeral-storage use over its limit, or its usage over its request as the
+  kubelet's pick under node pressure: :func:`own_eviction`) is retryable, counted against ``max_restarts``;
 - a **lost node**: the pod still ``Running`` in the API, but its ``Ready`` condition ``False`` with no reason while
   ``ContainersReady`` stays ``True``: the node lifecycle controller's mark when the node stopped sending its
   heartbeat for ``--node-monitor-grace-period`` (50 s upstream; the kubelet never writes that pair: it says
@@ -34,6 +36,7 @@ Rules (the shared table :mod:`tfk8s.core.policy`; Kubeflow Training Operator, ``
 from __future__ import annotations
 
 import enum
+import re
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -187,13 +190,61 @@ def lost_node(pod: Mapping[str, Any] | None) -> str:
     return ((pod or {}).get("spec") or {}).get("nodeName") or "" if node_lost_failure(pod) else ""
 
 
+# The kubelet's eviction messages (pkg/kubelet/eviction/helpers.go, eviction_manager.go) that blame the pod itself.
+_OWN_LIMIT = (
+    re.compile(r"Pod ephemeral local storage usage exceeds the total limit of containers (?P<limit>\S+?)\.?(?:\s|$)"),
+    re.compile(r"Container (?P<container>\S+) exceeded its local ephemeral storage limit \"?(?P<limit>[^\"\s]+)\"?"),
+    re.compile(r"[Uu]sage of (?P<what>EmptyDir volume \"?[^\"]+\"?|ephemeral-storage)\s.*?exceeds the limit "
+               r"\"?(?P<limit>[^\"\s.]+)"),
+)
+_NODE_LOW = re.compile(r"The node was low on resource: (?P<resource>[\w/-]+)")
+_OVER_REQUEST = re.compile(r"Container (?P<container>\S+) was using (?P<usage>\S+), request is (?P<request>\S+?),")
+
+
+def own_eviction(message: str, exit_code: int | None = None) -> Failure | None:
+    """The kubelet's eviction of a pod for its own use, as a retryable failure counted against ``max_restarts``
+    (``Evicted``), or None when ``message`` does not blame the pod (a preemption).
+
+    The pod caused it when the kubelet says its ephemeral storage exceeded a limit (``Pod ephemeral local
+    storage usage exceeds the total limit of containers 1Gi``, ``Container tensorflow exceeded its local
+    ephemeral storage limit "1Gi"``, ``Usage of EmptyDir volume "x" exceeds the limit "1Gi"``), or, under node
+    pressure (``The node was low on resource: memory``), names its container's usage over its request (``Container
+    tensorflow was using 3Gi, request is 2Gi, has larger consumption of memory``: the kubelet evicts pods over
+    their requests first). A bare node-pressure message is the node's problem: a preemption. The failure's message
+    names the resource, the limit (or request) and the fix.
+    """
+    for pattern in _OWN_LIMIT:
+        m = pattern.search(message)
+        if m:
+            return Failure(FailureKind.RETRYABLE, "Evicted",
+                           f"evicted for its own ephemeral-storage use over its limit {m.group('limit')} ({message.strip()}): "
+                           f"write big files to the shared volume (TFK8S_MODEL_DIR, TFK8S_CHECKPOINT_DIR...) rather "
+                           f"than the container's filesystem or /tmp", exit_code)
+    low, over = _NODE_LOW.search(message), _OVER_REQUEST.search(message)
+    if low and over:
+        resource = low.group("resource")
+        setting = {"memory": "memory", "cpu": "cpu"}.get(resource, "")
+        fix = (f"raise its {setting} request (kubernetes setting {setting}, or replica_overrides) to cover its use"
+               if setting else "keep its use within its request (write big files to the shared volume)")
+        return Failure(FailureKind.RETRYABLE, "Evicted",
+                       f"evicted under node {resource} pressure as a pod over its request: {over.group('container')} "
+                       f"used {over.group('usage')} of {resource}, request {over.group('request')} "
+                       f"({message.strip()}): {fix}", exit_code)
+    return None
+
+
 def preempted_failure(pod: Mapping[str, Any] | None, exit_code: int | None = None) -> Failure | None:
     """The preemption a pod's status shows (a ``DisruptionTarget`` condition, or a pod-level reason of
-    :data:`~tfk8s.core.policy.PREEMPTION_POD_REASONS`), None when it shows none."""
+    :data:`~tfk8s.core.policy.PREEMPTION_POD_REASONS`), None when it shows none; an eviction the pod caused
+    (:func:`own_eviction`, from the kubelet's message in either) is returned as the retryable failure it is."""
     if not pod:
         return None
     status = pod.get("status") or {}
     disruption = _condition(pod, "DisruptionTarget")
+    for said in (status.get("message"), disruption and disruption.get("message")):
+        own = own_eviction(said or "", exit_code)
+        if own is not None:
+            return own
     if disruption and disruption.get("status") == "True":
         return Failure(FailureKind.PREEMPTED, disruption.get("reason") or "DisruptionTarget",
                        disruption.get("message") or "", exit_code)

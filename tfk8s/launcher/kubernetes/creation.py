@@ -20,6 +20,7 @@ from typing import Any
 from tfk8s.core.cluster import Replica
 from tfk8s.launcher.kubernetes import objects
 from tfk8s.launcher.kubernetes.errors import AlreadyExistsError, KubernetesApiError
+from tfk8s.launcher.kubernetes.kueue import check_local_queue
 from tfk8s.launcher.kubernetes.parallel import run_all
 from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState, parse_time
 from tfk8s.launcher.kubernetes.watch import Watcher
@@ -33,6 +34,7 @@ def launch(run: KubeRun) -> None:
     s, job = run.settings, run.job
     if s.owner_note():
         run.log(s.owner_note())
+    check_local_queue(run)  # a missing or inactive Kueue queue would hold every Job until the schedule deadline
     existing = run.api.list_jobs(run.selector).get("items") or []
     adopted: dict[Replica, int] = {}
     for obj in existing:

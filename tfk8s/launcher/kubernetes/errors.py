@@ -18,11 +18,13 @@ from tfk8s.core.errors import (
 # LauncherTerminatedError and RestartBudgetExhaustedError are re-exported: they are defined beside the other
 # backend-neutral errors.
 __all__ = [
+    "AdmissionRefusedError",
     "AlreadyExistsError",
     "CleanupError",
     "ContainerConfigError",
     "ImagePullError",
     "KubernetesApiError",
+    "KueueQueueError",
     "LauncherTerminatedError",
     "PermanentFailureError",
     "QuotaExceededError",
@@ -60,6 +62,12 @@ class QuotaExceededError(ReplicaFailedError):
     deadline, since the Job controller would only retry the same request."""
 
 
+class AdmissionRefusedError(ReplicaFailedError):
+    """An admission controller refused a replica's pod for good (a LimitRange, Pod Security admission, a policy
+    webhook's denial, an invalid pod spec: :mod:`tfk8s.launcher.kubernetes.admission`): failed at once with the
+    Job controller's ``FailedCreate`` message, the setting of ours that produced the refused field and the fix."""
+
+
 class CleanupError(LaunchError):
     """Objects of the training job were still present after cleanup; the message lists them and the
     ``kubectl delete`` command that removes them."""
@@ -72,6 +80,11 @@ class KubernetesApiError(LaunchError):
     def __init__(self, message: str, status: int = 0):
         self.status = status
         super().__init__(message)
+
+
+class KueueQueueError(LaunchError):
+    """The Kueue LocalQueue named by ``kueue_queue`` does not exist in the namespace, or is inactive: no Job of
+    the job would ever be admitted (:mod:`tfk8s.launcher.kubernetes.kueue`); failed before anything is created."""
 
 
 class VolumeError(RuntimeError):

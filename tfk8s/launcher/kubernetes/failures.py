@@ -20,6 +20,7 @@ from tfk8s.launcher.kubernetes.errors import (
     RestartBudgetExhaustedError,
     ScheduleTimeoutError,
 )
+from tfk8s.launcher.kubernetes.kueue import pending_reason
 from tfk8s.launcher.kubernetes.logs import LogStream
 from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState
 
@@ -29,6 +30,7 @@ ERROR_CLASSES: dict[FailureKind, type[ReplicaFailedError]] = {
     FailureKind.IMAGE_PULL: ImagePullError,
     FailureKind.CONTAINER_CONFIG: ContainerConfigError,
     FailureKind.RETRYABLE: RestartBudgetExhaustedError,
+    FailureKind.PREEMPTED: RestartBudgetExhaustedError,  # max_preemptions reached
 }
 
 
@@ -124,7 +126,9 @@ def schedule_error(run: KubeRun, rep: ReplicaState) -> ScheduleTimeoutError:
     view = rep.view
     if rep.job and classify_job(rep.job).suspended:
         queue_name = run.settings.kueue_queue or "?"
-        reason, message = "Suspended", f"the Job is suspended: queue {queue_name} has not admitted it"
+        why = pending_reason(run, rep)
+        reason, message = "Suspended", (f"the Job is suspended: queue {queue_name} has not admitted it"
+                                        + (f" (Kueue: {why})" if why else ""))
     elif view and view.waiting_message:
         reason, message = view.waiting_reason, view.waiting_message
     elif warnings:

@@ -25,6 +25,7 @@ from tfk8s.core.contract import ENV_SM_NUM_GPUS
 from tfk8s.core.job import LABEL_JOB_NAME, TrainingJob
 from tfk8s.core.proxy import no_proxy_env
 from tfk8s.launcher.kubernetes.settings import KubernetesSettings
+from tfk8s.launcher.kubernetes.values import shm_of
 
 LABEL_REPLICA_TYPE = "tfk8s.dev/replica-type"
 LABEL_REPLICA_INDEX = "tfk8s.dev/replica-index"
@@ -281,6 +282,7 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
     if settings.pvc_name:
         container["volumeMounts"] = [{"name": VOLUME_NAME, "mountPath": settings.volume_mount_path}]
         pod_spec["volumes"] = [{"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": settings.pvc_name}}]
+    _add_shm(container, pod_spec, shm_of(rs.shm_size, rs.gpus, rs.memory_limit or rs.memory))
     if rs.service_account:
         pod_spec["serviceAccountName"] = rs.service_account
     if rs.node_selector:
@@ -308,6 +310,20 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
             },
         },
     }
+
+
+SHM_VOLUME = "dshm"
+
+
+def _add_shm(container: dict[str, Any], pod_spec: dict[str, Any], size: str) -> None:
+    """Mount a memory-backed ``emptyDir`` of ``size`` (``sizeLimit``) at ``/dev/shm`` (none when ``size`` is
+    empty): the container runtime's default is 64 MiB, which NCCL's buffers outgrow on GPU replicas. Its pages
+    are charged to the container's memory cgroup, hence within the memory limit (docs/kubernetes.md)."""
+    if not size:
+        return
+    container.setdefault("volumeMounts", []).append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+    pod_spec.setdefault("volumes", []).append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory",
+                                                                              "sizeLimit": size}})
 
 
 def job_level_manifests(job: TrainingJob, settings: KubernetesSettings) -> list[dict[str, Any]]:

@@ -8,6 +8,8 @@ replica type gets a resolved :class:`ReplicaSettings` (the defaults, with that t
 applied).
 
 Every bad value raises :class:`ValueError` naming the parameter and the fix; nothing here talks to a cluster.
+It is over 500 lines because it is the one definition of every setting (name, default, help, check); the value
+rules it applies live in :mod:`~tfk8s.launcher.kubernetes.values`.
 
 This module is the Kubernetes backend's public face: besides :mod:`tfk8s.launcher.backends`, the only module of
 :mod:`tfk8s.launcher` that other layers import (the parameter table, the CLI flags; ``tests/project/test_layers.py``),
@@ -40,6 +42,7 @@ from tfk8s.launcher.kubernetes.values import (
     parse_json,
     parse_quantity,
     require,
+    shm_of,
     str_map,
     with_gpu_image,
 )
@@ -64,7 +67,7 @@ PEER_KEYS = ("podSelector", "namespaceSelector", "ipBlock")  # a NetworkPolicyPe
 
 # Keys a replica_overrides entry may set (the rest of the job is shared by every replica).
 OVERRIDE_KEYS = ("image", "command", "cpu", "memory", "cpu_limit", "memory_limit", "gpus", "node_selector",
-                 "tolerations", "service_account", "env")
+                 "tolerations", "service_account", "env", "shm_size")
 TOLERATION_KEYS = ("key", "operator", "value", "effect", "tolerationSeconds")
 
 
@@ -105,6 +108,7 @@ class ReplicaSettings:
         tolerations: pod tolerations (Kubernetes ``Toleration`` objects).
         service_account: the pods' service account; empty: the namespace's ``default``.
         env: environment variables for this type, added to (and overriding) the job's env.
+        shm_size: the memory-backed ``/dev/shm`` of its pods (:func:`~tfk8s.launcher.kubernetes.values.shm_of`).
 
     Raises:
         ValueError: empty image, a bad quantity, a limit below its request, negative gpus, a bad toleration
@@ -122,6 +126,7 @@ class ReplicaSettings:
     tolerations: tuple[Mapping[str, Any], ...] = ()
     service_account: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
+    shm_size: str = ""
 
     def __post_init__(self) -> None:
         require(isinstance(self.image, str) and bool(self.image.strip()),
@@ -164,6 +169,7 @@ class ReplicaSettings:
         taken = sorted(set(env) & {*CONTRACT_ENV, *PLATFORM_ENV})
         require(not taken, f"env must not set {taken}: the launcher sets them for every replica "
                             "(docs/training-program.md); use the command's placeholders to pass them differently")
+        shm_of(self.shm_size, self.gpus, self.memory_limit or self.memory)  # a bad size raises here
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "node_selector", dict(self.node_selector))
         object.__setattr__(self, "tolerations", tuple(dict(t) for t in self.tolerations))
@@ -203,9 +209,10 @@ class KubernetesParams:
     node_selector: Any = _param({}, 'node labels every replica must match, e.g. {"pool": "gpu"}')
     tolerations: Any = _param([], "Kubernetes tolerations of every replica (a JSON list)")
     service_account: str = _param("", "ServiceAccount of the replicas (empty: the namespace's default)")
+    shm_size: str = _param("", "memory-backed /dev/shm, in the memory limit (empty: 1Gi with gpus, else none; 0: none)")
     replica_overrides: Any = _param({}, (
         "per replica type (chief, worker, ps, evaluator): image, command, cpu, memory, cpu_limit, memory_limit, "
-        'gpus, node_selector, tolerations, service_account, env; e.g. {"ps": {"cpu": "500m", "gpus": 0}}'))
+        'gpus, node_selector, tolerations, service_account, env, shm_size; e.g. {"ps": {"cpu": "500m", "gpus": 0}}'))
     cluster_domain: str = _param("", "cluster DNS domain appended to Service names (e.g. cluster.local); "
                                      "empty: <svc>.<ns>.svc")
     schedule_timeout_s: int = _param(SCHEDULE_TIMEOUT_S, "seconds a replica may stay pending (unscheduled or not started) "
@@ -464,7 +471,7 @@ class KubernetesSettings:
         try:
             base = ReplicaSettings(image=image, cpu=str(cpu), memory=str(memory), gpus=integer(gpus, "gpus"),
                                    node_selector=selector, tolerations=tuple(tols),
-                                   service_account=service_account)
+                                   service_account=service_account, shm_size=str(p.shm_size or ""))
         except (TypeError, ValueError) as e:
             raise ValueError(f"{e}") from None
         replicas: dict[ReplicaType, ReplicaSettings] = {}
@@ -482,7 +489,7 @@ class KubernetesSettings:
                 changes["tolerations"] = tuple(changes["tolerations"])
             if "command" in changes:
                 require(isinstance(changes["command"], list), f"{where}.command must be a JSON list of strings")
-            for q in ("cpu", "memory", "cpu_limit", "memory_limit"):
+            for q in ("cpu", "memory", "cpu_limit", "memory_limit", "shm_size"):
                 if q in changes and isinstance(changes[q], int | float) and not isinstance(changes[q], bool):
                     changes[q] = str(changes[q])
             try:

@@ -141,6 +141,7 @@ class KubeRun:
     watchers: list[Watcher] = field(default_factory=list)
     logs: dict[str, LogStream] = field(default_factory=dict)
     sink_lock: threading.RLock = field(default_factory=threading.RLock)  # re-entrant: the SIGTERM handler logs
+    kueue_said: dict[str, str] = field(default_factory=dict)  # tfk8s.launcher.kubernetes.kueue.note_pending's memory
 
     @classmethod
     def new(cls, job: TrainingJob, settings: KubernetesSettings, api: KubeApi, log_sink: LogSink,

@@ -50,6 +50,35 @@ def parse_quantity(value: str) -> Decimal:
     except (InvalidOperation, ValueError) as e:  # pragma: no cover - the regex admits only valid numbers
         raise ValueError(f"{value!r} is not a Kubernetes quantity") from e
 
+GPU_SHM_SIZE = "1Gi"  # /dev/shm of a GPU replica by default: NCCL outgrows the container runtime's 64 MiB
+
+
+def shm_of(shm_size: str, gpus: int, memory_limit: str) -> str:
+    """The size of a replica's memory-backed ``/dev/shm`` (an ``emptyDir``'s ``sizeLimit``), ``""`` for none.
+
+    ``shm_size`` given: that size (``"0"``: none); empty: :data:`GPU_SHM_SIZE`, at most half ``memory_limit``,
+    for a replica with ``gpus`` > 0 (NCCL's buffers outgrow the container runtime's 64 MiB), none without GPUs.
+    Its pages are charged to the container's memory cgroup, so a size given must be below ``memory_limit``.
+
+    Raises:
+        ValueError: ``shm_size`` not a quantity, negative, or not below ``memory_limit``.
+    """
+    require(isinstance(shm_size, str), f"shm_size must be a quantity string like '2Gi', got {shm_size!r}")
+    if shm_size:
+        try:
+            size = parse_quantity(shm_size)
+        except ValueError as e:
+            raise ValueError(f"shm_size: {e}") from None
+        require(0 <= size < parse_quantity(memory_limit),
+                f"shm_size {shm_size!r} (the /dev/shm) is not below the memory limit {memory_limit!r}, which its "
+                f"pages count in: raise memory (or memory_limit), or set a smaller shm_size ('0': none)")
+        return shm_size if size else ""
+    if not gpus:
+        return ""
+    half = parse_quantity(memory_limit) / 2
+    return GPU_SHM_SIZE if half >= parse_quantity(GPU_SHM_SIZE) else f"{max(1, int(half // 2**20))}Mi"
+
+
 def require(cond: bool, msg: str) -> None:
     """Raise ``ValueError(msg)`` unless ``cond``."""
     if not cond:
