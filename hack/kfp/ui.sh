@@ -61,7 +61,7 @@ if [[ ! -f frontend/server/dist/server.js || ! -f frontend/build/index.html ]]; 
   # KFP's Dockerfile does (npm's EEXIST/ENOENT race between parallel downloads).
   (cd frontend && { npm ci --no-audit --no-fund || { npm cache clean --force && npm ci --no-audit --no-fund; }; }) \
     > npm-ci.log 2>&1 || fail "npm ci" npm-ci.log
-  (cd frontend && npx vite build) > vite.log 2>&1 || fail "vite build" vite.log
+  (cd frontend && npm run build:tailwind && npx vite build) > vite.log 2>&1 || fail "vite build" vite.log
   (cd frontend/server && npm run build) > server.log 2>&1 || fail "the UI server's tsc" server.log
   # The MLMD proto bundle the server validates with, as KFP's image places it (CommonJS under type: module).
   printf '{"type":"commonjs"}\n' > frontend/src/third_party/mlmd/generated/package.json

@@ -12,6 +12,7 @@ looks at the pages.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -24,7 +25,15 @@ import pytest
 
 from tests.realcluster.controlplane import REPO
 from tests.realnode.argo_fixtures import _wait_for
-from tests.realnode.kfp_fixtures import S3_ACCESS_KEY, S3_SECRET_KEY, HostProcess, KFPBackend, _start, _wait_tcp, free_port
+from tests.realnode.kfp_fixtures import (
+    S3_ACCESS_KEY,
+    S3_SECRET_KEY,
+    HostProcess,
+    KFPBackend,
+    _start,
+    _wait_tcp,
+    free_port,
+)
 from tests.realnode.realnode import NODE_IP
 
 UI_BUILD = REPO / "hack" / "kfp" / "ui.sh"
@@ -87,9 +96,9 @@ def kfp_ui(kfp_backend: KFPBackend, tmp_path_factory) -> Iterator[KFPUI]:
         ui.port = ui_port
         url = f"http://{NODE_IP}:{ui_port}"
 
-        def up() -> bool:
+        def up() -> bool:  # the UI server's healthz says whether it reaches the API server
             with urllib.request.urlopen(f"{url}/apis/v2beta1/healthz", timeout=3) as r:
-                return r.status == 200
+                return json.loads(r.read()).get("apiServerReady") is True
 
         _wait_for("the KFP UI server proxying the API", up, 60, ui.tail)
         yield KFPUI(url, procs)
