@@ -19,7 +19,7 @@ from tests.realnode.kfp_fixtures import KFPBackend
 from tests.realnode.kfp_ui import KFPUI, chromium
 from tests.realnode.test_kfp import SMALL, start_run, wait_run
 
-pytestmark = [pytest.mark.kfp]
+pytestmark = [pytest.mark.kfp, pytest.mark.timeout(1800)]  # a run of its own when none is there: minutes
 pytest_plugins = ["tests.realnode.e2e_fixtures", "tests.realnode.argo_fixtures", "tests.realnode.kfp_fixtures",
                   "tests.realnode.kfp_ui"]
 
