@@ -242,7 +242,7 @@ def test_upload_registers_the_pipeline_then_runs_its_content_named_version():
     upload = kfp.one("POST", "/apis/v2beta1/pipelines/upload_version")
     assert upload["query"] == {"name": version, "pipelineid": "pipe-1"}
     assert b'name="uploadfile"' in upload["body"] and b"pipelineInfo" in upload["body"]
-    body = [r for r in kfp.requests if (r["method"], r["path"]) == ("POST", "/apis/v2beta1/runs")][0]["body"]
+    body = next(r for r in kfp.requests if (r["method"], r["path"]) == ("POST", "/apis/v2beta1/runs"))["body"]
     assert body["pipeline_version_reference"] == {"pipeline_id": "pipe-1", "pipeline_version_id": "ver-2"}
     assert "pipeline_spec" not in body
     assert body["runtime_config"]["parameters"] == {"workers": 3}
