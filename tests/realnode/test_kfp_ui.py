@@ -68,43 +68,59 @@ def test_the_kfp_ui_draws_our_run_green_and_the_evaluate_steps_outputs(kfp_backe
     run_id = succeeded_run(kfp_backend)
     shots = shots_dir(tmp_path)
     errors: list[str] = []
+    console: list[str] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{kfp_ui.url}/#/runs/details/{run_id}")
-        # every step's node in the graph, each with the UI's "succeeded" icon (MUI CheckCircle)
-        for step in STEPS:
-            node = page.locator(f'.react-flow__node div[title="{step}"]').first
-            node.wait_for(timeout=60_000)
-            node.locator('[data-testid="CheckCircleIcon"]').wait_for(timeout=60_000)
-        page.screenshot(path=str(shots / "kfp-ui-run-graph.png"))
-
-        open_artifact(page, "classification", "evaluate-model")
-        panel = page.locator(".page").last
-        panel.get_by_text("Confusion Matrix").first.wait_for(timeout=30_000)
-        # our label names on both axes of the heat map (the first ten MNIST classes: '0'..'9')
-        cells = page.locator("table").last.locator("td, th").all_inner_texts()
-        assert all(str(d) in cells for d in range(10)), cells[:60]
-        page.screenshot(path=str(shots / "kfp-ui-confusion-matrix.png"))
-
-        open_artifact(page, "metrics", "evaluate-model")
-        page.get_by_text("accuracy").first.wait_for(timeout=30_000)
-        page.screenshot(path=str(shots / "kfp-ui-metrics.png"))
-
-        open_artifact(page, "summary", "evaluate-model")
-        page.get_by_text("blessed", exact=False).first.wait_for(timeout=30_000)
-        page.screenshot(path=str(shots / "kfp-ui-markdown.png"))
-
-        open_artifact(page, "report", "evaluate-model")
-        frame_el = page.locator("iframe").last
-        frame_el.wait_for(timeout=30_000)
-        frame = frame_el.content_frame
-        frame.locator("img").first.wait_for(timeout=30_000)
-        imgs = frame.locator("img").evaluate_all(
-            "els => els.map(e => ({src: e.src.slice(0, 30), w: e.naturalWidth, done: e.complete}))")
-        assert imgs and all(i["done"] and i["w"] > 0 for i in imgs), imgs  # every picture drawn (data: URIs)
-        page.screenshot(path=str(shots / "kfp-ui-html-report.png"), full_page=True)
-        browser.close()
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"[:500]))
+        try:
+            look_at_the_run(page, kfp_ui, run_id, shots)
+        except Exception as e:  # what the page showed, for the failure's message
+            page.screenshot(path=str(shots / "kfp-ui-failure.png"), full_page=True)
+            (shots / "kfp-ui-failure.html").write_text(page.content())
+            text = page.locator("body").inner_text()[:3000]
+            raise AssertionError(
+                f"{e}\n--- the page ({page.url}) shows:\n{text}\n--- console:\n" + "\n".join(console[-30:])
+                + f"\n--- page errors: {errors}\n--- UI server:\n{kfp_ui.procs['kfp-ui'].tail(30)}"
+                + f"\n--- grpcwebproxy:\n{kfp_ui.procs['grpcwebproxy'].tail(15)}\n(screenshot: {shots})") from e
+        finally:
+            browser.close()
     print(f"\nKFP UI screenshots of run {run_id} in {shots}: {sorted(x.name for x in shots.glob('kfp-ui-*.png'))}")
     assert not errors, errors
+
+
+def look_at_the_run(page: Any, ui: KFPUI, run_id: str, shots: Path) -> None:
+    """The run's page: its graph with every step done, then the evaluate step's outputs, a screenshot of each."""
+    page.goto(f"{ui.url}/#/runs/details/{run_id}")
+    # every step's node in the graph, each with the UI's "succeeded" icon (MUI CheckCircle)
+    for step in STEPS:
+        node = page.locator(f'.react-flow__node div[title="{step}"]').first
+        node.wait_for(timeout=60_000)
+        node.locator('[data-testid="CheckCircleIcon"]').wait_for(timeout=60_000)
+    page.screenshot(path=str(shots / "kfp-ui-run-graph.png"))
+
+    open_artifact(page, "classification", "evaluate-model")
+    page.get_by_text("Confusion Matrix").first.wait_for(timeout=30_000)
+    # our label names on both axes of the heat map (the first ten MNIST classes: '0'..'9')
+    cells = page.locator("table").last.locator("td, th").all_inner_texts()
+    assert all(str(d) in cells for d in range(10)), cells[:60]
+    page.screenshot(path=str(shots / "kfp-ui-confusion-matrix.png"))
+
+    open_artifact(page, "metrics", "evaluate-model")
+    page.get_by_text("accuracy").first.wait_for(timeout=30_000)
+    page.screenshot(path=str(shots / "kfp-ui-metrics.png"))
+
+    open_artifact(page, "summary", "evaluate-model")
+    page.get_by_text("blessed", exact=False).first.wait_for(timeout=30_000)
+    page.screenshot(path=str(shots / "kfp-ui-markdown.png"))
+
+    open_artifact(page, "report", "evaluate-model")
+    frame_el = page.locator("iframe").last
+    frame_el.wait_for(timeout=30_000)
+    frame = frame_el.content_frame
+    frame.locator("img").first.wait_for(timeout=30_000)
+    imgs = frame.locator("img").evaluate_all(
+        "els => els.map(e => ({src: e.src.slice(0, 30), w: e.naturalWidth, done: e.complete}))")
+    assert imgs and all(i["done"] and i["w"] > 0 for i in imgs), imgs  # every picture drawn (data: URIs)
+    page.screenshot(path=str(shots / "kfp-ui-html-report.png"), full_page=True)
