@@ -23,8 +23,10 @@ pytestmark = [pytest.mark.kfp, pytest.mark.timeout(1800)]  # a run of its own wh
 pytest_plugins = ["tests.realnode.e2e_fixtures", "tests.realnode.argo_fixtures", "tests.realnode.kfp_fixtures",
                   "tests.realnode.kfp_ui"]
 
-# The steps of a blessed run, as the graph names its task nodes (the push sits in the condition's sub-DAG).
-STEPS = ("ensure-volume", "prepare-dataset", "launch-training", "export-model", "evaluate-model")
+# The root DAG's task nodes of a blessed run as the UI's graph draws them (React Flow node ids ``task.<task>``,
+# labelled with the components' display names); push-model runs inside condition-branches-1's sub-DAG.
+STEPS = ("ensure-volume", "prepare-dataset", "launch-training", "export-model", "evaluate-model",
+         "condition-branches-1")
 
 
 def succeeded_run(kfp: KFPBackend) -> str:
@@ -46,17 +48,15 @@ def shots_dir(tmp_path: Path) -> Path:
     return d
 
 
-def open_artifact(page: Any, name: str, producer: str) -> None:
-    """Click the graph's artifact node ``name`` that ``producer`` wrote, then the side panel's Visualization tab.
-    Artifact nodes are named by output (two steps may both write ``metrics``): the one whose edge comes from the
-    producer's node is the one drawn right after it (the graph's node order follows the pipeline spec)."""
-    nodes = page.locator(f'.react-flow__node div[title="{name}"]')
-    count = nodes.count()
-    assert count >= 1, f"no artifact node {name!r} in the graph"
-    # the producer's output node: ids look like 'artifact.<producer>.<name>' in RunDetailsV2's flow elements
-    by_id = page.locator(f'.react-flow__node[data-id*="{producer}"] div[title="{name}"]')
-    (by_id.first if by_id.count() else nodes.first).click()
+def open_artifact(page: Any, producer: str, name: str, heading: str) -> Any:
+    """Click the graph's node of artifact ``name`` that task ``producer`` wrote (node id
+    ``artifact.<producer>.<name>``: two steps may both write ``metrics``), then the side panel's Visualization
+    tab; the viewer's card, found by its heading (``Confusion Matrix: ...``, ``Static HTML``...)."""
+    page.get_by_test_id(f"rf__node-artifact.{producer}.{name}").click()
     page.get_by_role("button", name="Visualization").click()
+    card = page.get_by_text(heading).first
+    card.wait_for(timeout=30_000)
+    return card
 
 
 def test_the_kfp_ui_draws_our_run_green_and_the_evaluate_steps_outputs(kfp_backend: KFPBackend, kfp_ui: KFPUI,
@@ -93,29 +93,30 @@ def test_the_kfp_ui_draws_our_run_green_and_the_evaluate_steps_outputs(kfp_backe
 def look_at_the_run(page: Any, ui: KFPUI, run_id: str, shots: Path) -> None:
     """The run's page: its graph with every step done, then the evaluate step's outputs, a screenshot of each."""
     page.goto(f"{ui.url}/#/runs/details/{run_id}")
-    # every step's node in the graph, each with the UI's "succeeded" icon (MUI CheckCircle)
-    for step in STEPS:
-        node = page.locator(f'.react-flow__node div[title="{step}"]').first
+    # every step's node in the graph, each with the UI's "succeeded" icon (MUI's CheckCircle)
+    for task in STEPS:
+        node = page.get_by_test_id(f"rf__node-task.{task}")
         node.wait_for(timeout=60_000)
-        node.locator('[data-testid="CheckCircleIcon"]').wait_for(timeout=60_000)
+        node.get_by_test_id("CheckCircleIcon").wait_for(timeout=60_000)
     page.screenshot(path=str(shots / "kfp-ui-run-graph.png"))
 
-    open_artifact(page, "classification", "evaluate-model")
-    page.get_by_text("Confusion Matrix").first.wait_for(timeout=30_000)
-    # our label names on both axes of the heat map (the first ten MNIST classes: '0'..'9')
-    cells = page.locator("table").last.locator("td, th").all_inner_texts()
-    assert all(str(d) in cells for d in range(10)), cells[:60]
+    open_artifact(page, "evaluate-model", "classification", "Confusion Matrix:")
+    # our label names on both axes of the heat map (MNIST's classes '0'..'9'), the matrix's 10 x 10 cells
+    table = page.locator("table").last
+    xlabels = [t.strip() for t in table.locator("th").all_inner_texts() if t.strip()]
+    assert xlabels == [str(d) for d in range(10)], xlabels
     page.screenshot(path=str(shots / "kfp-ui-confusion-matrix.png"))
 
-    open_artifact(page, "metrics", "evaluate-model")
-    page.get_by_text("accuracy").first.wait_for(timeout=30_000)
+    open_artifact(page, "evaluate-model", "metrics", "Scalar Metrics:")
+    metrics = page.locator("table").last.inner_text()
+    assert "accuracy" in metrics, metrics[:2000]
     page.screenshot(path=str(shots / "kfp-ui-metrics.png"))
 
-    open_artifact(page, "summary", "evaluate-model")
+    open_artifact(page, "evaluate-model", "summary", "Static Markdown")
     page.get_by_text("blessed", exact=False).first.wait_for(timeout=30_000)
     page.screenshot(path=str(shots / "kfp-ui-markdown.png"))
 
-    open_artifact(page, "report", "evaluate-model")
+    open_artifact(page, "evaluate-model", "report", "Static HTML")
     frame_el = page.locator("iframe").last
     frame_el.wait_for(timeout=30_000)
     frame = frame_el.content_frame
