@@ -111,9 +111,25 @@ def measure_real(p, workers: int, tag: str) -> dict:
     out["wall"] = time.monotonic() - t0
     assert pod["status"]["phase"] == "Succeeded", p.tail(launcher)
     watcher.join(5)
+    for line in _startup_lines(p, launcher, p.volume.host(RunLayout(MOUNT, run).train_dir)):
+        print(f"    {line}", file=sys.stderr, flush=True)
     print(f"  real node, {workers} workers: Running {out.get('running', float('nan')):.1f}s, first step "
           f"{out['first_step']:.1f}s, launch step {out['wall']:.1f}s", file=sys.stderr, flush=True)
     return out
+
+
+def _startup_lines(p, launcher: str, train_dir: Path) -> list[str]:
+    """The replicas' ``startup: ...`` lines (trainer/task.py's StartupTimer: where each replica's seconds went
+    until its first step), from the launcher's log, else from the replica logs kept on the volume."""
+    try:
+        lines = [ln.strip() for ln in p.e2e.log(launcher).splitlines() if "startup: " in ln]
+    except Exception:  # noqa: BLE001 - information only
+        lines = []
+    if not lines:
+        for f in sorted(train_dir.rglob("*.log")):
+            lines += [f"[{f.stem}] {ln.strip()}" for ln in f.read_text(errors="replace").splitlines()
+                      if ln.startswith("startup: ")]
+    return lines
 
 
 def measure_local(data_dir: Path, workers: int) -> float:

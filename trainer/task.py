@@ -82,6 +82,23 @@ from tfk8s.runtime.shards import load_metadata
 
 _START = time.perf_counter()
 
+
+def process_age_s() -> float:
+    """Seconds since this process started (Linux: ``/proc/self/stat``'s start time against ``/proc/uptime``,
+    10 ms resolution), so that the interpreter's own start and the imports before this module count; elsewhere
+    since this module was imported."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": field 22 is fields[19]
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter() - _START
+
+
+_AGE_AT_START = process_age_s()  # the interpreter and the imports before this line
+
 EXIT_USAGE = 2
 TRAIN_SPLIT = "train"
 EVAL_SPLIT = "test"
@@ -299,9 +316,14 @@ def train(args: argparse.Namespace, plan: Plan) -> dict | None:
         UsageError: the batch does not divide among the replicas in sync.
         tfk8s.runtime.PeerTimeoutError: a peer did not come up within ``--peer-timeout-s``.
     """
+    startup = StartupTimer()
+    import tensorflow  # noqa: F401  (runtime.strategy imports it first anyway: timed apart here)
+
+    startup.mark("tensorflow import")
     strategy = runtime.strategy(communication=args.communication, bytes_per_pack=args.bytes_per_pack,
                                 peer_timeout_s=args.peer_timeout_s, intra_op_threads=plan.intra_op_threads,
                                 inter_op_threads=plan.inter_op_threads)
+    startup.mark("strategy (the peers' wait included)")
     import tf_keras
 
     from trainer.model import build_model
@@ -324,12 +346,14 @@ def train(args: argparse.Namespace, plan: Plan) -> dict | None:
             lambda input_context: runtime.dataset(TRAIN_SPLIT, input_context=input_context, **common))
     else:  # one iterator for the whole run: fit returns at once (runtime.distribute says why)
         dataset = runtime.distribute(runtime.dataset(TRAIN_SPLIT, **common), strategy)
+    startup.mark("data")
     with strategy.scope():
         model = build_model(plan.metadata, args.learning_rate, decay_steps=args.epochs * plan.steps_per_epoch,
                             steps_per_execution=1 if plan.strategy is Strategy.PARAMETER_SERVER else
                             min(args.steps_per_execution, plan.steps_per_epoch))
+    startup.mark("model")
 
-    callbacks = runtime.callbacks(batch_size=args.batch_size, **chosen_callbacks(args))
+    callbacks = runtime.callbacks(batch_size=args.batch_size, **chosen_callbacks(args)) + [startup.callback()]
     t0 = time.perf_counter()
     history = model.fit(dataset, epochs=args.epochs, steps_per_epoch=plan.steps_per_epoch,
                         callbacks=callbacks, verbose=0)
@@ -355,6 +379,54 @@ def train(args: argparse.Namespace, plan: Plan) -> dict | None:
         "steps_per_epoch": plan.steps_per_epoch,
         "epoch_times_s": [round(t, 3) for t in epoch_times],
     })
+
+
+class StartupTimer:
+    """Where a replica's seconds go between its process's start and its first training step, printed once as
+    ``startup: first step S s after the process started: python and imports A s, tensorflow import B s, ...``
+    (issue 26; ``bench/README.md`` tabulates it): each phase's seconds since the previous mark, the first
+    phase since the process started (:func:`process_age_s`). The last one, ``fit set-up and first step``,
+    ends when tf-keras reports the first batch (with ``--steps-per-execution`` N: the first N steps; under
+    ParameterServerStrategy: the first step scheduled)."""
+
+    def __init__(self) -> None:
+        now = process_age_s()
+        self.phases: list[tuple[str, float]] = [("python and imports", _AGE_AT_START),
+                                                ("arguments and plan", now - _AGE_AT_START)]
+        self._last = now
+
+    def mark(self, phase: str) -> None:
+        """End ``phase`` now."""
+        now = process_age_s()
+        self.phases.append((phase, now - self._last))
+        self._last = now
+
+    def line(self) -> str:
+        """The ``startup: ...`` line of the phases so far."""
+        total = sum(s for _, s in self.phases)
+        return (f"startup: first step {total:.1f}s after the process started: "
+                + ", ".join(f"{name} {s:.1f}s" for name, s in self.phases))
+
+    def callback(self):
+        """A tf-keras callback that ends the last phase at the first batch and prints :meth:`line` (its logs
+        stay tensors: no per-step conversion)."""
+        import tf_keras
+
+        timer = self
+
+        class _FirstStep(tf_keras.callbacks.Callback):
+            def __init__(self):
+                super().__init__()
+                self._supports_tf_logs = True
+                self.done = False
+
+            def on_train_batch_end(self, batch, logs=None):
+                if not self.done:
+                    self.done = True
+                    timer.mark("fit set-up and first step")
+                    print(timer.line(), flush=True)
+
+        return _FirstStep()
 
 
 class _Stopped(BaseException):
