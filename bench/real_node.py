@@ -149,7 +149,7 @@ def measure_local(data_dir: Path, workers: int) -> float:
     return wall
 
 
-def run(replicas: list[int], reps: int, cache_dir: str) -> list[Figure]:
+def run(replicas: list[int], reps: int, cache_dir: str, local: bool = True) -> list[Figure]:
     """Bring the node up, measure, tear it down; the figures."""
     from tests.realnode.e2e_fixtures import new_namespace
     from tests.realnode.e2e_pods import (
@@ -180,9 +180,10 @@ def run(replicas: list[int], reps: int, cache_dir: str) -> list[Figure]:
             for n in replicas:
                 for r in range(reps):
                     real[n].append(measure_real(p, n, f"{n}w{r}"))
-            variants = {"real_node": lambda: measure_real(p, 2, "cmp")["wall"],
-                        "local": lambda: measure_local(data, 2)}
-            walls = interleaved(variants, reps)
+            if local:
+                variants = {"real_node": lambda: measure_real(p, 2, "cmp")["wall"],
+                            "local": lambda: measure_local(data, 2)}
+                walls = interleaved(variants, reps)
         finally:
             remove_namespace(e2e, volume)
             e2e.close()
@@ -193,6 +194,8 @@ def run(replicas: list[int], reps: int, cache_dir: str) -> list[Figure]:
                               "launch_to_all_running", 1.0, "unit", "s", "", cores, f"{NOTE}; {n} workers"))
         figures.append(Figure(f"real_node_first_step_s_{n}", median([m["first_step"] for m in real[n]]),
                               "launch_to_first_step", 1.0, "unit", "s", "", cores, f"{NOTE}; {n} workers"))
+    if not walls:
+        return figures
     figures.append(Figure("real_node_vs_local", median(walls["real_node"]), "real_node", median(walls["local"]),
                           "local_backend", "s", "", cores,
                           f"{NOTE}; launch step wall time, 2 workers, median of {reps} interleaved"))
@@ -203,13 +206,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common_args(p, reps=1)
     p.add_argument("--replicas", default="2,4", help="worker counts to time (default: %(default)s)")
+    p.add_argument("--no-local", action="store_true",
+                   help="leave out real_node_vs_local (its two extra jobs): a shorter hold of the node")
     a = p.parse_args(argv)
     why = "--smoke: a real node is not brought up by the smoke run" if a.smoke else unavailable()
     if why:
         print(f"bench real_node: skipped, no figures ({why})", flush=True)
         report([], a.out)
         return 0
-    report(run([int(x) for x in a.replicas.split(",")], reps_of(a), a.cache_dir), a.out)
+    report(run([int(x) for x in a.replicas.split(",")], reps_of(a), a.cache_dir, local=not a.no_local), a.out)
     return 0
 
 
