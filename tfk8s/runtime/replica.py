@@ -109,7 +109,7 @@ def context(environ: Mapping[str, str] | None = None) -> Context:
 
 
 _STATE: dict[str, Any] = {"strategy": None, "diverged": False, "reporter": None, "resumed_from": 0,
-                          "epoch_times": [], "peer_wait_s": None}
+                          "epoch_times": []}
 
 
 def reporter(ctx: Context) -> ProgressReporter:

@@ -194,7 +194,6 @@ def strategy(*, communication: str = "AUTO", bytes_per_pack: int = 0, collective
     progress.update("starting", force=True)
     if kind is Strategy.PARAMETER_SERVER:
         waited = wait_for_peers(_peers(ctx, ("ps", "worker")), peer_timeout_s, reporter=progress)
-        _STATE["peer_wait_s"] = waited
         print(f"{ctx.label}: every ps/worker accepts connections (waited {waited:.1f}s)", flush=True)
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver(rpc_layer="grpc")
         result = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=variable_partitioner)
@@ -202,7 +201,6 @@ def strategy(*, communication: str = "AUTO", bytes_per_pack: int = 0, collective
         own = ctx.cluster[ctx.replica_type][ctx.replica_index]
         waited = wait_for_peers(_peers(ctx, ("chief", "worker")), peer_timeout_s,
                                 listen_port=int(own.rsplit(":", 1)[1]), reporter=progress)
-        _STATE["peer_wait_s"] = waited
         print(f"{ctx.label}: every chief/worker is up (waited {waited:.1f}s)", flush=True)
         impl = tf.distribute.experimental.CommunicationImplementation[communication.upper()]
         options = tf.distribute.experimental.CommunicationOptions(
