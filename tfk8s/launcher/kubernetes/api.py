@@ -303,6 +303,14 @@ class KubeApi:
                           self.namespace, container=container, follow=True, _preload_content=False)
 
     @_uses("", "pods/log", "get")
+    def read_log(self, pod: str, container: str) -> Any:
+        """A pod's container log as it is now, whole: a streamed response that ends at its last line (not
+        followed; the launcher's end-of-replica read, :mod:`tfk8s.launcher.kubernetes.logs`)."""
+        return self._call(f"reading the log of pod {pod}", self._core.read_namespaced_pod_log, pod,
+                          self.namespace, container=container, _preload_content=False,
+                          _request_timeout=REQUEST_TIMEOUT_S)
+
+    @_uses("", "pods/log", "get")
     def read_log_tail(self, pod: str, container: str, lines: int) -> list[str]:
         """The last ``lines`` lines of a pod's container log."""
         resp = self._call(f"reading the log of pod {pod}", self._core.read_namespaced_pod_log, pod,

@@ -19,6 +19,8 @@ from tfk8s.core.job import job_selector
 from tfk8s.core.policy import STOP_GRACE_S
 from tfk8s.launcher.kubernetes.classify import classify_pod
 from tfk8s.launcher.kubernetes.errors import CleanupError, KubernetesApiError
+from tfk8s.launcher.kubernetes.failures import read_logs
+from tfk8s.launcher.kubernetes.logs import LOG_READ_S
 from tfk8s.launcher.kubernetes.parallel import run_all
 from tfk8s.launcher.kubernetes.state import KubeRun
 
@@ -74,9 +76,12 @@ def cleanup(run: KubeRun, error: BaseException | None) -> None:
     """
     problem = ""
     try:
+        # every line is in before deleting: the logs not followed live read now (by the bounded pool), the
+        # followed streams of finished containers drained
+        read_logs(run, list(run.replicas.values()), run.settings.log_wait_s + LOG_READ_S)
         terminal = terminal_pods(run)  # once, not once per stream (1,024 replicas: 1,024 x 1,024)
-        for stream in run.logs.values():  # finished containers: every line is in before deleting
-            if stream.pod in terminal:
+        for stream in run.logs.values():
+            if stream.live and stream.pod in terminal:
                 stream.drain(run.settings.log_wait_s)
         # each kind concurrently, as they were created (bench/launcher_scale.py's cleanup figure)
         delete_job_objects(run.api, run.job.name, replica_names=[rep.name for rep in run.replicas.values()],
@@ -116,8 +121,10 @@ def cleanup(run: KubeRun, error: BaseException | None) -> None:
         for w in run.watchers:
             w.stop()
         for stream in run.logs.values():
-            stream.drain(0.5)
+            if stream.live:
+                stream.drain(0.5)
             stream.stop()
+        run.readers.close()
     if problem:
         run.log(problem)
         if error is None:
