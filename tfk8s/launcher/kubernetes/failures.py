@@ -71,7 +71,7 @@ def _start(run: KubeRun, rep: ReplicaState, *, live: bool, own_thread: bool = Fa
 
 def read_logs(run: KubeRun, reps: list[ReplicaState], timeout_s: float) -> None:
     """Read (by the pool) the log of each of ``reps``' started pods not read yet, as it is now, and wait up to
-    ``timeout_s`` seconds in all for those reads and for the ended replicas' streams: before their pods are
+    ``timeout_s`` seconds in all for those reads (not for the streams followed live): before their pods are
     deleted (a restart, the cleanup), so that every line is in."""
     waiting: list[LogStream] = []
     for rep in reps:
@@ -81,7 +81,7 @@ def read_logs(run: KubeRun, reps: list[ReplicaState], timeout_s: float) -> None:
         stream = run.logs.get(pod)
         if stream is None and rep.view and rep.view.started:
             stream = _start(run, rep, live=False)
-        if stream is not None and (not stream.live or rep.terminal):
+        if stream is not None and not stream.live:  # a followed one is drained by its caller's rule
             waiting.append(stream)
     deadline = run.clock() + timeout_s
     for stream in waiting:
