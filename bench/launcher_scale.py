@@ -427,6 +427,9 @@ def main(argv: list[str] | None = None) -> list[Figure]:
                    help="auto: the real control plane when its binaries are built (make test-cluster), else kmock")
     p.add_argument("--nodes", type=int, default=4,
                    help="fake nodes of the control plane (64 CPUs, 110 pods each; raised to hold every pod)")
+    p.add_argument("--no-one-by-one", action="store_true",
+                   help="skip the one-by-one launcher of each size (its create/cleanup comparisons): the cost "
+                        "figures alone, in half the time")
     common_args(p, reps=1)
     a = p.parse_args(argv)
     sizes = [int(x) for x in a.replicas.split(",")]
@@ -446,7 +449,8 @@ def main(argv: list[str] | None = None) -> list[Figure]:
                 seq = measure(n, a.wait_s)
         else:
             r = measure_control_plane(n, a.wait_s, a.nodes)
-            seq = measure_control_plane(n, a.wait_s, a.nodes, sequential=True)
+            print(f"  {n} replicas: {r}", file=sys.stderr, flush=True)
+            seq = None if a.no_one_by_one else measure_control_plane(n, a.wait_s, a.nodes, sequential=True)
         print(f"  {n} replicas: {r}\n  {n} replicas, created one by one: {seq}", file=sys.stderr, flush=True)
         note = NOTE if a.backend == "kmock" else NOTE_CP
         figures += [
@@ -462,13 +466,14 @@ def main(argv: list[str] | None = None) -> list[Figure]:
             Figure(f"launcher_verdict_s_{n}", r["verdict_s"], "verdict_after_last_status", 1.0, "goal", "s", "<= 1",
                    usable_cores(), f"cleanup done {r['cleanup_done_s']:.1f}s after launch; {note}"),
         ]
-        figures.append(Figure(f"launcher_cleanup_vs_one_by_one_{n}", r["cleanup_s"], "concurrent", seq["cleanup_s"],
-                              "one_by_one", "s", "<= 1", usable_cores(),
-                              f"verdict -> every Job, Service and pod of the {n} replicas deleted and gone, side by "
-                              f"side; {note}"))
-        figures.append(Figure(f"launcher_create_vs_one_by_one_{n}", r["created_s"], "concurrent", seq["created_s"],
-                              "one_by_one", "s", "<= 1", usable_cores(),
-                              f"launch -> all {n} replicas' Jobs created, side by side; {note}"))
+        if seq is not None:
+            figures.append(Figure(f"launcher_cleanup_vs_one_by_one_{n}", r["cleanup_s"], "concurrent",
+                                  seq["cleanup_s"], "one_by_one", "s", "<= 1", usable_cores(),
+                                  f"verdict -> every Job, Service and pod of the {n} replicas deleted and gone, "
+                                  f"side by side; {note}"))
+            figures.append(Figure(f"launcher_create_vs_one_by_one_{n}", r["created_s"], "concurrent",
+                                  seq["created_s"], "one_by_one", "s", "<= 1", usable_cores(),
+                                  f"launch -> all {n} replicas' Jobs created, side by side; {note}"))
         if a.backend != "kmock":
             figures += _cost_figures(n, r, base_cost, note)
             base_cost = {"n": n, **r}  # each size against the one before it
