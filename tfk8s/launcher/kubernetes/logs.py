@@ -45,6 +45,7 @@ class LogStream:
         self._resp: Any = None
         self._stopped = threading.Event()
         self._done = threading.Event()
+        self._running = False  # _run began (a read queued in the pool has not)
         self._lock = threading.Lock()
         self.live = False  # followed in a thread of its own (False: read by a pool's thread)
 
@@ -64,8 +65,10 @@ class LogStream:
 
     def _run(self) -> None:
         try:
-            if self._stopped.is_set():
-                return
+            with self._lock:
+                if self._stopped.is_set():
+                    return
+                self._running = True
             resp = self._open()
             with self._lock:
                 if self._stopped.is_set():
@@ -100,6 +103,8 @@ class LogStream:
         with self._lock:
             if self._resp is not None:
                 close_stream(self._resp)
+            if not self._running:  # still queued: it will not read
+                self._done.set()
         self._done.wait(timeout_s)
 
 
@@ -112,11 +117,15 @@ class LogReaders:
             raise ValueError(f"LogReaders: workers={workers} must be at least 1")
         self._workers = workers
         self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
         self._lock = threading.Lock()
 
     def submit(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on one of the pool's threads (after the reads queued before it)."""
         with self._lock:
+            if self._closed:  # after the cleanup (should not happen): a thread of its own
+                threading.Thread(target=fn, name="log-read", daemon=True).start()
+                return
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="log-read")
             self._pool.submit(fn)
@@ -125,5 +134,6 @@ class LogReaders:
         """Let the queued reads end by themselves (their streams are stopped by the caller) and free the
         threads; does not wait."""
         with self._lock:
+            self._closed = True
             if self._pool is not None:
                 self._pool.shutdown(wait=False, cancel_futures=False)
