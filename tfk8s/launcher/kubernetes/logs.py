@@ -5,7 +5,7 @@ own from when its container starts until it ends, or read once, whole, by one of
 threads (:class:`LogReaders`) when the replica has ended (or is about to be deleted). Which replicas are
 followed live is the backend's choice (:func:`tfk8s.launcher.kubernetes.failures.follow_log`: the coordinator
 and at most :data:`LIVE_LOGS` replicas; the others are read at their end): a thread and a TLS connection per
-replica cost about 1.5 MiB each at 1,024 replicas (``bench/launcher_scale.py``). The last lines and the
+replica for as long as it runs, a thousand at 1,024 replicas, is what that bounds. The last lines and the
 exception are kept for the error message should the replica fail (:class:`tfk8s.core.diagnosis.LogTail`).
 :meth:`LogStream.drain` waits for a stream to end, so that every line is captured before the pod is deleted.
 """
