@@ -80,6 +80,7 @@ def iter_lines(resp: Any) -> Iterator[str]:
 # and containers carry each replica's TF_CONFIG, whose cluster spec names every replica, so keeping them costs
 # n x n (about 56 KB a replica at 1,024, twice), and managedFields a few KB more each.
 _UNREAD_SPEC = ("template", "containers", "initContainers", "ephemeralContainers", "volumes")
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
 LIST_PAGE = 250  # objects per page of a list (limit/continue): a list's bytes in flight stay bounded
 
 
@@ -117,6 +118,7 @@ class KubeApi:
         from kubernetes import client
 
         self.namespace = namespace
+        self._client = api_client
         self._core = client.CoreV1Api(api_client)
         self._batch = client.BatchV1Api(api_client)
         self._networking = client.NetworkingV1Api(api_client)
@@ -156,14 +158,28 @@ class KubeApi:
         resp = self._call(what, fn, *args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
         return json.loads(resp.data or b"{}")
 
-    def _pages(self, what: str, fn: Callable[..., Any], label_selector: str) -> dict[str, Any]:
+    def _pages(self, what: str, fn: Callable[..., Any], label_selector: str,
+               metadata_path: str | None = None) -> dict[str, Any]:
         """A list by ``label_selector`` read :data:`LIST_PAGE` objects at a time (``limit``/``continue``: one
-        consistent snapshot), each object :func:`slim`; ``metadata.resourceVersion`` is the snapshot's."""
+        consistent snapshot), each object :func:`slim`; ``metadata.resourceVersion`` is the snapshot's. With
+        ``metadata_path`` (the list's URL path), only each object's metadata is asked for (``Accept:
+        ...;as=PartialObjectMetadataList``, as ``kubectl get -o name`` does; a server that ignores it sends the
+        whole objects): for the callers that need names and deletion timestamps (the cleanup's checks)."""
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
-            page = self._json(what, fn, self.namespace, label_selector=label_selector, limit=LIST_PAGE,
-                              **({"_continue": token} if token else {}))
+            if metadata_path is None:
+                page = self._json(what, fn, self.namespace, label_selector=label_selector, limit=LIST_PAGE,
+                                  **({"_continue": token} if token else {}))
+            else:
+                query = [("labelSelector", label_selector), ("limit", LIST_PAGE)] + \
+                    ([("continue", token)] if token else [])
+                resp = self._call(what, self._client.call_api, metadata_path, "GET",
+                                  path_params={"namespace": self.namespace}, query_params=query,
+                                  header_params={"Accept": METADATA_ONLY}, auth_settings=["BearerToken"],
+                                  _return_http_data_only=True, _preload_content=False,
+                                  _request_timeout=REQUEST_TIMEOUT_S)
+                page = json.loads(resp.data or b"{}")
             items += [slim(o) for o in page.get("items") or []]
             meta = page.get("metadata") or {}
             token = meta.get("continue") or None
@@ -199,9 +215,10 @@ class KubeApi:
                           field_validation=STRICT)
 
     @_uses("", "services", "list")
-    def list_services(self, label_selector: str) -> dict[str, Any]:
+    def list_services(self, label_selector: str, metadata_only: bool = False) -> dict[str, Any]:
         """Services matching ``label_selector`` (a ServiceList dict)."""
-        return self._pages("listing Services", self._core.list_namespaced_service, label_selector)
+        return self._pages("listing Services", self._core.list_namespaced_service, label_selector,
+                           "/api/v1/namespaces/{namespace}/services" if metadata_only else None)
 
     @_uses("", "services", "delete")
     def delete_service(self, name: str) -> bool:
@@ -299,9 +316,10 @@ class KubeApi:
                           field_validation=STRICT)
 
     @_uses("batch", "jobs", "list")
-    def list_jobs(self, label_selector: str) -> dict[str, Any]:
+    def list_jobs(self, label_selector: str, metadata_only: bool = False) -> dict[str, Any]:
         """Jobs matching ``label_selector`` (a JobList dict with its resourceVersion)."""
-        return self._pages("listing Jobs", self._batch.list_namespaced_job, label_selector)
+        return self._pages("listing Jobs", self._batch.list_namespaced_job, label_selector,
+                           "/apis/batch/v1/namespaces/{namespace}/jobs" if metadata_only else None)
 
     @_uses("batch", "jobs", "watch")
     def watch_jobs(self, label_selector: str, resource_version: str, timeout_s: int) -> Any:
@@ -317,9 +335,10 @@ class KubeApi:
 
     # -- pods -----------------------------------------------------------------------------------------------------
     @_uses("", "pods", "list")
-    def list_pods(self, label_selector: str) -> dict[str, Any]:
+    def list_pods(self, label_selector: str, metadata_only: bool = False) -> dict[str, Any]:
         """Pods matching ``label_selector`` (a PodList dict with its resourceVersion)."""
-        return self._pages("listing pods", self._core.list_namespaced_pod, label_selector)
+        return self._pages("listing pods", self._core.list_namespaced_pod, label_selector,
+                           "/api/v1/namespaces/{namespace}/pods" if metadata_only else None)
 
     @_uses("", "pods", "watch")
     def watch_pods(self, label_selector: str, resource_version: str, timeout_s: int) -> Any:

@@ -479,4 +479,4 @@ def restart(run: KubeRun, decision: engine.Restart) -> None:
 
 
 def _pod_names(run: KubeRun) -> set[str]:
-    return {p["metadata"]["name"] for p in run.api.list_pods(run.selector).get("items") or []}
+    return {p["metadata"]["name"] for p in run.api.list_pods(run.selector, metadata_only=True).get("items") or []}

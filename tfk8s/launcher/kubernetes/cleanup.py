@@ -45,13 +45,14 @@ def delete_job_objects(api: Any, job_name: str, *, replica_names: Sequence[str] 
     """
     selector = job_selector(job_name)
     if replica_names is None:
-        jobs = [o["metadata"]["name"] for o in api.list_jobs(selector).get("items") or []]
-        services = [o["metadata"]["name"] for o in api.list_services(selector).get("items") or []]
+        jobs = [o["metadata"]["name"] for o in api.list_jobs(selector, metadata_only=True).get("items") or []]
+        services = [o["metadata"]["name"]
+                    for o in api.list_services(selector, metadata_only=True).get("items") or []]
     else:
         jobs = services = list(replica_names)
     run_all(api.delete_job, jobs)
     run_all(api.delete_service, services)
-    pods = [pod["metadata"]["name"] for pod in api.list_pods(selector).get("items") or []]
+    pods = [pod["metadata"]["name"] for pod in api.list_pods(selector, metadata_only=True).get("items") or []]
     run_all(lambda pod: api.delete_pod(pod, pod_grace_s), pods)
     deleters = {"NetworkPolicy": api.delete_network_policy, "PodGroup": api.delete_pod_group}
     for kind in job_level:
@@ -61,9 +62,12 @@ def delete_job_objects(api: Any, job_name: str, *, replica_names: Sequence[str] 
 def remaining(run: KubeRun) -> list[str]:
     """The job's objects still listed, as ``kind/name``."""
     left: list[str] = []
-    listers = [("job", run.api.list_jobs), ("service", run.api.list_services), ("pod", run.api.list_pods)]
+    api = run.api
+    listers: list[tuple[str, Any]] = [("job", lambda sel: api.list_jobs(sel, metadata_only=True)),
+                                      ("service", lambda sel: api.list_services(sel, metadata_only=True)),
+                                      ("pod", lambda sel: api.list_pods(sel, metadata_only=True))]
     listers += [(kind.lower(), lister) for kind, _, lister, _, _ in run.job_level()]
-    for kind, lister in listers:
+    for kind, lister in listers:  # names only (metadata): this is polled while 1,024 pods terminate
         left += [f"{kind}/{o['metadata']['name']}" for o in lister(run.selector).get("items") or []]
     return left
 
@@ -146,7 +150,7 @@ def force_delete(run: KubeRun, pods: list[str]) -> None:
 def deletion_accepted(run: KubeRun, left: list[str]) -> list[str]:
     """The pods among ``left`` (``kind/name``) whose deletion the API server accepted (a deletionTimestamp)."""
     names = {n.split("/", 1)[1] for n in left if n.startswith("pod/")}
-    return [p["metadata"]["name"] for p in run.api.list_pods(run.selector).get("items") or []
+    return [p["metadata"]["name"] for p in run.api.list_pods(run.selector, metadata_only=True).get("items") or []
             if p["metadata"]["name"] in names and p["metadata"].get("deletionTimestamp")]
 
 
