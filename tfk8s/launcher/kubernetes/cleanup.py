@@ -19,6 +19,8 @@ from tfk8s.core.job import job_selector
 from tfk8s.core.policy import STOP_GRACE_S
 from tfk8s.launcher.kubernetes.classify import classify_pod
 from tfk8s.launcher.kubernetes.errors import CleanupError, KubernetesApiError
+from tfk8s.launcher.kubernetes.failures import read_logs
+from tfk8s.launcher.kubernetes.logs import LOG_READ_S
 from tfk8s.launcher.kubernetes.parallel import run_all
 from tfk8s.launcher.kubernetes.state import KubeRun
 
@@ -43,13 +45,14 @@ def delete_job_objects(api: Any, job_name: str, *, replica_names: Sequence[str] 
     """
     selector = job_selector(job_name)
     if replica_names is None:
-        jobs = [o["metadata"]["name"] for o in api.list_jobs(selector).get("items") or []]
-        services = [o["metadata"]["name"] for o in api.list_services(selector).get("items") or []]
+        jobs = [o["metadata"]["name"] for o in api.list_jobs(selector, metadata_only=True).get("items") or []]
+        services = [o["metadata"]["name"]
+                    for o in api.list_services(selector, metadata_only=True).get("items") or []]
     else:
         jobs = services = list(replica_names)
     run_all(api.delete_job, jobs)
     run_all(api.delete_service, services)
-    pods = [pod["metadata"]["name"] for pod in api.list_pods(selector).get("items") or []]
+    pods = [pod["metadata"]["name"] for pod in api.list_pods(selector, metadata_only=True).get("items") or []]
     run_all(lambda pod: api.delete_pod(pod, pod_grace_s), pods)
     deleters = {"NetworkPolicy": api.delete_network_policy, "PodGroup": api.delete_pod_group}
     for kind in job_level:
@@ -59,9 +62,12 @@ def delete_job_objects(api: Any, job_name: str, *, replica_names: Sequence[str] 
 def remaining(run: KubeRun) -> list[str]:
     """The job's objects still listed, as ``kind/name``."""
     left: list[str] = []
-    listers = [("job", run.api.list_jobs), ("service", run.api.list_services), ("pod", run.api.list_pods)]
+    api = run.api
+    listers: list[tuple[str, Any]] = [("job", lambda sel: api.list_jobs(sel, metadata_only=True)),
+                                      ("service", lambda sel: api.list_services(sel, metadata_only=True)),
+                                      ("pod", lambda sel: api.list_pods(sel, metadata_only=True))]
     listers += [(kind.lower(), lister) for kind, _, lister, _, _ in run.job_level()]
-    for kind, lister in listers:
+    for kind, lister in listers:  # names only (metadata): this is polled while 1,024 pods terminate
         left += [f"{kind}/{o['metadata']['name']}" for o in lister(run.selector).get("items") or []]
     return left
 
@@ -74,9 +80,12 @@ def cleanup(run: KubeRun, error: BaseException | None) -> None:
     """
     problem = ""
     try:
+        # every line is in before deleting: the logs not followed live read now (by the bounded pool), the
+        # followed streams of finished containers drained
+        read_logs(run, list(run.replicas.values()), run.settings.log_wait_s + LOG_READ_S)
         terminal = terminal_pods(run)  # once, not once per stream (1,024 replicas: 1,024 x 1,024)
-        for stream in run.logs.values():  # finished containers: every line is in before deleting
-            if stream.pod in terminal:
+        for stream in run.logs.values():
+            if stream.live and stream.pod in terminal:
                 stream.drain(run.settings.log_wait_s)
         # each kind concurrently, as they were created (bench/launcher_scale.py's cleanup figure)
         delete_job_objects(run.api, run.job.name, replica_names=[rep.name for rep in run.replicas.values()],
@@ -116,8 +125,10 @@ def cleanup(run: KubeRun, error: BaseException | None) -> None:
         for w in run.watchers:
             w.stop()
         for stream in run.logs.values():
-            stream.drain(0.5)
+            if stream.live:
+                stream.drain(0.5)
             stream.stop()
+        run.readers.close()
     if problem:
         run.log(problem)
         if error is None:
@@ -139,7 +150,7 @@ def force_delete(run: KubeRun, pods: list[str]) -> None:
 def deletion_accepted(run: KubeRun, left: list[str]) -> list[str]:
     """The pods among ``left`` (``kind/name``) whose deletion the API server accepted (a deletionTimestamp)."""
     names = {n.split("/", 1)[1] for n in left if n.startswith("pod/")}
-    return [p["metadata"]["name"] for p in run.api.list_pods(run.selector).get("items") or []
+    return [p["metadata"]["name"] for p in run.api.list_pods(run.selector, metadata_only=True).get("items") or []
             if p["metadata"]["name"] in names and p["metadata"].get("deletionTimestamp")]
 
 
