@@ -258,9 +258,9 @@ def test_upload_twice_unchanged_is_one_pipeline_version_and_a_changed_package_a_
     package = tmp_path / "train.yaml"
     assert subprocess.run([sys.executable, str(REPO / "pipelines/train.py"), "--compile", "--output", str(package)],
                           check=False, capture_output=True, cwd=REPO).returncode == 0
-    spec = yaml.safe_load(package.read_text())
-    spec["root"]["inputDefinitions"]["parameters"]["epochs"]["defaultValue"] = 7  # a changed default
-    package.write_text(yaml.safe_dump(spec, sort_keys=False))
+    spec, *platform = yaml.safe_load_all(package.read_text())  # the pipeline spec, then the platform spec
+    spec["root"]["inputDefinitions"]["parameters"]["epochs"]["defaultValue"] = 7.0  # a changed default
+    package.write_text(yaml.safe_dump_all([spec, *platform], sort_keys=False))
     runs.append(start_run(kfp, FAILS_AT_ONCE, "--upload", "--package", str(package)))
     versions = _versions(kfp, "tfk8s-train")
     print(f"after a changed package: versions {versions}")
