@@ -289,13 +289,13 @@ def test_a_recurring_run_every_minute_runs_one_at_a_time_and_never_backfills(kfp
     from tfk8s.submit.errors import KfpClientError
 
     kfp = kfp_backend
-    before = kfp.api("recurringruns").get("recurring_runs", [])
+    before = kfp.api("recurringruns").get("recurringRuns", [])
     # refused before anything is sent: a 5-field cron, enable_caching=True
     done = train_py(kfp, "--schedule", "* * * * *", params=FAILS_AT_ONCE)
     assert done.returncode != 0 and "has 5 fields; KFP cron has 6" in done.stderr, done.stdout + done.stderr
     with pytest.raises(KfpClientError, match="enable_caching=True"):
         kfp_client.create_schedule(kfp.url, REPO / "compiled/train.yaml", "0 * * * * *", {}, enable_caching=True)
-    assert kfp.api("recurringruns").get("recurring_runs", []) == before
+    assert kfp.api("recurringruns").get("recurringRuns", []) == before
     done = train_py(kfp, "--schedule", "0 * * * * *", "--experiment", "tfk8s-e2e", "--schedule-name",
                     "tfk8s-e2e-every-minute", params=FAILS_AT_ONCE)
     assert done.returncode == 0, done.stdout + done.stderr
