@@ -22,13 +22,18 @@ Everything is removed at the end (the host processes stopped by pid, their folde
 from __future__ import annotations
 
 import contextlib
+import datetime
+import hashlib
+import hmac
 import json
 import os
+import re
 import shutil
 import socket
 import string
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -130,12 +135,39 @@ class KFPBackend:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read() or b"{}")
 
-    def pod_log(self, name: str, lines: int = 40) -> str:
+    def pod_log(self, name: str, lines: int = 40, previous: bool = False) -> str:
+        """The last ``lines`` of pod ``name``'s log (its container's previous run's with ``previous``)."""
         from kubernetes import client
 
         with contextlib.suppress(Exception), self.argo.cluster.cp.admin_client() as api:
-            return client.CoreV1Api(api).read_namespaced_pod_log(name, NAMESPACE, tail_lines=lines)
-        return f"(no log of {name})"
+            return client.CoreV1Api(api).read_namespaced_pod_log(name, NAMESPACE, tail_lines=lines,
+                                                                 previous=previous)
+        return f"(no {'previous ' if previous else ''}log of {name})"
+
+    def s3_get(self, uri: str) -> bytes:
+        """The object of ``minio://BUCKET/KEY`` (or ``s3://``) read from MinIO with a signed S3 GET (AWS
+        signature v4, the object store's own keys), as the KFP UI's server reads an artifact's file."""
+        bucket_key = re.sub(r"^(minio|s3)://", "", uri)
+        host = f"{NODE_IP}:{self.procs['minio'].port}"
+        path = "/" + urllib.parse.quote(bucket_key, safe="/~")
+        now = datetime.datetime.now(datetime.UTC)
+        amz, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+        empty = hashlib.sha256(b"").hexdigest()
+        signed = "host;x-amz-content-sha256;x-amz-date"
+        canonical = "\n".join(["GET", path, "", f"host:{host}", f"x-amz-content-sha256:{empty}",
+                               f"x-amz-date:{amz}", "", signed, empty])
+        scope = f"{day}/us-east-1/s3/aws4_request"
+        to_sign = "\n".join(["AWS4-HMAC-SHA256", amz, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+        key = f"AWS4{S3_SECRET_KEY}".encode()
+        for part in (day, "us-east-1", "s3", "aws4_request"):
+            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+        req = urllib.request.Request(f"http://{host}{path}", headers={
+            "x-amz-date": amz, "x-amz-content-sha256": empty,
+            "Authorization": f"AWS4-HMAC-SHA256 Credential={S3_ACCESS_KEY}/{scope}, SignedHeaders={signed}, "
+                             f"Signature={signature}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.read()
 
     def diagnostics(self) -> str:
         """The end of every component's log, the namespace's pods and the Workflows' messages, for a failure's
@@ -145,6 +177,9 @@ class KFPBackend:
         out = [f"--- {p.name}:\n{p.tail(15)}" for p in self.procs.values()]
         out += [f"--- pod {n}:\n{self.pod_log(n, 25)}" for n in
                 ("ml-pipeline", "ml-pipeline-persistenceagent", "ml-pipeline-scheduledworkflow")]
+        # a restarted agent's or controller's reason for exiting is in its previous container's log only
+        out += [f"--- pod {n}, previous container:\n{self.pod_log(n, 10, previous=True)}" for n in
+                ("ml-pipeline-persistenceagent", "ml-pipeline-scheduledworkflow")]
         with contextlib.suppress(Exception), self.argo.cluster.cp.admin_client() as api:
             for pod in client.CoreV1Api(api).list_namespaced_pod(NAMESPACE).items:
                 states = [(c.name, {k: v for k, v in (c.state.to_dict() or {}).items() if v})
@@ -329,9 +364,12 @@ def kfp_backend(argo: Argo, tmp_path_factory) -> Iterator[KFPBackend]:
                 return True
 
             _wait_for("the KFP API server answering", api_up, 300, backend.diagnostics)
+            # both reach the API server before they log "Started workers" (the agent's health check of
+            # http://ml-pipeline:8888 times out after 2 minutes, the controller's gRPC dial after 1, both
+            # silently): a pod that is merely Running may never record a run's state
             for name in ("ml-pipeline-persistenceagent", "ml-pipeline-scheduledworkflow"):
-                _wait_for(f"pod {name} running", lambda n=name: core.read_namespaced_pod(
-                    n, NAMESPACE).status.phase == "Running", 120, backend.diagnostics)
+                _wait_for(f"pod {name} started its workers", lambda n=name: "Started workers" in backend.pod_log(
+                    n, 200), 300, backend.diagnostics)
         timings["kfp up"] = round(time.monotonic() - t0, 1)
         print(f"\nKFP {KFP_VERSION} up at {backend.url}: {timings}")
         yield backend

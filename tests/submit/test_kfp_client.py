@@ -113,12 +113,16 @@ class FakeKfp:
             wanted = json.loads(query["filter"][0])["predicates"][0]["stringValue"]
             found = [p for p in self.pipelines if p["display_name"] == wanted]
             return 200, ({"pipelines": found, "total_size": len(found)} if found else {})
-        if (method, path) == ("POST", "/apis/v2beta1/pipelines/upload"):
+        if (method, path) == ("POST", "/apis/v2beta1/pipelines/upload"):  # KFP names the first version after it
             pipeline = {"pipeline_id": "pipe-1", "display_name": query["name"][0]}
             self.pipelines.append(pipeline)
             self.versions.append(
                 {"pipeline_id": "pipe-1", "pipeline_version_id": "ver-1", "display_name": query["name"][0]}
             )
+            return 200, pipeline
+        if (method, path) == ("POST", "/apis/v2beta1/pipelines"):  # a pipeline without a version
+            pipeline = {"pipeline_id": "pipe-1", "display_name": body["display_name"]}
+            self.pipelines.append(pipeline)
             return 200, pipeline
         if (method, path) == ("POST", "/apis/v2beta1/pipelines/upload_version"):
             version = {
@@ -223,18 +227,26 @@ def test_run_reuses_an_existing_experiment_and_sends_the_token_from_the_environm
     assert run.experiment_id == "exp-7"
 
 
-def test_upload_registers_the_pipeline_then_runs_its_version():
+def test_upload_registers_the_pipeline_then_runs_its_content_named_version():
+    import hashlib
+
+    version = "tfk8s-train-" + hashlib.sha256(PACKAGE.read_bytes()).hexdigest()[:12]
     with FakeKfp() as kfp:
         run = submit_run(kfp.host, PACKAGE, {"workers": 3}, upload=True)
+        again = submit_run(kfp.host, PACKAGE, {"workers": 3}, upload=True)
 
-    upload = kfp.one("POST", "/apis/v2beta1/pipelines/upload")
-    assert upload["query"]["name"] == "tfk8s-train"
+    # created without a version (KFP's upload would name its first version after the pipeline, and the next
+    # upload of the same package would add a second one: seen on KFP 2.17.0), then one content-named version
+    assert kfp.one("POST", "/apis/v2beta1/pipelines")["body"] == {"display_name": "tfk8s-train"}
+    assert "/apis/v2beta1/pipelines/upload" not in [r["path"] for r in kfp.requests]
+    upload = kfp.one("POST", "/apis/v2beta1/pipelines/upload_version")
+    assert upload["query"] == {"name": version, "pipelineid": "pipe-1"}
     assert b'name="uploadfile"' in upload["body"] and b"pipelineInfo" in upload["body"]
-    body = kfp.one("POST", "/apis/v2beta1/runs")["body"]
-    assert body["pipeline_version_reference"] == {"pipeline_id": "pipe-1", "pipeline_version_id": "ver-1"}
+    body = next(r for r in kfp.requests if (r["method"], r["path"]) == ("POST", "/apis/v2beta1/runs"))["body"]
+    assert body["pipeline_version_reference"] == {"pipeline_id": "pipe-1", "pipeline_version_id": "ver-2"}
     assert "pipeline_spec" not in body
     assert body["runtime_config"]["parameters"] == {"workers": 3}
-    assert (run.pipeline_id, run.version_id) == ("pipe-1", "ver-1")
+    assert (run.pipeline_id, run.version_id) == (again.pipeline_id, again.version_id) == ("pipe-1", "ver-2")
 
 
 def test_upload_adds_a_content_named_version_once_and_reuses_it():

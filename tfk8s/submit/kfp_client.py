@@ -219,16 +219,20 @@ def _quiet(fn, *args, **kwargs):
 def upload_version(client, package_path: str | os.PathLike, pipeline_name: str) -> tuple[str, str]:
     """Register the package as a version of pipeline ``pipeline_name``; returns ``(pipeline_id, version_id)``.
 
-    The first upload creates the pipeline (KFP names its first version after it); later uploads add a version
-    named ``<pipeline>-<first 12 hex of the package's sha256>``, reused when a version of that name exists, so
-    submitting an unchanged package twice does not pile up versions.
+    Every version is named ``<pipeline>-<first 12 hex of the package's sha256>`` and reused when a version of
+    that name exists, so submitting an unchanged package twice does not pile up versions; a changed package
+    adds one. A new pipeline is created without a version first (``POST /apis/v2beta1/pipelines``): KFP's
+    upload of a new pipeline would name its first version after the pipeline, which the next upload of the same
+    package could not recognise (a real KFP 2.17.0 made a second version of an unchanged package that way).
     """
+    import kfp_server_api
+
     package = str(package_path)
     pipeline_id = client.get_pipeline_id(pipeline_name)
     if pipeline_id is None:
-        pipeline_id = _quiet(client.upload_pipeline, package, pipeline_name=pipeline_name).pipeline_id
-        versions = client.list_pipeline_versions(pipeline_id, page_size=1, sort_by="created_at desc")
-        return pipeline_id, versions.pipeline_versions[0].pipeline_version_id
+        pipeline_id = client._pipelines_api.pipeline_service_create_pipeline(
+            kfp_server_api.V2beta1Pipeline(display_name=pipeline_name)
+        ).pipeline_id
     version_name = f"{pipeline_name}-{hashlib.sha256(Path(package).read_bytes()).hexdigest()[:12]}"
     same = json.dumps(
         {"predicates": [{"operation": "EQUALS", "key": "display_name", "stringValue": version_name}]}
