@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -36,36 +35,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import (
-    Figure,
-    common_args,
-    interleaved,
-    median,
-    prepared_mnist,
-    report,
-    reps_of,
-    usable_cores,
-)
+from bench.common import Figure, common_args, interleaved, median, report, reps_of, usable_cores
+from bench.real_cluster import mnist_data, project_pods, skipped
 
 NOTE = ("real one-node cluster (tests/realnode/realnode.py: kubelet 1.37, containerd 2.4, runc, CNI bridge, CoreDNS, "
         "kube-proxy); launcher in a pod; MWMS, 2048 examples x 1 epoch, batch 64, 250m CPU requested per replica")
 BATCH = 64
-
-
-def unavailable() -> str:
-    """Why the real node cannot be brought up here ("" when it can)."""
-    from tests.realnode import realnode
-    from tests.realnode.e2e_pods import image_archive
-
-    if os.geteuid() != 0:
-        return "needs root (mounts, cgroups, a bridge, iptables)"
-    if realnode.node_binaries_dir() is None or realnode.images_dir() is None or realnode.binaries_dir() is None:
-        return "the control plane's and the node's binaries are not built (make test-e2e builds them)"
-    if image_archive() is None:
-        return "no project image archive (make image-archive)"
-    if (realnode.ROOT / realnode.STATE).exists():
-        return f"another e2e run holds {realnode.ROOT} (the node is this machine's alone)"
-    return ""
 
 
 def _watch_running(p, job: str, n: int, t0: float, out: dict) -> threading.Thread:
@@ -111,9 +86,25 @@ def measure_real(p, workers: int, tag: str) -> dict:
     out["wall"] = time.monotonic() - t0
     assert pod["status"]["phase"] == "Succeeded", p.tail(launcher)
     watcher.join(5)
+    for line in _startup_lines(p, launcher, p.volume.host(RunLayout(MOUNT, run).train_dir)):
+        print(f"    {line}", file=sys.stderr, flush=True)
     print(f"  real node, {workers} workers: Running {out.get('running', float('nan')):.1f}s, first step "
           f"{out['first_step']:.1f}s, launch step {out['wall']:.1f}s", file=sys.stderr, flush=True)
     return out
+
+
+def _startup_lines(p, launcher: str, train_dir: Path) -> list[str]:
+    """The replicas' ``startup: ...`` lines (trainer/task.py's StartupTimer: where each replica's seconds went
+    until its first step), from the launcher's log, else from the replica logs kept on the volume."""
+    try:
+        lines = [ln.strip() for ln in p.e2e.log(launcher).splitlines() if "startup: " in ln]
+    except Exception:  # noqa: BLE001 - information only
+        lines = []
+    if not lines:
+        for f in sorted(train_dir.rglob("*.log")):
+            lines += [f"[{f.stem}] {ln.strip()}" for ln in f.read_text(errors="replace").splitlines()
+                      if ln.startswith("startup: ")]
+    return lines
 
 
 def measure_local(data_dir: Path, workers: int) -> float:
@@ -133,43 +124,22 @@ def measure_local(data_dir: Path, workers: int) -> float:
     return wall
 
 
-def run(replicas: list[int], reps: int, cache_dir: str) -> list[Figure]:
+def run(replicas: list[int], reps: int, cache_dir: str, local: bool = True) -> list[Figure]:
     """Bring the node up, measure, tear it down; the figures."""
-    from tests.realnode.e2e_fixtures import new_namespace
-    from tests.realnode.e2e_pods import (
-        MNIST_EXAMPLES,
-        MNIST_SHARDS,
-        ProjectPods,
-        apply_rbac,
-        image_archive,
-        import_image,
-        make_volume,
-        remove_namespace,
-    )
-    from tests.realnode.realnode import running_real_cluster
-    from tfk8s import DEFAULT_IMAGE
-
-    data = prepared_mnist(cache_dir, MNIST_EXAMPLES, MNIST_SHARDS)
-    work = Path(tempfile.mkdtemp(prefix="tfk8s-bench-node-"))
     real: dict[int, list[dict]] = {n: [] for n in replicas}
     walls: dict[str, list[float]] = {}
-    with running_real_cluster(work) as cluster:
-        print(f"bench real_node: node up ({cluster.node.timings}); importing the image", file=sys.stderr, flush=True)
-        import_image(cluster.node, image_archive())
-        e2e = new_namespace(cluster, "bench")
-        apply_rbac(e2e)
-        volume = make_volume(e2e, data)
-        p = ProjectPods(e2e, DEFAULT_IMAGE, volume)
-        try:
-            for n in replicas:
-                for r in range(reps):
-                    real[n].append(measure_real(p, n, f"{n}w{r}"))
+
+    def up(cluster) -> None:
+        print(f"bench real_node: node up ({cluster.node.timings})", file=sys.stderr, flush=True)
+
+    with project_pods("real_node", cache_dir, up=up) as p:
+        for n in replicas:
+            for r in range(reps):
+                real[n].append(measure_real(p, n, f"{n}w{r}"))
+        if local:
             variants = {"real_node": lambda: measure_real(p, 2, "cmp")["wall"],
-                        "local": lambda: measure_local(data, 2)}
+                        "local": lambda: measure_local(mnist_data(cache_dir), 2)}
             walls = interleaved(variants, reps)
-        finally:
-            remove_namespace(e2e, volume)
-            e2e.close()
     cores = usable_cores()
     figures = []
     for n in replicas:
@@ -177,6 +147,8 @@ def run(replicas: list[int], reps: int, cache_dir: str) -> list[Figure]:
                               "launch_to_all_running", 1.0, "unit", "s", "", cores, f"{NOTE}; {n} workers"))
         figures.append(Figure(f"real_node_first_step_s_{n}", median([m["first_step"] for m in real[n]]),
                               "launch_to_first_step", 1.0, "unit", "s", "", cores, f"{NOTE}; {n} workers"))
+    if not walls:
+        return figures
     figures.append(Figure("real_node_vs_local", median(walls["real_node"]), "real_node", median(walls["local"]),
                           "local_backend", "s", "", cores,
                           f"{NOTE}; launch step wall time, 2 workers, median of {reps} interleaved"))
@@ -187,13 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common_args(p, reps=1)
     p.add_argument("--replicas", default="2,4", help="worker counts to time (default: %(default)s)")
+    p.add_argument("--no-local", action="store_true",
+                   help="leave out real_node_vs_local (its two extra jobs): a shorter hold of the node")
     a = p.parse_args(argv)
-    why = "--smoke: a real node is not brought up by the smoke run" if a.smoke else unavailable()
-    if why:
-        print(f"bench real_node: skipped, no figures ({why})", flush=True)
-        report([], a.out)
-        return 0
-    report(run([int(x) for x in a.replicas.split(",")], reps_of(a), a.cache_dir), a.out)
+    if not skipped("real_node", a.smoke, "a real node", a.out):
+        report(run([int(x) for x in a.replicas.split(",")], reps_of(a), a.cache_dir, local=not a.no_local), a.out)
     return 0
 
 

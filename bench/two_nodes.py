@@ -27,21 +27,12 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import (
-    Figure,
-    common_args,
-    interleaved,
-    median,
-    prepared_mnist,
-    report,
-    reps_of,
-    usable_cores,
-)
+from bench.common import Figure, common_args, interleaved, median, report, reps_of, usable_cores
+from bench.real_cluster import project_pods, skipped
 
 NOTE = ("two real nodes (tests/realnode/realnode.py: the second in its own network namespace, veth + host-gw routes); "
         "launcher in a pod; MWMS 2 workers, 2048 examples per epoch, batch 64, 250m CPU requested per replica")
@@ -86,54 +77,21 @@ def measure(p, placement: str, epochs: int, tag: str) -> float:
 
 def run(reps: int, epochs: int, cache_dir: str) -> list[Figure]:
     """Bring both nodes up, measure, tear everything down; the figure."""
-    from tests.realnode.e2e_fixtures import new_namespace
-    from tests.realnode.e2e_pods import (
-        MNIST_EXAMPLES,
-        MNIST_SHARDS,
-        ProjectPods,
-        apply_rbac,
-        image_archive,
-        import_image,
-        make_volume,
-        remove_namespace,
-    )
-    from tests.realnode.realnode import running_real_cluster, running_second_node
-    from tfk8s import DEFAULT_IMAGE
-
-    data = prepared_mnist(cache_dir, MNIST_EXAMPLES, MNIST_SHARDS)
-    work = Path(tempfile.mkdtemp(prefix="tfk8s-bench-two-nodes-"))
-    with running_real_cluster(work) as cluster, running_second_node(cluster) as node2:
-        print("bench two_nodes: both nodes up; importing the image", file=sys.stderr, flush=True)
-        for node in (cluster.node, node2):
-            import_image(node, image_archive())
-        e2e = new_namespace(cluster, "bench")
-        apply_rbac(e2e)
-        volume = make_volume(e2e, data)
-        p = ProjectPods(e2e, DEFAULT_IMAGE, volume)
-        try:
-            rates = interleaved({"across": lambda: measure(p, "across", epochs, "x"),
-                                 "one_node": lambda: measure(p, "one_node", epochs, "1")}, reps)
-        finally:
-            remove_namespace(e2e, volume)
-            e2e.close()
+    with project_pods("two_nodes", cache_dir, second_node=True) as p:
+        rates = interleaved({"across": lambda: measure(p, "across", epochs, "x"),
+                             "one_node": lambda: measure(p, "one_node", epochs, "1")}, reps)
     return [Figure("two_nodes_examples_per_s", median(rates["across"]), "across_nodes", median(rates["one_node"]),
                    "one_node", "examples/s", "", usable_cores(),
                    f"{NOTE}; steady (epochs 2..{epochs}) examples/s of worker-0, median of {reps} interleaved")]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.real_node import unavailable
-
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common_args(p, reps=2)
     p.add_argument("--epochs", type=int, default=8, help="epochs per job (default: %(default)s)")
     a = p.parse_args(argv)
-    why = "--smoke: real nodes are not brought up by the smoke run" if a.smoke else unavailable()
-    if why:
-        print(f"bench two_nodes: skipped, no figures ({why})", flush=True)
-        report([], a.out)
-        return 0
-    report(run(reps_of(a), a.epochs, a.cache_dir), a.out)
+    if not skipped("two_nodes", a.smoke, "the two real nodes", a.out):
+        report(run(reps_of(a), a.epochs, a.cache_dir), a.out)
     return 0
 
 

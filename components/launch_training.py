@@ -11,11 +11,14 @@ are the launch step's parameters of :data:`tfk8s.steps.parameters.PARAMETERS`, t
 
 import argparse
 
-from kfp import dsl
-from kfp.dsl import Dataset, Input, Metrics, Model, Output
-
 from components import DEFAULT_IMAGE
-from tfk8s.steps.cli import add_results_dir_argument, emit, main_guard
+from tfk8s.steps.cli import add_results_dir_argument, emit, kfp_stand_ins, main_guard
+
+if __name__ == "__main__":  # the CLI (the Argo export's step, a launcher pod): no KFP import before the replicas
+    dsl, Dataset, Input, Metrics, Model, Output = kfp_stand_ins()
+else:
+    from kfp import dsl
+    from kfp.dsl import Dataset, Input, Metrics, Model, Output
 
 CLI_IO = {
     # Outside KFP (the Argo export, any container engine): each input artifact -> the CLI flag taking its

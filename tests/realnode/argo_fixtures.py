@@ -225,9 +225,12 @@ def argo(e2e_cluster: E2ECluster) -> Iterator[Argo]:
         # the e2e control plane runs no Deployment/ReplicaSet controllers: the Deployment's pod, as a Pod
         (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
         template = deployment["spec"]["template"]
-        client.CoreV1Api(api).create_namespaced_pod("argo", {
-            "apiVersion": "v1", "kind": "Pod", "spec": template["spec"],
-            "metadata": {"name": "workflow-controller", "labels": template["metadata"]["labels"]}})
+        # retried: the API server's Priority admission reads PriorityClasses from its cache, which under load
+        # (seen: load average 500 on 2 cores) did not yet hold the one applied just before ("no PriorityClass
+        # with name workflow-controller was found", 403)
+        _wait_for("the workflow-controller pod admitted", lambda: client.CoreV1Api(api).create_namespaced_pod(
+            "argo", {"apiVersion": "v1", "kind": "Pod", "spec": template["spec"],
+                     "metadata": {"name": "workflow-controller", "labels": template["metadata"]["labels"]}}), 60)
 
         def leading() -> bool:
             pods = client.CoreV1Api(api).list_namespaced_pod("argo", label_selector="app=workflow-controller").items

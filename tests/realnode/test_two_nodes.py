@@ -2,7 +2,9 @@
 own, reached over a veth from the first node's bridge, its pods on a subnet of their own (host-gw routes). A
 MultiWorkerMirroredStrategy job with ``spread=required`` puts one worker on each node and all-reduces across the
 link; ParameterServerStrategy with the ps alone on the second node; the second node lost mid-training (its link cut,
-its kubelet, containerd and containers SIGKILLed: a VM that vanishes) and brought back.
+its kubelet, containerd and containers SIGKILLed: a VM that vanishes) and brought back, once with ``spread=preferred``
+(both workers recreated on the first node) and once with ``spread=required`` (the step fails at once, naming the node
+and the rule).
 
 The node-monitor settings are the upstream defaults (kube-controller-manager ``--node-monitor-grace-period`` 50 s,
 ``--node-monitor-period`` 5 s; the kubelet's Lease renewed every 10 s), so the node lifecycle controller calls a
@@ -11,11 +13,14 @@ node lost ~50 s after its last heartbeat.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import ipaddress
 import json
 import re
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -195,6 +200,81 @@ def _first(lines: list[tuple[float, str]], pattern: str, after: float) -> float 
     return next((t for t, ln in lines if t >= after and re.search(pattern, ln)), None)
 
 
+@dataclasses.dataclass
+class LostNodeRun:
+    """A 2-worker MWMS launch whose second node was lost mid-training (:func:`_second_node_lost_mid_training`):
+    the launcher pod, the job, the replicas' placements ``seen`` ((label, attempt) -> (node, pod IP, host IP)),
+    the launcher's log ``lines`` as (time.time() first seen, line), the replica on the lost node and the
+    time.time() of the loss."""
+
+    p: ProjectPods
+    launcher: str
+    job: str
+    seen: dict
+    lines: list[tuple[float, str]]
+    lost_label: str
+    t_loss: float
+    stop: threading.Event
+    threads: tuple[threading.Thread, ...]
+
+    def wait_done(self, timeout: float = 400) -> tuple[dict, str, float]:
+        """Wait for the launch step's end; (its pod, its log, time.time() when its end was seen)."""
+        pod = self.p.wait_done(self.launcher, timeout)
+        ended = time.time()
+        self.stop.set()
+        for t in self.threads:
+            t.join(30)
+        return pod, self.p.e2e.log(self.launcher), ended
+
+    def first(self, pattern: str, after: float | None = None) -> float | None:
+        """time.time() when the launcher's first line matching ``pattern`` (after ``after``, default the loss)
+        was seen."""
+        return _first(self.lines, pattern, self.t_loss if after is None else after)
+
+
+@contextlib.contextmanager
+def _second_node_lost_mid_training(p: ProjectPods, node2, run: str, *flags: str) -> Iterator[LostNodeRun]:
+    """Launch 2 MWMS workers (``flags`` added) on both nodes, and once both trained their first epoch stop the
+    second node hard (link cut, kubelet, containerd and containers SIGKILLed: a VM that vanishes); yield the
+    :class:`LostNodeRun`. Then bring the node back (also when the body failed: the session's other tests and its
+    end need it) and wait until its kubelet has removed the job's dead containers, nothing of the job left."""
+    job = p.job_of(run)
+    seen: dict = {}
+    stop = threading.Event()
+    watcher = _watch_placement(p, job, seen, stop)
+    launcher = p.launch(run, "--workers", "2", *TOLERATE_SECOND_NODE, *flags)
+    lines: list[tuple[float, str]] = []
+    follower = _follow_timed(p, launcher, lines, stop)
+    try:
+        wait_for(lambda: all(re.search(rf"^epoch 1/{LOSS_EPOCHS}: loss=", p.replica_log(run, w), re.MULTILINE)
+                             for w in ("worker-0", "worker-1")), "both workers' first epoch", 300,
+                 explain=lambda: p.tail(launcher))
+    except BaseException:
+        stop.set()
+        raise
+    first = {label: node for (label, attempt), (node, _, _) in seen.items() if attempt == 0}
+    assert set(first.values()) == {NODE_NAME, NODE2_NAME}, seen  # one per node (preferred or required spread)
+    lost_label = next(label for label, node in first.items() if node == NODE2_NAME)
+    t_loss = node2.kill_hard()
+    try:
+        yield LostNodeRun(p, launcher, job, seen, lines, lost_label, t_loss, stop, (watcher, follower))
+    except BaseException:
+        stop.set()
+        node2.restart()
+        raise
+    # the node comes back: its kubelet finds the job's pods gone from the API and removes their dead containers
+    back = node2.restart()
+    print(f"the node Ready again in {back:.1f}s")
+    ns = p.namespace
+
+    def node2_containers() -> list[str]:
+        return node2.ctr("containers", "ls", "-q", f'labels."io.kubernetes.pod.namespace"=={ns}').split()
+
+    wait_for(lambda: not node2_containers(), "the lost node's containers of the job removed by its kubelet", 150,
+             poll_s=2, explain=lambda: f"left: {node2_containers()}\n{node2.logs('kubelet', 30)}")
+    assert p.job_objects(job) == {}
+
+
 def test_a_node_lost_mid_training_then_back(two_nodes: ProjectPods, e2e_node2):
     """The second node vanishes (link cut, kubelet, containerd and containers SIGKILLed) while 2 MWMS workers
     train, one on each node (``spread=preferred``). The launcher calls it a lost node, not the program's fault:
@@ -203,40 +283,22 @@ def test_a_node_lost_mid_training_then_back(two_nodes: ProjectPods, e2e_node2):
     kubelet removes the dead containers, nothing of the job stays."""
     p = two_nodes
     run = unique("lost")
-    job = p.job_of(run)
-    seen: dict = {}
-    stop = threading.Event()
-    watcher = _watch_placement(p, job, seen, stop)
-    launcher = p.launch(run, "--workers", "2", *TOLERATE_SECOND_NODE,
-                        *small_job(epochs=LOSS_EPOCHS, max_restarts=0))
-    lines: list[tuple[float, str]] = []
-    follower = _follow_timed(p, launcher, lines, stop)
-    wait_for(lambda: all(re.search(rf"^epoch 1/{LOSS_EPOCHS}: loss=", p.replica_log(run, w), re.MULTILINE)
-                         for w in ("worker-0", "worker-1")), "both workers' first epoch", 300,
-             explain=lambda: p.tail(launcher))
-    first = {label: node for (label, attempt), (node, _, _) in seen.items() if attempt == 0}
-    assert set(first.values()) == {NODE_NAME, NODE2_NAME}, seen  # preferred spread: one per node
-    lost_label = next(label for label, node in first.items() if node == NODE2_NAME)
-    t_loss = e2e_node2.kill_hard()
-    try:
-        pod = p.wait_done(launcher, 400)
-        stop.set()
-        watcher.join(5)
-        follower.join(30)
-        log = p.e2e.log(launcher)
+    with _second_node_lost_mid_training(p, e2e_node2, run, *small_job(epochs=LOSS_EPOCHS, max_restarts=0)) as lost:
+        pod, log, _ = lost.wait_done()
+        lost_label, job, t_loss = lost.lost_label, lost.job, lost.t_loss
         assert pod["status"]["phase"] == "Succeeded", log[-6000:]
-        verdict = _first(lines, rf"\[launcher\] {lost_label} failed: NodeLost \(its node {NODE2_NAME} was lost", t_loss)
-        assert verdict is not None, "\n".join(ln for _, ln in lines[-60:])
-        restarted = {label: node for (label, attempt), (node, _, _) in seen.items() if attempt == 1}
-        assert restarted == {"worker-0": NODE_NAME, "worker-1": NODE_NAME}, seen
-        resumed = _first(lines, rf"^\[worker-\d\] resumed from epoch \d+ of {LOSS_EPOCHS}", verdict)
-        stepped = _first(lines, rf"^\[worker-\d\] epoch \d+/{LOSS_EPOCHS}: loss=", verdict)
+        verdict = lost.first(rf"\[launcher\] {lost_label} failed: NodeLost \(its node {NODE2_NAME} was lost")
+        assert verdict is not None, "\n".join(ln for _, ln in lost.lines[-60:])
+        restarted = {label: node for (label, attempt), (node, _, _) in lost.seen.items() if attempt == 1}
+        assert restarted == {"worker-0": NODE_NAME, "worker-1": NODE_NAME}, lost.seen
+        resumed = lost.first(rf"^\[worker-\d\] resumed from epoch \d+ of {LOSS_EPOCHS}", verdict)
+        stepped = lost.first(rf"^\[worker-\d\] epoch \d+/{LOSS_EPOCHS}: loss=", verdict)
         assert resumed is not None and stepped is not None
         # the node lost is a preemption: max_restarts=0 and yet recreated; the survivor's "peer lost" waited for it
         assert re.search(rf"{lost_label} failed: NodeLost .*; preempted: recreating worker-0, worker-1 \(preemption 1, "
                          rf"not counted against max_restarts=0\)", log), log[-5000:]
         assert re.search(rf"node {NODE2_NAME} lost: force-deleted .*{job}-{lost_label}-", log), log[-5000:]
-        peer_lost = _first(lines, r"\[launcher\] worker-\d failed with exit code 1: PeerLost; waiting up to 60s", t_loss)
+        peer_lost = lost.first(r"\[launcher\] worker-\d failed with exit code 1: PeerLost; waiting up to 60s")
         assert re.search(rf"^\[worker-1\] resumed from epoch \d+ of {LOSS_EPOCHS} \(backup in ", log, re.MULTILINE), \
             log[-4000:]
         assert p.job_objects(job) == {}
@@ -244,18 +306,44 @@ def test_a_node_lost_mid_training_then_back(two_nodes: ProjectPods, e2e_node2):
         print(f"\nnode lost: {lost_label} on {NODE2_NAME}; loss -> the survivor's PeerLost "
               f"{(peer_lost - t_loss) if peer_lost else float('nan'):.1f}s, -> verdict {to_verdict:.1f}s, -> resumed "
               f"{to_resumed:.1f}s, -> first epoch after the restart {to_step:.1f}s")
-    except BaseException:
-        e2e_node2.restart()  # the session's other tests and its end need the node back
-        raise
-    # the node comes back: its kubelet finds the job's pods gone from the API and removes their dead containers
-    back = e2e_node2.restart()
-    print(f"the node Ready again in {back:.1f}s")
-    ledger_ns = p.namespace
-
-    def node2_containers() -> list[str]:
-        return e2e_node2.ctr("containers", "ls", "-q", f'labels."io.kubernetes.pod.namespace"=={ledger_ns}').split()
-
-    wait_for(lambda: not node2_containers(), "the lost node's containers of the job removed by its kubelet", 150,
-             poll_s=2, explain=lambda: f"left: {node2_containers()}\n{e2e_node2.logs('kubelet', 30)}")
     # the node-monitor settings at their upstream defaults: the controller's mark at ~51 s (grace period 50 s)
     assert to_verdict <= 65, f"{to_verdict:.1f}s from the loss to the launcher's verdict"
+
+
+def test_with_spread_required_a_node_lost_fails_the_step_at_once_naming_the_node_and_the_rule(
+        two_nodes: ProjectPods, e2e_node2):
+    """``spread=required`` with the second node lost mid-training: the group cannot be recreated on the one node
+    left (two workers may never share a node), so the step fails as soon as the node is called lost, naming the
+    lost node and the rule and what to use instead, instead of waiting ``schedule_timeout_s`` for a node that
+    never comes; the lost node's pod is force-deleted at once (no kubelet will confirm its deletion), nothing of
+    the job stays; then the node comes back clean."""
+    p = two_nodes
+    run = unique("lostreq")
+    flags = ("--spread", "required", *small_job(epochs=LOSS_EPOCHS, max_restarts=2))
+    with _second_node_lost_mid_training(p, e2e_node2, run, *flags) as lost:
+        pod, log, ended = lost.wait_done()
+        lost_label, job, t_loss = lost.lost_label, lost.job, lost.t_loss
+        assert pod["status"]["phase"] == "Failed", log[-6000:]
+        # the verdict: the cleanup's first line, right after the lost replica's last lines and events
+        verdict = lost.first(rf"\[launcher\] node {NODE2_NAME} lost: force-deleting")
+        error = lost.first(rf"launch_training: error: replica {lost_label} failed: NodeLost")
+        assert verdict is not None and error is not None, "\n".join(ln for _, ln in lost.lines[-60:])
+        said = next(ln for _, ln in lost.lines if "launch_training: error:" in ln)
+        assert f"its node {NODE2_NAME} was lost" in said and f"the node lost: {NODE2_NAME}" in said, said
+        assert "spread=required never lets two chief/workers share a node" in said, said
+        assert "use spread=preferred to recreate it on the surviving nodes" in said, said
+        # not a restart (max_restarts=2 left unused), and the lost node's pod force-deleted by the cleanup at once
+        assert "recreating" not in log and "preempted" not in log, log[-5000:]
+        assert re.search(rf"node {NODE2_NAME} lost: force-deleting {job}-{lost_label}-\S+ \(grace period 0", log), \
+            log[-5000:]
+        assert "still terminating" not in log and "still listed" not in log, log[-5000:]
+        assert f"deleted the Jobs, Services and pods of {job}; none remain" in log, log[-5000:]
+        assert p.job_objects(job) == {}
+        peer_lost = lost.first(r"\[launcher\] worker-\d failed with exit code 1: PeerLost; waiting up to 60s")
+        to_verdict, to_error, to_end = verdict - t_loss, error - t_loss, ended - t_loss
+        print(f"\nnode lost with spread=required: {lost_label} on {NODE2_NAME}; loss -> the survivor's PeerLost "
+              f"{(peer_lost - t_loss) if peer_lost else float('nan'):.1f}s, -> verdict {to_verdict:.1f}s, -> the "
+              f"step's error {to_error:.1f}s, -> the launch pod ended {to_end:.1f}s")
+    # the controller's mark at ~51 s (grace period 50 s); the cleanup does not wait for the lost pod's deletion
+    assert to_verdict <= 65, f"{to_verdict:.1f}s from the loss to the launcher's verdict"
+    assert to_error - to_verdict <= 15, f"{to_error - to_verdict:.1f}s from the verdict to the step's error"

@@ -115,6 +115,36 @@ def test_while_waiting_a_worker_listens_on_its_own_port_so_its_peers_see_it():
         socket.create_connection(("127.0.0.1", own), timeout=1).close()
 
 
+def test_a_peer_connecting_wakes_the_wait_at_once_instead_of_after_the_poll_interval():
+    # The last replica to start finds every other at once and connects to each: the others must go on then,
+    # not a poll interval later (issue 26: up to 0.5 s of every multi-worker start). The poll here is 30 s, so
+    # only the wake-up can end the wait in time.
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    waited: list[float] = []
+
+    def first():
+        waited.append(runtime.wait_for_peers({"worker-1": f"127.0.0.1:{ports[1]}"}, timeout_s=60,
+                                             listen_port=ports[0], poll_s=30))
+
+    t = threading.Thread(target=first, daemon=True)
+    t.start()
+    time.sleep(1.0)  # the first one polled once (worker-1 down) and sleeps
+    t0 = time.monotonic()
+    assert runtime.wait_for_peers({"worker-0": f"127.0.0.1:{ports[0]}"}, timeout_s=10, listen_port=ports[1],
+                                  poll_s=30) < 5
+    time.sleep(0.2)  # worker-1's listener is closed; then its TensorFlow server takes the port
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", ports[1]))
+        server.listen()
+        t.join(20)
+    assert waited and waited[0] >= 1.0, waited
+    assert time.monotonic() - t0 < 15  # not the 30 s poll: woken by worker-1's connection
+
+
 def test_report_writes_valid_json_on_the_coordinator_only_with_non_finite_values_said_in_words(clean_env, tmp_path):
     import numpy as np
 
@@ -232,6 +262,8 @@ def test_progress_file_is_updated_during_fit_and_marked_done_at_the_end(clean_en
                 if batch == 0:  # a new epoch's first step is no throughput (under PSS it is merely scheduled)
                     seen["second_epoch_first_step"] = read_progress(progress)
                 return
+            if batch == 0:  # the first step is reported at once, not up to 2 s later (issue 26)
+                seen["first_step"] = read_progress(progress)
             if batch == 2:
                 time.sleep(2.2)  # the reporter writes at most every 2 s: the next batch's update is due
             if batch == 3:
@@ -244,6 +276,8 @@ def test_progress_file_is_updated_during_fit_and_marked_done_at_the_end(clean_en
 
     _fit(2, 3e-3, Spy())
     mid, first, done = seen["mid"], seen[0], read_progress(progress)
+    assert (seen["first_step"].state, seen["first_step"].step, seen["first_step"].examples_per_sec) == \
+        ("running", 1, None)  # one step (its trace included) is no throughput
     assert (mid.state, mid.epoch, mid.epochs, mid.step, mid.steps) == ("running", 1, 2, 4, 40)
     assert mid.examples_per_sec > 0 and 0 < mid.loss < 5
     assert (first.state, first.epoch, first.step) == ("running", 1, 20)

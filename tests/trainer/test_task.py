@@ -259,6 +259,41 @@ def test_a_diverged_training_stops_saves_and_reports_diverged_with_exit_0(mnist_
     assert (train / "saved_model" / "saved_model.pb").is_file()  # so the pipeline can say why it is not blessed
 
 
+# What a replica does not need (issue 26: every import is start-up time before the first step): the pipeline's
+# and the launcher's libraries, TFDS (the prepare step's), plotting, and Keras 3 (tf-keras is the Keras here).
+NOT_IN_A_REPLICA = ("kfp", "kubernetes", "tensorflow_datasets", "matplotlib", "pandas", "keras", "tfk8s.steps",
+                    "tfk8s.launcher", "tfk8s.localrun", "tfk8s.submit", "tfk8s.cmd")
+STARTUP_PHASES = ("python and imports", "arguments and plan", "tensorflow import",
+                  "strategy (the peers' wait included)", "data", "model", "fit set-up and first step")
+
+
+def startup_phases(line: str) -> tuple[float, dict[str, float]]:
+    """The total and the phases of a trainer's ``startup: first step S s after the process started: ...``."""
+    head, _, tail = line.partition(" after the process started: ")
+    total = float(head.rsplit(" ", 1)[1].rstrip("s"))
+    return total, {name: float(s.rstrip("s")) for name, s in (p.rsplit(" ", 1) for p in tail.split(", "))}
+
+
+@pytest.mark.slow
+def test_a_replica_imports_nothing_it_does_not_need_and_says_where_its_start_up_went(mnist_subset_dir, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env.update(contract_env(tmp_path / "train", mnist_subset_dir), TF_CPP_MIN_LOG_LEVEL="2")
+    code = ("import sys, trainer.task as t; rc = t.main(['--epochs', '1', '--batch-size', '64', "
+            "'--max-train-examples', '256']); "
+            f"print('LOADED', sorted(m for m in {NOT_IN_A_REPLICA!r} if m in sys.modules)); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code], check=False, env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "LOADED []" in proc.stdout, proc.stdout[-2000:]
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("startup: ")]
+    total, phases = startup_phases(line)
+    assert tuple(phases) == STARTUP_PHASES and all(s >= 0 for s in phases.values())
+    assert phases["tensorflow import"] > 0.3 and phases["fit set-up and first step"] > 0  # measured 2.5-3 s; ~1 s
+    assert abs(total - sum(phases.values())) < 0.1 * len(phases)  # rounding of each
+    metrics = json.loads((tmp_path / "train" / "metrics" / "chief-0.json").read_text())
+    assert total <= metrics["wall_time_s"] + phases["python and imports"] + 0.1
+
+
 def _two_workers(train_dir: Path, data_dir: Path, *flags: str) -> list[str]:
     """The trainer as 2 local workers (batch 64, 2,000 examples, seed 0, ``flags``); asserts both exit 0 and
     returns the job's log lines (``[worker-i] ...``)."""
@@ -289,6 +324,9 @@ def test_two_workers_train_in_sync_and_only_the_coordinator_keeps_its_saved_mode
         "multi_worker_mirrored", 2, 2)
     assert (reported["train_examples"], reported["steps_per_epoch"]) == (2000, 32)
     assert not (train / "metrics" / "worker-1.json").exists()  # only the coordinator reports
+    startup = {ln.split("]")[0] + "]": startup_phases(ln.split("] ", 1)[1]) for ln in lines if "] startup: " in ln}
+    assert set(startup) == {"[worker-0]", "[worker-1]"}
+    assert all(tuple(phases) == STARTUP_PHASES for _, phases in startup.values())
     epoch_lines = {ln.split("]")[0] + "]": ln for ln in lines if "] epoch 1/1:" in ln}
     assert set(epoch_lines) == {"[worker-0]", "[worker-1]"}
     # synchronous training: both workers report the same all-reduced loss

@@ -76,6 +76,71 @@ class ReplicaView:
         return not self.terminal and self.failure is None
 
 
+class Views(Mapping[Replica, ReplicaView]):
+    """Every replica's view, kept up to date one replica at a time, with the indexes :func:`decide` reads:
+    which replicas succeeded, which have not finished, which failed. A backend that observes only the replicas
+    that changed (Kubernetes: those a watch event was about) updates this with :meth:`set` and passes it to
+    :func:`decide`, whose work is then that of the failures and of the unfinished replicas it must name, not of
+    every replica (a plain mapping is indexed anew on each call).
+
+    Args:
+        job: the job whose replicas these are (a replica without a view counts as running).
+    """
+
+    def __init__(self, job: TrainingJob):
+        self.order: dict[Replica, int] = {r: i for i, r in enumerate(job.counts.replicas())}
+        self._views: dict[Replica, ReplicaView] = {r: ReplicaView(r) for r in self.order}
+        self.succeeded: set[Replica] = set()
+        self.unfinished: set[Replica] = set(self.order)
+        self.failures: dict[Replica, Failure] = {}
+        self._success: tuple[str, bool] | None = None  # (policy, is_success) of the current succeeded set
+
+    @classmethod
+    def of(cls, job: TrainingJob, views: Mapping[Replica, ReplicaView]) -> Views:
+        """``views`` (one per replica of ``job``; missing ones: running) indexed."""
+        out = cls(job)
+        for r in out.order:
+            v = views.get(r)
+            if v is not None:
+                out.set(v)
+        return out
+
+    def set(self, view: ReplicaView) -> None:
+        """Replace the view of ``view.replica`` (a replica of the job: else ``KeyError``)."""
+        r = view.replica
+        if r not in self.order:
+            raise KeyError(f"Views.set: {r.label} is not a replica of this job; pass views of job.counts' replicas")
+        self._views[r] = view
+        if view.succeeded != (r in self.succeeded):
+            self._success = None
+            (self.succeeded.add if view.succeeded else self.succeeded.discard)(r)
+        (self.unfinished.discard if view.terminal else self.unfinished.add)(r)
+        if view.failure is not None:
+            self.failures[r] = view.failure
+        else:
+            self.failures.pop(r, None)
+
+    def success(self, job: TrainingJob) -> bool:
+        """:func:`tfk8s.core.job.is_success` of the replicas that succeeded (computed again only when they
+        changed)."""
+        if self._success is None or self._success[0] != job.success_policy:
+            self._success = (job.success_policy, is_success(job.success_policy, job.counts, self.succeeded))
+        return self._success[1]
+
+    def in_order(self, replicas: set[Replica] | list[Replica]) -> tuple[Replica, ...]:
+        """``replicas`` in replica order."""
+        return tuple(sorted(replicas, key=self.order.__getitem__))
+
+    def __getitem__(self, r: Replica) -> ReplicaView:
+        return self._views[r]
+
+    def __iter__(self):
+        return iter(self._views)
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+
 @dataclass
 class EngineState:
     """What the engine remembers between two calls of :func:`decide` (one per run, owned by the backend).
@@ -235,35 +300,32 @@ def decide(job: TrainingJob, views: Mapping[Replica, ReplicaView], now: float, s
         :class:`Wait`, :class:`Succeeded`, :class:`Restart`, :class:`Fail` or :class:`TimedOut`. A
         :class:`Restart` has been counted in ``state``; the backend carries it out before calling again.
     """
-    replicas = list(job.counts.replicas())
-    view = {r: views.get(r) or ReplicaView(r) for r in replicas}
+    view = views if isinstance(views, Views) else Views.of(job, views)
     notes: list[str] = []
-    if state.success_at is None and is_success(job.success_policy, job.counts,
-                                               {r for r, v in view.items() if v.succeeded}):
+    if state.success_at is None and view.success(job):
         state.success_at = now
         notes.append(succeeded_note(job.name, now - state.start))
     if state.success_at is not None:
         since = now - state.success_at
-        lagging = [r for r in replicas if r.replica_type in _TRAINERS and not view[r].terminal]
-        evaluating = [r for r in replicas if r.replica_type is ReplicaType.EVALUATOR and not view[r].terminal]
+        lagging = any(r.replica_type in _TRAINERS for r in view.unfinished)
+        evaluating = any(r.replica_type is ReplicaType.EVALUATOR for r in view.unfinished)
         if (lagging and since < job.grace_period_s) or (evaluating and since < job.evaluator_grace_s):
             return Wait(notes=tuple(notes))
-        stop = tuple(r for r in replicas if not view[r].terminal)
+        stop = view.in_order(view.unfinished)
         if stop:
             notes.append(stopping_note(stop))
         return Succeeded(stop, state.success_at - state.start, notes=tuple(notes))
-    running = tuple(r for r in replicas if not view[r].terminal)
     if state.deadline is not None and now >= state.deadline:
-        return TimedOut(running, notes=tuple(notes))
-    failures = {r: v.failure for r, v in view.items() if v.failure is not None}
+        return TimedOut(view.in_order(view.unfinished), notes=tuple(notes))
+    failures = {r: view.failures[r] for r in view.in_order(list(view.failures))}
     for r in list(state.failing_since):
         if r not in failures:
             del state.failing_since[r]
     for r, f in failures.items():
         if f.kind is FailureKind.TIMEOUT:
-            return TimedOut(running, r, f, notes=tuple(notes))
+            return TimedOut(view.in_order(view.unfinished), r, f, notes=tuple(notes))
         state.failing_since.setdefault(r, now)
-    order = {r: i for i, r in enumerate(replicas)}
+    order = view.order
 
     def earliest(r: Replica) -> tuple[bool, float, int]:
         finished = view[r].finished_at

@@ -190,7 +190,8 @@ class Resume(tf_keras.callbacks.BackupAndRestore):
 
 
 class Progress(tf_keras.callbacks.Callback):
-    """This replica's progress file (at most every ``reporter.min_interval_s``; epoch, global step,
+    """This replica's progress file (at most every ``reporter.min_interval_s``, and at once after the first
+    step of this attempt, without a rate, so that the first step shows without that delay; epoch, global step,
     examples/sec, loss; ``done`` at the end), one line per epoch on stdout, and (``stop_on_nan``) the NaN stop.
 
     Args:
@@ -225,6 +226,7 @@ class Progress(tf_keras.callbacks.Callback):
         self.step = done * ((self.params or {}).get("steps") or 0)
         self._t, self._t_step = time.perf_counter(), self.step
         self._next_update = self._t + self.reporter.min_interval_s
+        self._first_reported = False  # the first step of this attempt is reported at once
         self._update(force=True)
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -250,7 +252,12 @@ class Progress(tf_keras.callbacks.Callback):
                 print(f"training diverged: loss {loss} at epoch {self.epoch + 1} step {self.step}; stopping "
                       "(reported as diverged=true)", flush=True)
         now = time.perf_counter()
-        if self.progress and self.reporter.path is not None and now >= self._next_update:
+        if self.progress and self.reporter.path is not None and not self._first_reported:
+            # the first step (its trace included): reported now, the rate measured from here on
+            self._first_reported = True
+            self._t, self._t_step, self._next_update = now, self.step, now + self.reporter.min_interval_s
+            self._update(force=True, examples_per_sec=None, loss=as_float(logs_of(logs, False).get("loss")))
+        elif self.progress and self.reporter.path is not None and now >= self._next_update:
             rate = self._rate(self.step - self._t_step, now - self._t)
             self._t, self._t_step, self._next_update = now, self.step, now + self.reporter.min_interval_s
             self._update(force=True, examples_per_sec=rate, loss=as_float(logs_of(logs, False).get("loss")))

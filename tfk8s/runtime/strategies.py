@@ -5,6 +5,7 @@ of a process that shares its host with its peers."""
 from __future__ import annotations
 
 import os
+import select
 import socket
 import time
 from collections.abc import Mapping
@@ -19,6 +20,10 @@ if TYPE_CHECKING:
 
 DEFAULT_PEER_TIMEOUT_S = 300.0  # how long strategy() waits for the peers' ports before giving up
 PEER_MESSAGE_INTERVAL_S = 5.0  # how often strategy() says which peers it still waits for
+PEER_POLL_S = 0.5  # how often wait_for_peers tries the peers it still waits for (sooner when one connects)
+PEER_WAKE_WINDOW_S = 1.0  # after a peer connected: try again every PEER_WAKE_POLL_S for this long
+PEER_WAKE_POLL_S = 0.05
+PEER_WAKE_MAX_PENDING = 8  # ... when at most this many peers are still missing (bounds the connects and lookups)
 PSS_MIN_INTER_OP_THREADS = 2  # a ps/worker server with one inter-op thread deadlocks on the first step (TF 2.21)
 COMMUNICATIONS = ("AUTO", "RING", "NCCL")
 
@@ -54,13 +59,20 @@ def _peers(ctx: Context, kinds: tuple[str, ...]) -> dict[str, str]:
 
 def wait_for_peers(peers: Mapping[str, str], timeout_s: float = DEFAULT_PEER_TIMEOUT_S, *,
                    listen_port: int | None = None, interval_s: float = PEER_MESSAGE_INTERVAL_S,
-                   reporter: ProgressReporter | None = None) -> float:
+                   reporter: ProgressReporter | None = None, poll_s: float = PEER_POLL_S) -> float:
     """Wait until every peer (label -> ``host:port``) accepts TCP connections; returns the seconds waited.
 
-    Every ``interval_s`` seconds it prints which peers it still waits for (and refreshes ``reporter``'s
-    ``starting`` heartbeat). With ``listen_port`` it listens on that port meanwhile (without accepting), so that
-    peers doing the same see this replica: MultiWorkerMirroredStrategy's constructor blocks, holding the GIL,
-    until every worker has joined, so the waiting must happen before it, when no TensorFlow server listens yet.
+    It tries the missing peers every ``poll_s`` seconds, and every ``interval_s`` seconds it prints which peers
+    it still waits for (and refreshes ``reporter``'s ``starting`` heartbeat). With ``listen_port`` it listens
+    on that port meanwhile, so that peers doing the same see this replica: MultiWorkerMirroredStrategy's
+    constructor blocks, holding the GIL, until every worker has joined, so the waiting must happen before it,
+    when no TensorFlow server listens yet. A peer's connection to that port (its own wait finding this replica)
+    wakes the wait at once to try the missing peers again, and then every :data:`PEER_WAKE_POLL_S` for
+    :data:`PEER_WAKE_WINDOW_S` (when at most :data:`PEER_WAKE_MAX_PENDING` peers are missing), instead of
+    every ``poll_s``: the last replica to start connects to every other and goes on at once, closing its
+    listener, and its TensorFlow server takes the port a moment later, so the others find it within about
+    50 ms of that rather than up to ``poll_s`` later (issue 26; the connection is accepted and closed: the
+    peer's connect had already succeeded).
 
     Raises:
         PeerTimeoutError: some peer did not answer within ``timeout_s`` seconds (the message names it).
@@ -78,6 +90,7 @@ def wait_for_peers(peers: Mapping[str, str], timeout_s: float = DEFAULT_PEER_TIM
             listener = None
     t0 = time.monotonic()
     next_message = t0 + interval_s
+    fast_until = 0.0  # monotonic time until which a peer's connection makes it poll every PEER_WAKE_POLL_S
     pending = dict(peers)
     try:
         while pending:
@@ -104,11 +117,33 @@ def wait_for_peers(peers: Mapping[str, str], timeout_s: float = DEFAULT_PEER_TIM
                 if reporter is not None:
                     reporter.update("starting", force=True)
                 next_message = now + interval_s
-            time.sleep(0.5)
+            fast = now < fast_until and len(pending) <= PEER_WAKE_MAX_PENDING
+            if _sleep_or_wake(listener, min(poll_s, PEER_WAKE_POLL_S) if fast else poll_s):
+                fast_until = time.monotonic() + PEER_WAKE_WINDOW_S
     finally:
         if listener is not None:
             listener.close()
     return time.monotonic() - t0
+
+
+def _sleep_or_wake(listener: socket.socket | None, seconds: float) -> bool:
+    """Sleep ``seconds``, or less: until a peer connects to ``listener`` (accepted and closed at once); True
+    when one did."""
+    if listener is None:
+        time.sleep(seconds)
+        return False
+    ready, _, _ = select.select([listener], [], [], seconds)
+    if ready:
+        listener.setblocking(False)
+        try:
+            while True:  # every connection queued so far, so that the next select waits again
+                conn, _ = listener.accept()
+                conn.close()
+        except OSError:  # BlockingIOError: none left
+            pass
+        finally:
+            listener.setblocking(True)
+    return bool(ready)
 
 
 def strategy(*, communication: str = "AUTO", bytes_per_pack: int = 0, collective_timeout_s: float | None = None,

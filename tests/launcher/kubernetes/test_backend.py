@@ -465,3 +465,33 @@ def test_watches_resume_from_the_last_resource_version_and_relist_after_410_gone
     assert seen["lists_after_resume"] == 1  # a plain resume does not re-list
     assert gone == resumed < seen["compacted"] <= relisted  # 410 for the old version; the new list's is newer
     assert seen["lists_after_gone"] == 2
+
+
+def test_beyond_the_live_followers_a_replicas_log_is_read_whole_when_it_ends_or_before_its_pod_goes(cluster,
+                                                                                                   monkeypatch):
+    # the coordinator and LIVE_LOGS others are followed live; the rest are read once, whole, by the readers
+    monkeypatch.setattr("tfk8s.launcher.kubernetes.failures.LIVE_LOGS", 1)
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("chief-0", "worker-0", "worker-1", "worker-2", "ps-0")
+        c.log("chief-0", "chief line 1")
+        c.run()
+        c.wait_for(lambda: "[chief-0] chief line 1" in c.output, "the coordinator's live line")
+        for label in ("worker-0", "worker-1", "worker-2", "ps-0"):
+            c.log(label, f"{label} line 1", f"{label} line 2")
+        c.succeed("worker-1")  # not followed: read when it ends
+        c.wait_for(lambda: "[worker-1] worker-1 line 2" in c.output, "worker-1's log read at its end")
+        c.succeed("worker-0")
+        c.succeed("worker-2")
+        c.succeed("chief-0")
+
+    result = cluster.launch(make_job(worker=3, grace_period_s=0.3), make_settings(), script)
+    assert result.exit_codes == {"chief-0": 0, "worker-0": 0, "worker-1": 0, "worker-2": 0}
+    assert result.stopped == ["ps-0"]
+    for label in ("worker-0", "worker-1", "worker-2", "ps-0"):  # ps-0 still ran: read before its pod went
+        lines = [x for x in cluster.output if x.startswith(f"[{label}] ")]
+        assert lines == [f"[{label}] {label} line 1", f"[{label}] {label} line 2"], label  # once each
+    logs = [r for r in cluster.requests() if r.subresource == "log"]
+    followed = sorted(r.name for r in logs if r.params.get("follow") in ("true", "True"))
+    assert len(followed) == 2 and any(pod.startswith(name("chief-0") + "-") for pod in followed)  # + 1 worker
+    assert len(logs) == 5  # one request per pod: 2 followed, 3 read whole

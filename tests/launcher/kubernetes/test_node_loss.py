@@ -162,9 +162,16 @@ def test_with_spread_required_a_lost_node_fails_the_step_at_once_naming_the_node
     from tfk8s.launcher.kubernetes.errors import PermanentFailureError
 
     with pytest.raises(PermanentFailureError) as e:
-        cluster.launch(make_job(chief=0, worker=2, ps=0), make_settings(spread="required", peer_lost_wait_s=20),
-                       _lose_worker_1)
+        # stop_grace_s 10 as by default: a graceful delete of the lost node's pod would stay pending
+        cluster.launch(make_job(chief=0, worker=2, ps=0, stop_grace_s=10),
+                       make_settings(spread="required", peer_lost_wait_s=20), _lose_worker_1)
     message = str(e.value)
     assert "worker-1" in message and "NodeLost" in message and "the node lost: node-1" in message, message
     assert "spread=required never lets two chief/workers share a node" in message
     assert "use spread=preferred" in message
+    # its pod is force-deleted by the cleanup at once, not after stop_grace_s + force_delete_after_s (25 s)
+    out = "\n".join(cluster.output)
+    assert re.search(r"node node-1 lost: force-deleting tfk8s-run-7-worker-1-\S+ \(grace period 0", out), out[-3000:]
+    assert "still terminating" not in out and "still listed" not in out, out[-3000:]
+    assert "none remain" in out
+    assert not [p for p in cluster.objects("pods")]

@@ -60,15 +60,42 @@ def required_rules() -> dict[tuple[str, str], set[str]]:
 
 
 def iter_lines(resp: Any) -> Iterator[str]:
-    """Lines of a streamed HTTP response (watch events, a followed log) as they arrive, blank ones kept."""
-    buf = b""
+    """Lines of a streamed HTTP response (watch events, a followed log) as they arrive, blank ones kept (each
+    byte copied once: a chunk of many events is not re-sliced per line)."""
+    buf = bytearray()
     for chunk in resp.stream(amt=None, decode_content=False):
+        search = len(buf)
         buf += chunk if isinstance(chunk, bytes) else chunk.encode()
-        while (i := buf.find(b"\n")) >= 0:
-            yield buf[:i].decode("utf-8", errors="replace")
-            buf = buf[i + 1:]
+        start = 0
+        while (i := buf.find(b"\n", search)) >= 0:
+            yield buf[start:i].decode("utf-8", errors="replace")
+            start = search = i + 1
+        if start:
+            del buf[:start]
     if buf:
         yield buf.decode("utf-8", errors="replace")
+
+
+# What the launcher never reads of a pod or Job it keeps (the watches' objects, the lists): the pod template
+# and containers carry each replica's TF_CONFIG, whose cluster spec names every replica, so keeping them costs
+# n x n (about 56 KB a replica at 1,024, twice), and managedFields a few KB more each.
+_UNREAD_SPEC = ("template", "containers", "initContainers", "ephemeralContainers", "volumes")
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
+LIST_PAGE = 250  # objects per page of a list (limit/continue): a list's bytes in flight stay bounded
+
+
+def slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` (a pod, Job or Service dict) without what the launcher never reads: ``metadata.managedFields``
+    and the spec's pod template, containers and volumes (:data:`_UNREAD_SPEC`; it reads ``spec.nodeName`` and
+    ``spec.suspend``). In place; returns ``obj``."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        for key in _UNREAD_SPEC:
+            spec.pop(key, None)
+    return obj
 
 
 def close_stream(resp: Any) -> None:
@@ -91,6 +118,7 @@ class KubeApi:
         from kubernetes import client
 
         self.namespace = namespace
+        self._client = api_client
         self._core = client.CoreV1Api(api_client)
         self._batch = client.BatchV1Api(api_client)
         self._networking = client.NetworkingV1Api(api_client)
@@ -130,6 +158,34 @@ class KubeApi:
         resp = self._call(what, fn, *args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
         return json.loads(resp.data or b"{}")
 
+    def _pages(self, what: str, fn: Callable[..., Any], label_selector: str,
+               metadata_path: str | None = None) -> dict[str, Any]:
+        """A list by ``label_selector`` read :data:`LIST_PAGE` objects at a time (``limit``/``continue``: one
+        consistent snapshot), each object :func:`slim`; ``metadata.resourceVersion`` is the snapshot's. With
+        ``metadata_path`` (the list's URL path), only each object's metadata is asked for (``Accept:
+        ...;as=PartialObjectMetadataList``, as ``kubectl get -o name`` does; a server that ignores it sends the
+        whole objects): for the callers that need names and deletion timestamps (the cleanup's checks)."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            if metadata_path is None:
+                page = self._json(what, fn, self.namespace, label_selector=label_selector, limit=LIST_PAGE,
+                                  **({"_continue": token} if token else {}))
+            else:
+                query = [("labelSelector", label_selector), ("limit", LIST_PAGE)] + \
+                    ([("continue", token)] if token else [])
+                resp = self._call(what, self._client.call_api, metadata_path, "GET",
+                                  path_params={"namespace": self.namespace}, query_params=query,
+                                  header_params={"Accept": METADATA_ONLY}, auth_settings=["BearerToken"],
+                                  _return_http_data_only=True, _preload_content=False,
+                                  _request_timeout=REQUEST_TIMEOUT_S)
+                page = json.loads(resp.data or b"{}")
+            items += [slim(o) for o in page.get("items") or []]
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            if token is None:
+                return {**page, "items": items, "metadata": {k: v for k, v in meta.items() if k != "continue"}}
+
     def _delete(self, what: str, fn: Callable[..., Any], name: str, **kwargs: Any) -> bool:
         try:
             self._json(what, fn, name, self.namespace, **kwargs)
@@ -159,10 +215,10 @@ class KubeApi:
                           field_validation=STRICT)
 
     @_uses("", "services", "list")
-    def list_services(self, label_selector: str) -> dict[str, Any]:
+    def list_services(self, label_selector: str, metadata_only: bool = False) -> dict[str, Any]:
         """Services matching ``label_selector`` (a ServiceList dict)."""
-        return self._json("listing Services", self._core.list_namespaced_service, self.namespace,
-                          label_selector=label_selector)
+        return self._pages("listing Services", self._core.list_namespaced_service, label_selector,
+                           "/api/v1/namespaces/{namespace}/services" if metadata_only else None)
 
     @_uses("", "services", "delete")
     def delete_service(self, name: str) -> bool:
@@ -260,10 +316,10 @@ class KubeApi:
                           field_validation=STRICT)
 
     @_uses("batch", "jobs", "list")
-    def list_jobs(self, label_selector: str) -> dict[str, Any]:
+    def list_jobs(self, label_selector: str, metadata_only: bool = False) -> dict[str, Any]:
         """Jobs matching ``label_selector`` (a JobList dict with its resourceVersion)."""
-        return self._json("listing Jobs", self._batch.list_namespaced_job, self.namespace,
-                          label_selector=label_selector)
+        return self._pages("listing Jobs", self._batch.list_namespaced_job, label_selector,
+                           "/apis/batch/v1/namespaces/{namespace}/jobs" if metadata_only else None)
 
     @_uses("batch", "jobs", "watch")
     def watch_jobs(self, label_selector: str, resource_version: str, timeout_s: int) -> Any:
@@ -279,10 +335,10 @@ class KubeApi:
 
     # -- pods -----------------------------------------------------------------------------------------------------
     @_uses("", "pods", "list")
-    def list_pods(self, label_selector: str) -> dict[str, Any]:
+    def list_pods(self, label_selector: str, metadata_only: bool = False) -> dict[str, Any]:
         """Pods matching ``label_selector`` (a PodList dict with its resourceVersion)."""
-        return self._json("listing pods", self._core.list_namespaced_pod, self.namespace,
-                          label_selector=label_selector)
+        return self._pages("listing pods", self._core.list_namespaced_pod, label_selector,
+                           "/api/v1/namespaces/{namespace}/pods" if metadata_only else None)
 
     @_uses("", "pods", "watch")
     def watch_pods(self, label_selector: str, resource_version: str, timeout_s: int) -> Any:
@@ -301,6 +357,14 @@ class KubeApi:
         """Follow a pod's container log: a streamed response that ends when the container does."""
         return self._call(f"reading the log of pod {pod}", self._core.read_namespaced_pod_log, pod,
                           self.namespace, container=container, follow=True, _preload_content=False)
+
+    @_uses("", "pods/log", "get")
+    def read_log(self, pod: str, container: str) -> Any:
+        """A pod's container log as it is now, whole: a streamed response that ends at its last line (not
+        followed; the launcher's end-of-replica read, :mod:`tfk8s.launcher.kubernetes.logs`)."""
+        return self._call(f"reading the log of pod {pod}", self._core.read_namespaced_pod_log, pod,
+                          self.namespace, container=container, _preload_content=False,
+                          _request_timeout=REQUEST_TIMEOUT_S)
 
     @_uses("", "pods/log", "get")
     def read_log_tail(self, pod: str, container: str, lines: int) -> list[str]:

@@ -10,8 +10,10 @@ a failed replica's error (:mod:`~tfk8s.launcher.kubernetes.failures`) and the cl
 (:mod:`~tfk8s.launcher.kubernetes.cleanup`).
 
 - **Wait.** Two watches (pods and Jobs of the job, by label selector; :mod:`~tfk8s.launcher.kubernetes.watch`)
-  feed one queue; the main thread applies each event, turns every replica into a view
-  (:class:`~tfk8s.launcher.engine.ReplicaView`), then asks the engine. Nothing polls per replica.
+  feed one queue; the main thread applies each batch of events, turns each replica they were about (and each
+  whose timer is due: a deadline, a look at its progress file) into a view
+  (:class:`~tfk8s.launcher.engine.ReplicaView`, kept in :class:`~tfk8s.launcher.engine.Views`), then asks the
+  engine. Nothing polls per replica; a batch costs what its replicas cost, not what the job's do.
 - **Success** (``SuccessPolicy``): the chief succeeded (worker 0 without a chief), or with ``AllWorkers``
   every chief/worker did; ps and evaluator never count. Then lagging workers get ``job.grace_period_s`` and the
   evaluator ``job.evaluator_grace_s`` seconds to finish by themselves (the evaluator: its final checkpoint);
@@ -25,8 +27,10 @@ a failed replica's error (:mod:`~tfk8s.launcher.kubernetes.failures`) and the cl
   message; a replica unscheduled after ``schedule_timeout_s`` fails with the scheduler's message, one scheduled
   but not started ``schedule_timeout_s`` later with the kubelet's Warning event (FailedMount...); a pod-less
   Job's admission refusal (quota, LimitRange, Pod Security, a webhook's denial) fails at once; ``job.timeout_s`` fails the job.
-- **Logs.** Every replica's log is streamed with a ``[worker-1]`` prefix (:mod:`~tfk8s.launcher.kubernetes.logs`);
-  a failed replica's last lines and the events of its pod and Job are printed before any pod is deleted.
+- **Logs.** Every replica's log is printed with a ``[worker-1]`` prefix (:mod:`~tfk8s.launcher.kubernetes.logs`):
+  the coordinator's and up to ``LIVE_LOGS`` others followed live, the rest read whole when they end or before
+  their pods are deleted (:func:`~tfk8s.launcher.kubernetes.failures.follow_log`); a failed replica's last lines
+  and the events of its pod and Job are printed before any pod is deleted.
 - **Hangs** (:mod:`tfk8s.launcher.watchdog`): a started replica that reported progress in its current attempt
   and then nothing new for ``job.progress_timeout_s``, or a chief/worker with no first step
   ``job.startup_timeout_s`` after it said it was starting, is a retryable failure (``NoProgress``), as locally.
@@ -63,12 +67,14 @@ from tfk8s.launcher.kubernetes.failures import (
     drain_log,
     follow_log,
     print_events,
+    read_logs,
     replica_error,
     schedule_error,
     start_error,
     timeout_error,
 )
 from tfk8s.launcher.kubernetes.kueue import note_pending
+from tfk8s.launcher.kubernetes.logs import LOG_READ_S
 from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState, parse_time
 from tfk8s.launcher.kubernetes.watch import Changed, Synced, WatchFailed, WatchItem
 from tfk8s.launcher.stopping import stop_signals
@@ -76,6 +82,7 @@ from tfk8s.launcher.stopping import stop_signals
 MAX_WAIT_S = 5.0  # the main loop re-evaluates at least this often, events or not
 PEER_LINES_SHOWN = 5  # last log lines shown of each peer that failed with a group's root cause
 QUOTA_CHECK_S = 2.0  # a Job without a pod this long has its events checked for a quota refusal, this often
+QUOTA_SCAN_S = 0.5  # how often the replicas are looked at for such Jobs
 
 
 # -- entry point ----------------------------------------------------------------------------------------------------
@@ -116,7 +123,7 @@ def wait(run: KubeRun) -> LaunchResult:
     while True:
         pump(run, next_wait_s(run))
         now = run.clock()
-        views = observe(run, now)
+        views, observed = observe(run, now)
         decision = engine.decide(run.job, views, now, run.engine, group_settle_s=settle_s(run))
         for note in decision.notes:
             run.log(note)
@@ -141,25 +148,37 @@ def wait(run: KubeRun) -> LaunchResult:
         elif run.engine.success_at is None:
             check_quota(run, now)
             note_pending(run, now, run.kueue_said)
-            check_schedules(run, now)
+            check_schedules(run, now, observed)
 
 
 def next_wait_s(run: KubeRun) -> float:
     """Seconds until something may change without an event: the engine's times (grace periods, deadline, settle
-    windows), the schedule deadlines, the wait for a failed pod's status, a replica's progress deadline."""
-    now, s = run.clock(), run.settings
+    windows) and the replicas' timers (:func:`replica_timer`: the schedule deadlines, the wait for a failed
+    pod's status, the next look at a progress file)."""
+    now = run.clock()
     times = [now + MAX_WAIT_S, *engine.wake_times(run.job, run.engine, group_settle_s=settle_s(run), now=now)]
-    for rep in run.replicas.values():
-        if not (rep.view and rep.view.scheduled):
-            times.append(rep.created_at + s.schedule_timeout_s)
-        elif rep.scheduled_at is not None and not (rep.view.started or rep.view.terminal):
-            times.append(rep.scheduled_at + s.schedule_timeout_s)
-        if rep.job_failed_at is not None:
-            times.append(rep.job_failed_at + s.log_wait_s)
-        hung_at = rep.progress.deadline() if rep.progress is not None else None
-        if hung_at is not None:
-            times.append(hung_at)
+    if (t := run.next_timer()) is not None:
+        times.append(t)
     return max(0.0, min(times) - now)
+
+
+def replica_timer(run: KubeRun, rep: ReplicaState, now: float) -> float | None:
+    """When ``rep`` must be observed again with no event about it (None: only on events): its schedule
+    deadline (not scheduled, or scheduled but not started, ``schedule_timeout_s`` after), its failed Job's wait
+    for the pod's status (``log_wait_s``), and for a running replica with a progress file the next look at it
+    (:data:`MAX_WAIT_S` later, or its hang deadline if sooner)."""
+    s, view, times = run.settings, rep.view, []
+    if run.engine.success_at is None:
+        if not (view and view.scheduled):
+            times.append(rep.created_at + s.schedule_timeout_s)
+        elif rep.scheduled_at is not None and not (view.started or view.terminal):
+            times.append(rep.scheduled_at + s.schedule_timeout_s)
+    if rep.job_failed_at is not None:
+        times.append(rep.job_failed_at + s.log_wait_s)
+    if view and view.started and not view.terminal and rep.progress is not None and rep.progress.enabled:
+        hung_at = rep.progress.deadline()
+        times.append(now + MAX_WAIT_S if hung_at is None else min(now + MAX_WAIT_S, hung_at))
+    return min(times) if times else None
 
 
 def pump(run: KubeRun, timeout_s: float) -> None:
@@ -181,6 +200,7 @@ def apply(run: KubeRun, item: WatchItem) -> None:
     if isinstance(item, WatchFailed):
         raise item.error
     if isinstance(item, Synced):
+        run.changed.update(run.replicas)  # a fresh listing: look at every replica again
         names = {(o.get("metadata") or {}).get("name") for o in item.items}
         for rep in run.replicas.values():
             if item.kind == "pods":
@@ -195,6 +215,7 @@ def apply(run: KubeRun, item: WatchItem) -> None:
             rep = owner(run, item.obj)
             if rep is None:
                 return
+            run.changed.add(rep.replica)
             if item.kind == "pods":
                 pod_deleted(run, rep, item.obj)
             else:
@@ -226,6 +247,7 @@ def upsert(run: KubeRun, kind: str, obj: dict[str, Any]) -> None:
     rep = owner(run, obj)
     if rep is None:
         return
+    run.changed.add(rep.replica)
     if kind == "pods":
         rep.pods[obj["metadata"]["name"]] = obj
     else:
@@ -240,6 +262,7 @@ def upsert(run: KubeRun, kind: str, obj: dict[str, Any]) -> None:
 
 def pod_deleted(run: KubeRun, rep: ReplicaState, pod: dict[str, Any]) -> None:
     """Note a pod of ``rep`` deleted before it finished (by someone else, or preempted)."""
+    run.changed.add(rep.replica)
     name = pod["metadata"]["name"]
     last = pod if pod.get("status") else rep.pods.get(name, pod)  # its final state (a DisruptionTarget)
     rep.pods[name] = last
@@ -262,11 +285,24 @@ def _job_suspended_now(run: KubeRun, rep: ReplicaState) -> bool:
     return rep.suspended_after_pod
 
 
-def observe(run: KubeRun, now: float) -> dict[Replica, engine.ReplicaView]:
-    """Every replica's current attempt as the engine reads it (follows the logs of started pods, records exit
-    codes, says each replica's end once)."""
-    views = {}
-    for r, rep in run.replicas.items():
+def observe(run: KubeRun, now: float) -> tuple[engine.Views, set[Replica]]:
+    """The replicas as the engine reads them, observed again only where something changed: those a watch event
+    was about since the last call (``run.changed``) and those whose timer is due (:func:`replica_timer`); every
+    replica once the job has succeeded (failures no longer count). Follows the logs of started pods
+    (:func:`~tfk8s.launcher.kubernetes.failures.follow_log`), records exit codes, says each replica's end once.
+
+    Returns:
+        ``run.views`` updated, and the replicas observed now.
+    """
+    views = run.views
+    assert views is not None, "KubeRun.new() sets the views"
+    succeeded = run.engine.success_at is not None
+    todo = run.changed | run.due(now)
+    if succeeded != run.observed_success:
+        todo, run.observed_success = set(run.replicas), succeeded
+    run.changed = set()
+    for r in views.in_order(todo):
+        rep = run.replicas[r]
         rep.view = rep.pod_state(run.job.restart_exit_code)
         if rep.suspended_after_pod and not rep.terminal:
             # Kueue took back the admission of a Job whose pod ran (a higher-priority workload): preempted
@@ -281,7 +317,7 @@ def observe(run: KubeRun, now: float) -> dict[Replica, engine.ReplicaView]:
             # TTL controller deletes a finished Job and its pod right away).
             rep.view = PodState(Phase.SUCCEEDED, True, True, 0)
         if rep.view and rep.view.started and rep.pod_name not in run.logs:
-            follow_log(run, rep)
+            follow_log(run, rep)  # live, or read when it ends
         if rep.view and rep.view.terminal and not rep.reported:
             rep.reported = True
             code = rep.view.exit_code
@@ -292,11 +328,12 @@ def observe(run: KubeRun, now: float) -> dict[Replica, engine.ReplicaView]:
             elif run.engine.success_at is not None:
                 run.log(f"{rep.replica.label} failed after the job succeeded ({rep.view.failure}); ignored")
         finished = parse_time(rep.view.finished_at if rep.view else None)
-        views[r] = engine.ReplicaView(
+        views.set(engine.ReplicaView(
             r, terminal=rep.terminal, succeeded=bool(rep.view and rep.view.phase is Phase.SUCCEEDED),
             failure=failure_of(run, rep, now) if run.engine.success_at is None else None,
-            finished_at=finished.timestamp() if finished else None)
-    return views
+            finished_at=finished.timestamp() if finished else None))
+        run.wake(r, replica_timer(run, rep, now))
+    return views, todo
 
 
 def failure_of(run: KubeRun, rep: ReplicaState, now: float) -> Failure | None:
@@ -336,6 +373,9 @@ def check_quota(run: KubeRun, now: float) -> None:
     the refusal's words. Looked at only for a
     Job without a pod :data:`QUOTA_CHECK_S` after its creation, every :data:`QUOTA_CHECK_S` seconds, with one
     request for all such Jobs (the namespace's ``FailedCreate`` events of Jobs), not one per replica."""
+    if now - run.quota_scan_at < QUOTA_SCAN_S:
+        return  # the replicas are looked at this often, not after every batch of events
+    run.quota_scan_at = now
     due = [rep for rep in run.replicas.values() if not rep.pods and now - rep.created_at >= QUOTA_CHECK_S
            and (rep.quota_checked_at is None or now - rep.quota_checked_at >= QUOTA_CHECK_S)]
     if not due:
@@ -358,11 +398,12 @@ def check_quota(run: KubeRun, now: float) -> None:
                 raise error(rep.replica, said.reason, None, (), said.message)
 
 
-def check_schedules(run: KubeRun, now: float) -> None:
-    """Fail a replica not scheduled, or scheduled but not started, ``schedule_timeout_s`` after it was created
-    (bound)."""
+def check_schedules(run: KubeRun, now: float, observed: set[Replica]) -> None:
+    """Fail a replica of ``observed`` (those just observed: every replica is, by its timer, when its deadline
+    comes) not scheduled, or scheduled but not started, ``schedule_timeout_s`` after it was created (bound)."""
     timeout = run.settings.schedule_timeout_s
-    for rep in run.replicas.values():
+    for r in run.views.in_order(observed) if run.views else ():
+        rep = run.replicas[r]
         view = rep.view
         if not (view and view.scheduled):
             if now - rep.created_at >= timeout:
@@ -378,8 +419,9 @@ def settle_s(run: KubeRun) -> float:
     node, whose loss the cluster reports only after ``--node-monitor-grace-period``; then that peer's
     ``NodeLost``, a preemption, is the cause)."""
     s = run.settings
-    peer_lost = any(rep.view and rep.view.failure and rep.view.failure.reason == PEER_LOST
-                    for rep in run.replicas.values())
+    failed = run.views.failures if run.views is not None else {}
+    peer_lost = any(run.replicas[r].view and (f := run.replicas[r].view.failure) and f.reason == PEER_LOST
+                    for r in failed)
     return max(s.group_settle_s, s.peer_lost_wait_s) if peer_lost else s.group_settle_s
 
 
@@ -393,6 +435,10 @@ def restart(run: KubeRun, decision: engine.Restart) -> None:
     last lines), delete the group's Jobs and pods, wait for the pods to go, create the next attempts."""
     rep = run.replicas[decision.cause]
     group = [run.replicas[r] for r in decision.group]
+    # the logs of the members not followed live, read before their pods go (and before the note, whose
+    # "recreating" line separates the attempts in the kept logs)
+    read_logs(run, [run.replicas[r] for r in decision.group if r != decision.cause],
+              run.settings.log_wait_s + LOG_READ_S)
     run.log(decision.message)
     drain_log(run, rep)  # its last lines are in the output before its pod is deleted
     print_events(run, rep)
@@ -428,8 +474,9 @@ def restart(run: KubeRun, decision: engine.Restart) -> None:
     for x in group:
         run.exit_codes.pop(x.replica.label, None)
         x.reset(x.attempt + 1, run.clock())
+        run.changed.add(x.replica)
         create_job(run, x)
 
 
 def _pod_names(run: KubeRun) -> set[str]:
-    return {p["metadata"]["name"] for p in run.api.list_pods(run.selector).get("items") or []}
+    return {p["metadata"]["name"] for p in run.api.list_pods(run.selector, metadata_only=True).get("items") or []}

@@ -11,7 +11,7 @@ from typing import Any
 from tfk8s.core.diagnosis import LogTail
 from tfk8s.core.errors import JobTimeoutError, ReplicaFailedError
 from tfk8s.launcher.kubernetes import objects
-from tfk8s.launcher.kubernetes.classify import NODE_LOST, Failure, FailureKind, classify_job
+from tfk8s.launcher.kubernetes.classify import NODE_LOST, Failure, FailureKind, Phase, classify_job
 from tfk8s.launcher.kubernetes.errors import (
     ContainerConfigError,
     ImagePullError,
@@ -21,7 +21,7 @@ from tfk8s.launcher.kubernetes.errors import (
     ScheduleTimeoutError,
 )
 from tfk8s.launcher.kubernetes.kueue import pending_reason
-from tfk8s.launcher.kubernetes.logs import LogStream
+from tfk8s.launcher.kubernetes.logs import LIVE_LOGS, LogStream
 from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState
 
 EVENTS_SHOWN = 10
@@ -35,25 +35,70 @@ ERROR_CLASSES: dict[FailureKind, type[ReplicaFailedError]] = {
 
 
 def follow_log(run: KubeRun, rep: ReplicaState) -> None:
-    """Stream the log of ``rep``'s pod to the sink with its ``[worker-1]`` prefix (in a thread of its own)."""
+    """Start reading the log of ``rep``'s started pod, once per pod, by the launcher's documented policy
+    (``docs/kubernetes.md``, *Logs*): the coordinator (chief, else worker 0) and up to
+    :data:`~tfk8s.launcher.kubernetes.logs.LIVE_LOGS` other replicas are followed live, each in a thread of its
+    own, as they start; any other replica's log is read whole when it ends (or before its pod is deleted: a
+    restart, the cleanup; :func:`read_logs`) by the bounded pool of readers
+    (:class:`~tfk8s.launcher.kubernetes.logs.LogReaders`). Every line goes to the sink with its ``[worker-1]``
+    prefix either way, so every replica's log is kept on the volume whole."""
     pod = rep.pod_name
-    stream = LogStream(rep.replica.label, pod, lambda: run.api.open_log(pod, objects.CONTAINER_NAME),
-                       run.emit, run.settings.log_tail_lines)
+    if not pod or pod in run.logs:
+        return
+    if rep.terminal:  # a failed one's log is needed at once (its error, a restart): not queued behind others
+        _start(run, rep, live=False, own_thread=bool(rep.view and rep.view.phase is not Phase.SUCCEEDED))
+        return
+    if rep.replica != run.coordinator:
+        run.live_logs = [x for x in run.live_logs if not x.done]
+        if len(run.live_logs) >= LIVE_LOGS:
+            return  # read when it ends
+    stream = _start(run, rep, live=True)
+    if rep.replica != run.coordinator:
+        run.live_logs.append(stream)
+
+
+def _start(run: KubeRun, rep: ReplicaState, *, live: bool, own_thread: bool = False) -> LogStream:
+    """Start the log stream of ``rep``'s pod: followed (``live``) in its own thread, or read as it is now by the
+    pool (by a thread of its own with ``own_thread``: a failed replica's log, needed at once)."""
+    pod, api = rep.pod_name, run.api
+    opener = (lambda: api.open_log(pod, objects.CONTAINER_NAME)) if live else \
+        (lambda: api.read_log(pod, objects.CONTAINER_NAME))
+    stream = LogStream(rep.replica.label, pod, opener, run.emit, run.settings.log_tail_lines)
     run.logs[pod] = stream
-    stream.start()
+    stream.start(None if live or own_thread else run.readers)
+    return stream
+
+
+def read_logs(run: KubeRun, reps: list[ReplicaState], timeout_s: float) -> None:
+    """Read (by the pool) the log of each of ``reps``' started pods not read yet, as it is now, and wait up to
+    ``timeout_s`` seconds in all for those reads (not for the streams followed live): before their pods are
+    deleted (a restart, the cleanup), so that every line is in."""
+    waiting: list[LogStream] = []
+    for rep in reps:
+        pod = rep.pod_name
+        if not pod:
+            continue
+        stream = run.logs.get(pod)
+        if stream is None and rep.view and rep.view.started:
+            stream = _start(run, rep, live=False)
+        if stream is not None and not stream.live:  # a followed one is drained by its caller's rule
+            waiting.append(stream)
+    deadline = run.clock() + timeout_s
+    for stream in waiting:
+        stream.drain(deadline - run.clock())
 
 
 def drain_log(run: KubeRun, rep: ReplicaState) -> LogTail:
     """The failed replica's last log lines and exception, captured before its pod is deleted (from its
-    followed log; else its log's tail, else its termination message)."""
+    log stream, read now by a thread of its own when it has none; else its log's tail, else its termination
+    message)."""
     pod = rep.pod_name
     tail = LogTail(run.settings.log_tail_lines)
     if not pod:
         return tail
     stream = run.logs.get(pod)
     if stream is None and rep.view and rep.view.started:
-        follow_log(run, rep)
-        stream = run.logs[pod]
+        stream = _start(run, rep, live=False, own_thread=True)
     if stream is not None:
         stream.drain(run.settings.log_wait_s)
         tail = stream.tail

@@ -6,6 +6,8 @@ a :class:`KubeRun`: :mod:`~tfk8s.launcher.kubernetes.creation`, :mod:`~tfk8s.lau
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import queue
 import threading
 import time
@@ -14,13 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tfk8s.core.cluster import Replica, ReplicaType, replica_name
+from tfk8s.core.cluster import Replica, ReplicaType, coordinator, replica_name
 from tfk8s.core.job import TrainingJob, job_selector
-from tfk8s.launcher.engine import EngineState
+from tfk8s.launcher.engine import EngineState, Views
 from tfk8s.launcher.kubernetes import objects
 from tfk8s.launcher.kubernetes.api import KubeApi
 from tfk8s.launcher.kubernetes.classify import JobState, PodState, classify_job, classify_pod
-from tfk8s.launcher.kubernetes.logs import LogSink, LogStream
+from tfk8s.launcher.kubernetes.logs import LogReaders, LogSink, LogStream
 from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 from tfk8s.launcher.kubernetes.watch import Watcher, WatchItem
 from tfk8s.launcher.watchdog import ProgressWatch
@@ -124,7 +126,13 @@ class KubeRun:
         exit_codes: the exit codes of the replicas that exited by themselves (current attempts).
         events: the watches' items, applied by the main thread.
         watchers: the pods and Jobs watches.
-        logs: the log stream of each pod followed, by pod name.
+        logs: the log stream of each pod followed or read, by pod name (one per pod: nothing is read twice).
+        live_logs: the streams followed live besides the coordinator's (at most ``logs.LIVE_LOGS`` running).
+        readers: the bounded pool reading the logs of the replicas not followed live.
+        coordinator: the replica whose log is always followed live (chief, else worker 0).
+        views: every replica's engine view, recomputed only for the replicas in ``changed`` and those whose
+            timer (:meth:`wake`) is due (:func:`tfk8s.launcher.kubernetes.backend.observe`).
+        changed: the replicas a watch event (or a recreation) was about since they were last observed.
     """
 
     job: TrainingJob
@@ -140,6 +148,16 @@ class KubeRun:
     events: queue.Queue[WatchItem] = field(default_factory=queue.Queue)
     watchers: list[Watcher] = field(default_factory=list)
     logs: dict[str, LogStream] = field(default_factory=dict)
+    live_logs: list[LogStream] = field(default_factory=list)
+    readers: LogReaders = field(default_factory=LogReaders)
+    coordinator: Replica | None = None
+    views: Views | None = None
+    changed: set[Replica] = field(default_factory=set)
+    observed_success: bool = False  # run.engine.success_at was set when the views were last computed
+    quota_scan_at: float = float("-inf")  # monotonic seconds of the last look for Jobs without a pod
+    _timers: list[tuple[float, int, Replica]] = field(default_factory=list)  # heap of (when, seq, replica)
+    _seq: itertools.count = field(default_factory=itertools.count)
+    _timer_at: dict[Replica, float] = field(default_factory=dict)  # each replica's current timer
     sink_lock: threading.RLock = field(default_factory=threading.RLock)  # re-entrant: the SIGTERM handler logs
     kueue_said: dict[str, str] = field(default_factory=dict)  # tfk8s.launcher.kubernetes.kueue.note_pending's memory
 
@@ -151,7 +169,34 @@ class KubeRun:
             job.train_dir, r.label, job.progress_timeout_s, clock,
             job.startup_timeout_s if r.replica_type in _TRAINERS else 0)) for r in job.counts.replicas()}
         return cls(job, settings, api, log_sink, clock, job_selector(job.name), replicas,
-                   objects.grace_seconds(job), EngineState(clock()))
+                   objects.grace_seconds(job), EngineState(clock()), coordinator=coordinator(job.counts),
+                   views=Views(job), changed=set(replicas))
+
+    def wake(self, replica: Replica, at: float | None) -> None:
+        """Observe ``replica`` again at monotonic time ``at`` even with no event about it (a deadline of its:
+        scheduling, its failed Job's pod status, its progress file); None: no timer. Replaces its timer."""
+        if at is None:
+            self._timer_at.pop(replica, None)
+            return
+        if self._timer_at.get(replica) == at:
+            return
+        self._timer_at[replica] = at
+        heapq.heappush(self._timers, (at, next(self._seq), replica))
+
+    def next_timer(self) -> float | None:
+        """The earliest replica timer (:meth:`wake`), or None."""
+        while self._timers and self._timer_at.get(self._timers[0][2]) != self._timers[0][0]:
+            heapq.heappop(self._timers)  # replaced or cancelled
+        return self._timers[0][0] if self._timers else None
+
+    def due(self, now: float) -> set[Replica]:
+        """The replicas whose timer is at or before ``now`` (their timers cancelled)."""
+        out: set[Replica] = set()
+        while (t := self.next_timer()) is not None and t <= now:
+            _, _, r = heapq.heappop(self._timers)
+            del self._timer_at[r]
+            out.add(r)
+        return out
 
     def emit(self, line: str) -> None:
         """Send one line to the log sink (thread-safe)."""

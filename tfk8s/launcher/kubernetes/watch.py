@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tfk8s.launcher.kubernetes.api import close_stream, iter_lines
+from tfk8s.launcher.kubernetes.api import close_stream, iter_lines, slim
 from tfk8s.launcher.kubernetes.errors import KubernetesApiError
 
 GONE = 410
@@ -168,7 +168,7 @@ class Watcher:
                 rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                 self._progress_at = self._clock()
                 if etype in ("ADDED", "MODIFIED", "DELETED"):
-                    self._out.put(Changed(self.kind, etype, obj))
+                    self._out.put(Changed(self.kind, etype, slim(obj)))  # queued and kept without what is unread
                 # BOOKMARK: only the resourceVersion moves on
         finally:
             with self._lock:
