@@ -41,7 +41,7 @@ def evaluate_model(
     the model is blessed (with the reasons)."""
     from collections import namedtuple
 
-    from tfk8s.steps.evaluate_model import evaluate_model_step
+    from tfk8s.steps.evaluate_model import evaluate_model_step, ui_metadata
 
     out = evaluate_model_step(exported=exported_model.metadata, dataset=dataset.metadata, training=model.metadata,
                               min_accuracy=min_accuracy, max_accuracy_drop=max_accuracy_drop,
@@ -49,7 +49,7 @@ def evaluate_model(
                               model_name=model_name, report_output=report.path)
     for key, value in out.metrics.items():
         metrics.log_metric(key, value)
-    metrics.metadata.update(out.metadata)
+    metrics.metadata.update(ui_metadata(out.metadata))  # what KFP's UI lists in the Metrics table
     if out.confusion is not None:  # capped: the most confused classes; the whole matrix is on the volume
         classification.log_confusion_matrix(*out.confusion)
         classification.metadata.update(out.confusion_metadata)

@@ -392,3 +392,19 @@ def test_cap_confusion_keeps_the_most_confused_classes_and_sums_the_rest():
     assert cap_confusion(["a", "b"], [[1, 0], [0, 1]], 2).matrix == [[1, 0], [0, 1]]
     with pytest.raises(ValueError, match="expected \\(3, 3\\)"):
         cap_confusion(["a", "b", "c"], [[1, 0], [0, 1]])
+
+
+def test_the_metrics_artifacts_metadata_is_what_kfps_ui_table_can_show():
+    """KFP's UI lists every custom property of a Metrics artifact in its table; a list showed its protobuf internals
+    ({"wrappers_": ...}) and an empty string showed as "" on the real UI (tests/realnode/test_kfp_ui.py)."""
+    from tfk8s.steps.evaluate_model import ui_metadata
+
+    metadata = {"blessed": True, "evaluated": True, "how": "built-in classification evaluation",
+                "not_evaluated": "", "reasons": ["accuracy 0.99 >= min_accuracy 0.98", "servable"], "left_out": "",
+                "not_blessed": ""}
+    shown = ui_metadata(metadata)
+    assert shown == {"blessed": True, "evaluated": True, "how": "built-in classification evaluation",
+                     "reasons": "accuracy 0.99 >= min_accuracy 0.98; servable"}
+    assert metadata["reasons"] == ["accuracy 0.99 >= min_accuracy 0.98", "servable"]  # the step's own, unchanged
+    assert ui_metadata({"not_blessed": "not blessed: accuracy 0.5 < 0.98", "reasons": []}) == {
+        "not_blessed": "not blessed: accuracy 0.5 < 0.98"}

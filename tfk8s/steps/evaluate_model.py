@@ -275,6 +275,27 @@ def evaluate_model_step(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     return EvaluateOutputs(outcome, metrics, metadata, confusion, text, page, confusion_metadata=confusion_metadata)
 
 
+def ui_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` as KFP's UI can show it in the Metrics artifact's table (its "Scalar Metrics" viewer lists every
+    custom property): a list becomes one string (``"; "``-joined: the UI draws a list value as its protobuf
+    internals), an empty string or list is left out (drawn as ``""``); numbers, booleans and other strings stay.
+
+    Args:
+        metadata: :attr:`EvaluateOutputs.metadata` (``blessed``, ``evaluated``, ``how``, ``reasons``...).
+
+    Returns:
+        A new dict; ``reasons`` (a list of sentences) as one string, ``not_blessed`` only when not blessed.
+    """
+    out: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if isinstance(value, list | tuple):
+            value = "; ".join(str(v) for v in value)
+        if value == "" or value is None:
+            continue
+        out[key] = value
+    return out
+
+
 def exported_metadata(model_dir: str, model_name: str = "") -> dict[str, Any]:
     """The export step's Model metadata for an export folder ``<root>/models/<name>/<version>`` (the CLI's
     ``--model-dir``): ``path``, ``version``, ``model_name`` (given, else the folder's parent's name) and
