@@ -37,6 +37,7 @@ from tests.realnode.kfp_fixtures import (
 from tests.realnode.realnode import NODE_IP
 
 UI_BUILD = REPO / "hack" / "kfp" / "ui.sh"
+HOSTS_HOOK = Path(__file__).with_name("kfp_ui_hosts.cjs")
 
 
 @dataclass
@@ -90,7 +91,18 @@ def kfp_ui(kfp_backend: KFPBackend, tmp_path_factory) -> Iterator[KFPUI]:
             "MINIO_ACCESS_KEY": S3_ACCESS_KEY, "MINIO_SECRET_KEY": S3_SECRET_KEY, "MINIO_SSL": "false",
             "DISABLE_GKE_METADATA": "true", "ARGO_ARCHIVE_LOGS": "false",
         }
-        ui = _start(work, "kfp-ui", [str(d / "node/bin/node"), str(d / "frontend/server/dist/server.js"),
+        # artifacts: the UI reads them at the endpoint and with the Secret their provider info names (the
+        # kfp-launcher config's seaweedfs.kubeflow:9000, mlpipeline-minio-artifact), as its pod would: the
+        # Service's name resolved to its ClusterIP (kube-proxy's rules take the host's traffic to MinIO) and
+        # the Secret read with the admin kubeconfig
+        from kubernetes import client
+
+        with kfp.argo.cluster.cp.admin_client() as api:
+            s3_ip = client.CoreV1Api(api).read_namespaced_service("seaweedfs", "kubeflow").spec.cluster_ip
+        env.update({"TFK8S_UI_HOSTS": json.dumps({"seaweedfs.kubeflow": s3_ip, "seaweedfs": s3_ip}),
+                    "KUBECONFIG": str(kfp.argo.cluster.cp.kubeconfig()), "FRONTEND_SERVER_NAMESPACE": "kubeflow"})
+        ui = _start(work, "kfp-ui", [str(d / "node/bin/node"), "--require", str(HOSTS_HOOK),
+                                     str(d / "frontend/server/dist/server.js"),
                                      str(d / "frontend/build"), str(ui_port)], env=env)
         procs["kfp-ui"] = ui
         ui.port = ui_port
