@@ -41,9 +41,11 @@ def evaluate_model(
     the model is blessed (with the reasons)."""
     from collections import namedtuple
 
+    from tfk8s.steps.cli import upstream_metadata
     from tfk8s.steps.evaluate_model import evaluate_model_step, ui_metadata
 
-    out = evaluate_model_step(exported=exported_model.metadata, dataset=dataset.metadata, training=model.metadata,
+    out = evaluate_model_step(exported=upstream_metadata(exported_model.metadata),
+                              dataset=upstream_metadata(dataset.metadata), training=upstream_metadata(model.metadata),
                               min_accuracy=min_accuracy, max_accuracy_drop=max_accuracy_drop,
                               gate_metric=gate_metric, eval_command=eval_command, volume_root=volume_root,
                               model_name=model_name, report_output=report.path)

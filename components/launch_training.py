@@ -74,6 +74,7 @@ def launch_training(
     """Train on the prepared data set with one replica per chief/worker/ps/evaluator; outputs the
     coordinator's SavedModel (Model artifact: path, job, training summary) and the training Metrics its
     program reported (non-finite values left out, said in the metadata's ``notes``)."""
+    from tfk8s.steps.cli import upstream_metadata
     from tfk8s.steps.launch_training import launch_training_outputs, launch_training_step
 
     params = {
@@ -88,7 +89,7 @@ def launch_training(
     }
     outcome = launch_training_step(data_dir=dataset.metadata["path"], volume_root=volume_root, run_id=run_id,
                                    backend=backend, params=params)
-    meta, numbers = launch_training_outputs(outcome, dataset.metadata)
+    meta, numbers = launch_training_outputs(outcome, upstream_metadata(dataset.metadata))
     model.metadata.update(meta)
     with open(model.path, "w") as f:
         f.write(outcome.saved_model_dir)

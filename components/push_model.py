@@ -44,12 +44,14 @@ def push_model(
 ):
     """Copy the blessed version into the serving base; the Model artifact carries the served path/version
     (model_name empty: the export's)."""
+    from tfk8s.steps.cli import upstream_metadata
     from tfk8s.steps.push_model import push_model_step
 
-    model_name = model_name or exported_model.metadata["model_name"]
+    exported = upstream_metadata(exported_model.metadata)
+    model_name = model_name or exported["model_name"]
     r = push_model_step(  # the export step's signature: the model is not loaded (nor TensorFlow imported) again
-        model_dir=exported_model.metadata["path"], volume_root=volume_root, model_name=model_name,
-        signature=exported_model.metadata.get("serving_signature"),
+        model_dir=exported["path"], volume_root=volume_root, model_name=model_name,
+        signature=exported.get("serving_signature"),
     )
     pushed_model.metadata.update(
         {"path": r.path, "version": r.version, "serving_signature": r.signature, "model_name": model_name}

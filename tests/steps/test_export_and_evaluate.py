@@ -408,3 +408,18 @@ def test_the_metrics_artifacts_metadata_is_what_kfps_ui_table_can_show():
     assert metadata["reasons"] == ["accuracy 0.99 >= min_accuracy 0.98", "servable"]  # the step's own, unchanged
     assert ui_metadata({"not_blessed": "not blessed: accuracy 0.5 < 0.98", "reasons": []}) == {
         "not_blessed": "not blessed: accuracy 0.5 < 0.98"}
+
+
+def test_upstream_metadata_unwraps_what_a_real_kfp_wrapped_and_keeps_the_rest():
+    """Through KFP 2.17.0 and ML Metadata the evaluate step received the training's nested mappings wrapped as
+    {"struct": ...}: its summary named the replica type 'struct' (tests/realnode/test_kfp_ui.py's screenshot)."""
+    from tfk8s.steps.cli import upstream_metadata
+
+    wrapped = {"job_name": "tfk8s-1", "replicas": {"struct": {"worker": 2, "ps": 1}},
+               "tf_config": {"struct": {"cluster": {"struct": {"worker": ["w-0:2222", "w-1:2222"]}}}},
+               "curves": [{"struct": {"epoch": 1}}], "struct": 3}
+    assert upstream_metadata(wrapped) == {
+        "job_name": "tfk8s-1", "replicas": {"worker": 2, "ps": 1},
+        "tf_config": {"cluster": {"worker": ["w-0:2222", "w-1:2222"]}}, "curves": [{"epoch": 1}], "struct": 3}
+    plain = {"path": "/mnt/tfk8s/models/mnist/1", "serving_signature": {"inputs": {"x": "uint8"}}}
+    assert upstream_metadata(plain) == plain and upstream_metadata(None) == {}

@@ -60,6 +60,30 @@ def kfp_stand_ins() -> tuple[Any, ...]:
     return _Dsl, Dataset, type("Input", (_Annotation,), {}), Metrics, Model, type("Output", (_Annotation,), {})
 
 
+def upstream_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """An input artifact's metadata as its producer wrote it. Through a real KFP 2.17.0 backend (its launcher
+    and driver over ML Metadata; docs/kfp.md, "What a real KFP showed") every nested mapping arrived wrapped once
+    as ``{"struct": <the mapping>}``: the evaluate step's summary named the replica type ``struct``. Such a
+    single-key wrapper is replaced by what it wraps, at every depth; lists are walked; anything else is kept.
+
+    Args:
+        metadata: ``artifact.metadata`` of a KFP input artifact (or None).
+
+    Returns:
+        A new dict (empty for None).
+    """
+    def unwrap(value: Any) -> Any:
+        while isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get("struct"), Mapping):
+            value = value["struct"]
+        if isinstance(value, Mapping):
+            return {k: unwrap(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [unwrap(v) for v in value]
+        return value
+
+    return unwrap(dict(metadata or {}))
+
+
 def boolean(text: str) -> bool:
     """An argparse ``type`` for ``true``/``false`` values (how KFP and Argo pass booleans).
 
