@@ -85,7 +85,8 @@ def test_a_diverged_training_ends_not_blessed_saying_why_with_valid_json_everywh
     result = run_local(tmp_path, {"max_examples": 3000, "epochs": 1, "batch_size": 64, "learning_rate": 1e9,
                                   "workers": 2})
     assert not result["blessed"]
-    assert result["metrics"]["reasons"] == ["not blessed: training diverged (loss NaN)"]
-    assert "loss is nan (not a finite number): left out of the metrics" in result["metrics"]["left_out"]
+    # The Metrics artifact's metadata as KFP's UI shows it (ui_metadata): lists "; "-joined into one string.
+    assert result["metrics"]["reasons"] == "not blessed: training diverged (loss NaN)"
+    assert result["metrics"]["left_out"] == "loss is nan (not a finite number): left out of the metrics"
     summary = json.loads((Path(result["run_dir"]) / "train" / "training_summary.json").read_text())
     assert (summary["metrics"]["diverged"], summary["metrics"]["loss"]) == (True, "NaN")
