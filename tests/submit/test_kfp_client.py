@@ -27,11 +27,13 @@ class FakeKfp:
     """A threaded HTTP server on 127.0.0.1 answering the v2beta1 endpoints kfp.Client calls."""
 
     def __init__(self, experiments=(), pipelines=(), versions=(), status_for=None, recurring=(), run_states=(),
-                 workflow=None):
+                 workflow=None, runs=()):
         self.requests: list[dict] = []
+        self.runs = list(runs)  # [{"run_id", "recurring_run_id", "state", "experiment_id"}], newest first
         self.run_states = list(run_states)  # what GET /apis/v2beta1/runs/run-1 answers, one state per request
         self.workflow = workflow  # the run's Argo Workflow (GET /apis/v1beta1/runs/run-1)
         self.recurring = list(recurring)  # [{"recurring_run_id", "display_name", "experiment_id"}]
+        self.created = len(self.recurring)  # recurring runs ever created: new ids are rr-<count>
         self.experiments = list(experiments)  # [{"experiment_id", "display_name"}]
         self.pipelines = list(pipelines)  # [{"pipeline_id", "display_name"}]
         self.versions = list(versions)  # [{"pipeline_id", "pipeline_version_id", "display_name"}]
@@ -93,6 +95,15 @@ class FakeKfp:
             return 200, exp
         if (method, path) == ("POST", "/apis/v2beta1/runs"):
             return 200, {"run_id": "run-1", "display_name": body["display_name"], "state": "PENDING"}
+        if (method, path) == ("GET", "/apis/v2beta1/runs"):
+            found = [r for r in self.runs if r["experiment_id"] == query["experiment_id"][0]]
+            return 200, ({"runs": found, "total_size": len(found)} if found else {})
+        if method == "POST" and path.startswith("/apis/v2beta1/recurringruns/") and path.endswith(":disable"):
+            rid = path.rsplit("/", 1)[1].split(":")[0]
+            for r in self.recurring:
+                if r["recurring_run_id"] == rid:
+                    r["status"] = "DISABLED"
+            return 200, {}
         if (method, path) == ("GET", "/apis/v2beta1/runs/run-1"):
             state = self.run_states.pop(0) if len(self.run_states) > 1 else self.run_states[0]
             return 200, {"run_id": "run-1", "display_name": "r", "state": state}
@@ -100,8 +111,9 @@ class FakeKfp:
             manifest = json.dumps(self.workflow) if self.workflow is not None else ""
             return 200, {"run": {"id": "run-1"}, "pipeline_runtime": {"workflow_manifest": manifest}}
         if (method, path) == ("POST", "/apis/v2beta1/recurringruns"):
+            self.created += 1
             run = {
-                "recurring_run_id": f"rr-{len(self.recurring) + 1}",
+                "recurring_run_id": f"rr-{self.created}",
                 "display_name": body["display_name"],
                 "experiment_id": body.get("experiment_id"),
                 "status": "ENABLED",
@@ -309,6 +321,31 @@ def test_scheduling_again_under_the_same_name_replaces_the_recurring_run_never_a
         max(i for i, c in enumerate(calls) if c == ("POST", "/apis/v2beta1/recurringruns"))
     posts = [r["body"] for r in kfp.requests if (r["method"], r["path"]) == ("POST", "/apis/v2beta1/recurringruns")]
     assert [p["runtime_config"]["parameters"] for p in posts] == [{"epochs": 5}, {"epochs": 7}]
+
+
+def test_a_same_named_schedule_with_a_run_going_is_disabled_not_deleted_and_said(capsys):
+    """Deleting a recurring run deletes the Workflow of a run it started (KFP 2.17.0: that run stopped and stayed
+    RUNNING in the API): an old schedule with a run going is disabled, kept, and named with its run."""
+    from tfk8s.submit.cli import handle
+
+    old = [{"recurring_run_id": "rr-busy", "display_name": "nightly", "experiment_id": "exp-1", "status": "ENABLED"},
+           {"recurring_run_id": "rr-idle", "display_name": "nightly", "experiment_id": "exp-1", "status": "ENABLED"}]
+    runs = [{"run_id": "run-going", "recurring_run_id": "rr-busy", "state": "RUNNING", "experiment_id": "exp-1"},
+            {"run_id": "run-done", "recurring_run_id": "rr-idle", "state": "SUCCEEDED", "experiment_id": "exp-1"},
+            {"run_id": "run-other", "recurring_run_id": "rr-elsewhere", "state": "RUNNING", "experiment_id": "exp-1"}]
+    with FakeKfp(experiments=[{"experiment_id": "exp-1", "display_name": "tfk8s"}], recurring=old, runs=runs) as kfp:
+        s = create_schedule(kfp.host, PACKAGE, "0 0 2 * * *", {}, name="nightly")
+        assert (s.replaced, s.disabled) == (("rr-idle",), (("rr-busy", ("run-going",)),))
+        assert {r["recurring_run_id"]: r["status"] for r in kfp.recurring} == {"rr-busy": "DISABLED",
+                                                                               "rr-3": "ENABLED"}
+        assert ("DELETE", "/apis/v2beta1/recurringruns/rr-busy") not in kfp.calls()
+        _, args, compile_fn, _ = _cli(["--schedule", "0 0 2 * * *", "--host", kfp.host, "--package", str(PACKAGE),
+                                       "--schedule-name", "nightly"])
+        assert handle(args, compile_fn) is True
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("replacing rr-3 of the same name (deleted); rr-busy of the same name disabled, not deleted: its run "
+            "run-going is going (deleting a recurring run stops its runs); delete it in the KFP UI once that run "
+            "has ended") in out, out
 
 
 def test_a_refused_new_schedule_leaves_the_old_one():

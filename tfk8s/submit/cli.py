@@ -206,6 +206,10 @@ def handle(args: argparse.Namespace, compile_fn: Callable[[Path], Path], compone
                     s = kfp_client.create_schedule(host, package, schedule, name=args.schedule_name, **common)
                     replaced = (f", replacing {', '.join(s.replaced)} of the same name (deleted)"
                                 if s.replaced else "")
+                    for old_id, going in s.disabled:
+                        replaced += (f"; {old_id} of the same name disabled, not deleted: its run "
+                                     f"{', '.join(going)} is going (deleting a recurring run stops its runs); "
+                                     f"delete it in the KFP UI once that run has ended")
                     print(
                         f"tfk8s: created recurring run {s.name!r} ({s.recurring_run_id}) in experiment "
                         f"{args.experiment!r}: cron {s.cron!r} (scheduler's time zone, usually UTC), one run at "

@@ -47,6 +47,7 @@ HOST_ENV = "KF_PIPELINES_ENDPOINT"  # kfp's own variable for the API endpoint
 DEFAULT_EXPERIMENT = "tfk8s"
 DEFAULT_TIMEOUT_S = 5.0
 HEALTHZ_PATH = "/apis/v2beta1/healthz"
+FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")  # a v2beta1 run's states that never change again
 
 
 # --- the client ----------------------------------------------------------------------------------------------
@@ -176,6 +177,10 @@ class CreatedSchedule:
     pipeline_id: str | None = None
     version_id: str | None = None
     replaced: tuple[str, ...] = ()
+    disabled: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Recurring runs of the same name disabled instead of deleted, each with the ids of its runs still going:
+    deleting a recurring run deletes the Workflow of a run it started (its ScheduledWorkflow owns it), which
+    would stop that run and leave it RUNNING in KFP's API forever."""
 
 
 def uncached_tasks(spec: Mapping[str, Any]) -> list[str]:
@@ -328,6 +333,15 @@ def recurring_runs_named(client, experiment_id: str, name: str) -> list[str]:
             return ids
 
 
+def runs_going(client, experiment_id: str, recurring_run_id: str) -> list[str]:
+    """The ids of the runs recurring run ``recurring_run_id`` started in experiment ``experiment_id`` that are
+    not in a final state (:data:`FINAL_STATES`), among the experiment's newest 100 runs (a schedule's runs in
+    flight are its newest). ``client``: a :class:`kfp.Client`."""
+    page = client.list_runs(experiment_id=experiment_id, page_size=100, sort_by="created_at desc")
+    return [r.run_id for r in (page.runs or [])
+            if r.recurring_run_id == recurring_run_id and str(r.state or "") not in FINAL_STATES]
+
+
 def create_schedule(
     host: str | None,
     package_path: str | os.PathLike,
@@ -353,8 +367,10 @@ def create_schedule(
 
     Replacing: the new recurring run is created first, then the old ones are deleted (``DELETE
     /apis/v2beta1/recurringruns/<id>``), so a refused creation (a bad parameter the server rejects) leaves the
-    old schedule running. A run the old schedule already started finishes; the default name includes the cron,
-    so ``--schedule-name`` keeps one schedule across a change of cron.
+    old schedule running. An old one with a run still going (:func:`runs_going`) is disabled instead (``POST
+    .../<id>:disable``) and named in :attr:`CreatedSchedule.disabled`: deleting it would delete that run's Workflow
+    (its ScheduledWorkflow owns it; seen on KFP 2.17.0: the run stopped and stayed RUNNING in the API). The
+    default name includes the cron, so ``--schedule-name`` keeps one schedule across a change of cron.
 
     Defaults are those of nightly retraining: ``max_concurrency=1`` (a slow run delays the next instead of two
     trainings competing for the cluster and the volume), ``no_catchup=True`` (after a pause or outage, run
@@ -367,7 +383,7 @@ def create_schedule(
         Others: as :func:`submit_run`.
 
     Returns:
-        :class:`CreatedSchedule`, with the ids of the recurring runs it replaced.
+        :class:`CreatedSchedule`, with the ids of the recurring runs it replaced (deleted) and disabled.
 
     Raises:
         CronError, ParameterError, KfpClientError, FileNotFoundError: before any request;
@@ -406,9 +422,17 @@ def create_schedule(
             service_account=service_account,
         )
     rid = job.recurring_run_id
+    deleted: list[str] = []
+    disabled: list[tuple[str, tuple[str, ...]]] = []
     with api_errors(host, f"replacing the recurring runs named {display!r} ({', '.join(old)}) by {rid}"):
         for old_id in old:
-            if old_id != rid:
+            if old_id == rid:
+                continue
+            if going := runs_going(client, exp.experiment_id, old_id):
+                client.disable_recurring_run(old_id)
+                disabled.append((old_id, tuple(going)))
+            else:
                 client.delete_recurring_run(old_id)
+                deleted.append(old_id)
     return CreatedSchedule(rid, exp.experiment_id, display, cron, f"{host}/#/recurringrun/details/{rid}",
-                           pipeline_id, version_id, tuple(i for i in old if i != rid))
+                           pipeline_id, version_id, tuple(deleted), tuple(disabled))

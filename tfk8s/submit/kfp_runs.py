@@ -23,6 +23,7 @@ from typing import Any
 from tfk8s.submit.errors import KfpApiError, KfpUnreachableError
 from tfk8s.submit.kfp_client import (
     DEFAULT_TIMEOUT_S,
+    FINAL_STATES,
     TOKEN_ENV,
     api_errors,
     kfp_api_client,
@@ -31,7 +32,6 @@ from tfk8s.submit.kfp_client import (
 )
 
 RUN_V1_PATH = "/apis/v1beta1/runs/{run_id}"  # the run detail with its Argo Workflow (pipeline_runtime)
-FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")  # a v2beta1 run's states that never change again
 DEFAULT_POLL_S = 5.0
 DEFAULT_WAIT_S = 6 * 3600.0  # --run --wait without SECONDS
 
