@@ -28,15 +28,16 @@ seconds): every second of the Workflow goes to the first of
 4. ``pod_start``: any other second of a pod's life (scheduling, the sandbox, Argo's ``init``/``wait``);
 5. ``gap``: no pod at all (the controller's reconcile between steps; KFP's condition DAGs),
 
-and ``outside``: end to end minus the Workflow (compiling and submitting, the API server creating the
-Workflow, KFP's persistence agent reporting the state). Per step, the ``main`` container on KFP minus the same
+and, outside the Workflow, ``submit``: the command's start to the Workflow's ``startedAt`` (on KFP: ``train.py
+--run`` compiling and sending the pipeline, the API server creating the Workflow) and ``report``: the rest of
+end to end (the Workflow's end to the final state seen; on KFP the persistence agent reporting it to the API). Per step, the ``main`` container on KFP minus the same
 step's on Argo is KFP's launcher (and KFP's Python executor) around our step; of it, the artifact upload and
 ML Metadata publish after the step (``upload``) are read from the launcher's own log lines (kubelet timestamps).
 
 Figures: ``kfp_vs_argo``, ``kfp_vs_local``, ``argo_vs_local`` (end to end, median of the repetitions), and
 ``kfp_extra_<part>`` = KFP's seconds of that part minus Argo's / (KFP end to end - Argo end to end): the share
 of KFP's extra time each part explains (``drivers``, ``launcher_copy``, ``launcher_in_main``, ``pod_start``,
-``gaps``, ``outside``); ``kfp_drivers_summed`` (the driver pods' seconds summed, overlapping ones too, / the
+``gaps``, ``submit``, ``report``); ``kfp_drivers_summed`` (the driver pods' seconds summed, overlapping ones too, / the
 extra) and ``kfp_upload`` (the upload and publish after each step, summed). A table of the parts is printed
 on stderr.
 
@@ -220,9 +221,11 @@ def upload_seconds(log: str) -> float | None:
 @dataclass
 class Measured:
     """One repetition: the three end-to-end seconds and, for the two cluster runs, :func:`breakdown` and
-    :func:`main_seconds`; ``upload``: the KFP steps' :func:`upload_seconds` summed."""
+    :func:`main_seconds`; ``submit``: the command's start to the Workflow's ``startedAt``; ``upload``: the KFP
+    steps' :func:`upload_seconds` summed."""
 
     e2e: dict[str, float] = field(default_factory=dict)
+    submit: dict[str, float] = field(default_factory=dict)
     parts: dict[str, dict[str, float]] = field(default_factory=dict)
     mains: dict[str, dict[str, float]] = field(default_factory=dict)
     upload: float = 0.0
@@ -231,7 +234,8 @@ class Measured:
 def extra_parts(m: Measured) -> dict[str, tuple[float, float]]:
     """KFP's and Argo's seconds of each part of KFP's extra time (the rows of the table and the
     ``kfp_extra_*`` figures): ``drivers``, ``launcher_copy``, ``launcher_in_main`` (the steps' ``main``
-    containers, KFP's minus Argo's, over the steps both ran), ``pod_start``, ``gaps``, ``outside``."""
+    containers, KFP's minus Argo's, over the steps both ran), ``pod_start``, ``gaps``, ``submit``, ``report`` (end to end minus the Workflow minus ``submit``): they add up to
+    the end-to-end seconds."""
     k, a = m.parts["kfp"], m.parts["argo"]
     both = set(m.mains["kfp"]) & set(m.mains["argo"])
     return {"drivers": (k["driver"], a["driver"]),
@@ -240,7 +244,8 @@ def extra_parts(m: Measured) -> dict[str, tuple[float, float]]:
             "step_other": (k["step"] - sum(m.mains["kfp"][s] for s in both),
                            a["step"] - sum(m.mains["argo"][s] for s in both)),
             "pod_start": (k["pod_start"], a["pod_start"]), "gaps": (k["gap"], a["gap"]),
-            "outside": (m.e2e["kfp"] - k["workflow"], m.e2e["argo"] - a["workflow"])}
+            "submit": (m.submit["kfp"], m.submit["argo"]),
+            "report": (m.e2e["kfp"] - k["workflow"] - m.submit["kfp"], m.e2e["argo"] - a["workflow"] - m.submit["argo"])}
 
 
 def table(m: Measured) -> str:
@@ -287,11 +292,12 @@ def _pods(argo, ns: str, workflow: str) -> list[dict[str, Any]]:
             ns, label_selector=f"workflows.argoproj.io/workflow={workflow}").items]
 
 
-def run_argo(argo, ns: str) -> tuple[float, dict[str, Any], list[dict[str, Any]]]:
-    """The plain Argo export submitted with the small training; (seconds end to end, the Workflow, its pods)."""
+def run_argo(argo, ns: str) -> tuple[float, float, dict[str, Any], list[dict[str, Any]]]:
+    """The plain Argo export submitted with the small training; (seconds end to end, the start's wall clock, the
+    Workflow, its pods)."""
     from tests.realnode.argo_fixtures import FINISHED
 
-    t0 = time.monotonic()
+    started, t0 = time.time(), time.monotonic()
     name = argo.submit(ns, REPO / "compiled" / "train.argo.yaml", _small())
     deadline = t0 + 1200
     while True:
@@ -305,24 +311,29 @@ def run_argo(argo, ns: str) -> tuple[float, dict[str, Any], list[dict[str, Any]]
     wall = time.monotonic() - t0
     if wf["status"]["phase"] != "Succeeded":
         raise RuntimeError(f"argo workflow {name} {wf['status']['phase']}: {wf['status'].get('message')}")
-    return wall, wf, _pods(argo, ns, name)
+    return wall, started, wf, _pods(argo, ns, name)
 
 
-def run_kfp(kfp) -> tuple[float, dict[str, Any], list[dict[str, Any]], float]:
-    """The small training as a KFP run (``train.py --run``); (seconds end to end, the run's Argo Workflow, its
-    pods, the steps' upload seconds summed)."""
+def run_kfp(kfp) -> tuple[float, float, dict[str, Any], list[dict[str, Any]], float]:
+    """The small training as a KFP run (``train.py --run``); (seconds end to end, the start's wall clock, the
+    run's Argo Workflow, its pods, the steps' upload seconds summed)."""
     from kubernetes import client
 
     from tests.realnode.kfp_fixtures import NAMESPACE
     from tests.realnode.test_kfp import FINISHED, start_run
 
-    t0 = time.monotonic()
+    started, t0 = time.time(), time.monotonic()
     run_id = start_run(kfp, _small())
+    print(f"  KFP run {run_id}: train.py --run took {time.monotonic() - t0:.1f}s", file=sys.stderr, flush=True)
     deadline = t0 + 1200
-    while (state := kfp.api(f"runs/{run_id}").get("state")) not in FINISHED:
+    state = ""
+    while state not in FINISHED:
+        with contextlib.suppress(Exception):  # a poll the API server did not answer: the next one
+            state = kfp.api(f"runs/{run_id}", timeout=10).get("state")
         if time.monotonic() > deadline:
             raise RuntimeError(f"KFP run {run_id} not finished after 1200 s")
-        time.sleep(POLL_S)
+        if state not in FINISHED:
+            time.sleep(POLL_S)
     wall = time.monotonic() - t0
     if state != "SUCCEEDED":
         raise RuntimeError(f"KFP run {run_id} {state}:\n{kfp.diagnostics()}")
@@ -337,7 +348,7 @@ def run_kfp(kfp) -> tuple[float, dict[str, Any], list[dict[str, Any]], float]:
                 with contextlib.suppress(Exception):
                     upload += upload_seconds(core.read_namespaced_pod_log(
                         s.pod, NAMESPACE, container="main", timestamps=True)) or 0.0
-    return wall, wf, pods, upload
+    return wall, started, wf, pods, upload
 
 
 def measure(reps: int, cache_dir: str) -> list[Measured]:
@@ -373,11 +384,13 @@ def measure(reps: int, cache_dir: str) -> list[Measured]:
                     if what == "local":
                         m.e2e["local"] = run_local(local_volume)
                     elif what == "argo":
-                        m.e2e["argo"], wf, pods = run_argo(argo, ns.name)
+                        m.e2e["argo"], started, wf, pods = run_argo(argo, ns.name)
+                        m.submit["argo"] = parse_time(wf["status"]["startedAt"]) - started
                         spans = pod_spans(wf, pods)
                         m.parts["argo"], m.mains["argo"] = breakdown(wf, spans), main_seconds(spans)
                     else:
-                        m.e2e["kfp"], wf, pods, m.upload = run_kfp(kfp)
+                        m.e2e["kfp"], started, wf, pods, m.upload = run_kfp(kfp)
+                        m.submit["kfp"] = parse_time(wf["status"]["startedAt"]) - started
                         spans = pod_spans(wf, pods)
                         m.parts["kfp"], m.mains["kfp"] = breakdown(wf, spans), main_seconds(spans)
                         for s in spans:
