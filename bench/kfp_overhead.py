@@ -338,8 +338,10 @@ def run_kfp(kfp) -> tuple[float, float, dict[str, Any], list[dict[str, Any]], fl
     if state != "SUCCEEDED":
         raise RuntimeError(f"KFP run {run_id} {state}:\n{kfp.diagnostics()}")
     with kfp.argo.cluster.cp.admin_client() as api:
-        (wf,) = client.CustomObjectsApi(api).list_namespaced_custom_object(
+        wfs = client.CustomObjectsApi(api).list_namespaced_custom_object(
             "argoproj.io", "v1alpha1", NAMESPACE, "workflows", label_selector=f"pipeline/runid={run_id}")["items"]
+        # gone already (a TTL): the API server keeps the last Workflow it saw with the run (API v1beta1)
+        wf = wfs[0] if len(wfs) == 1 else workflow_of_run(kfp.url, run_id)
         pods = _pods(kfp.argo, NAMESPACE, wf["metadata"]["name"])
         core = client.CoreV1Api(api)
         upload = 0.0
@@ -349,6 +351,22 @@ def run_kfp(kfp) -> tuple[float, float, dict[str, Any], list[dict[str, Any]], fl
                     upload += upload_seconds(core.read_namespaced_pod_log(
                         s.pod, NAMESPACE, container="main", timestamps=True)) or 0.0
     return wall, started, wf, pods, upload
+
+
+def workflow_of_run(url: str, run_id: str) -> dict[str, Any]:
+    """The Argo Workflow KFP's API server keeps with a run: ``GET URL/apis/v1beta1/runs/ID`` ->
+    ``pipeline_runtime.workflow_manifest`` (a JSON string; the v2beta1 API does not return it).
+
+    Raises:
+        RuntimeError: the run has no workflow manifest (not started yet).
+    """
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/apis/v1beta1/runs/{run_id}", timeout=30) as r:
+        manifest = (json.loads(r.read()).get("pipeline_runtime") or {}).get("workflow_manifest")
+    if not manifest:
+        raise RuntimeError(f"KFP run {run_id} has no pipeline_runtime.workflow_manifest: not started yet?")
+    return json.loads(manifest)
 
 
 def measure(reps: int, cache_dir: str) -> list[Measured]:
