@@ -27,11 +27,14 @@ def ensure_volume(
     pvc_storage_class: str = "",
 ) -> str:
     """Check (or create) the shared volume; returns the claim's name."""
-    from tfk8s.steps.ensure_volume import ensure_volume_step
+    from tfk8s.steps.cli import failure_reported
 
-    status = ensure_volume_step(backend=backend, volume_root=volume_root, pvc_name=pvc_name, namespace=namespace,
-                                create_pvc=create_pvc, pvc_size=pvc_size, pvc_storage_class=pvc_storage_class)
-    return status.get("name", volume_root)
+    with failure_reported("ensure_volume"):  # the reason as the pod's termination message (KFP's UI, --wait)
+        from tfk8s.steps.ensure_volume import ensure_volume_step
+
+        status = ensure_volume_step(backend=backend, volume_root=volume_root, pvc_name=pvc_name, namespace=namespace,
+                                    create_pvc=create_pvc, pvc_size=pvc_size, pvc_storage_class=pvc_storage_class)
+        return status.get("name", volume_root)
 
 
 @main_guard

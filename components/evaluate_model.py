@@ -39,27 +39,30 @@ def evaluate_model(
     ``gate_metric``; outputs Metrics, the confusion matrix (built-in evaluation), a Markdown run summary, an
     HTML report with pictures (training curves, confusion matrix heat map, throughput, restarts), and whether
     the model is blessed (with the reasons)."""
-    from collections import namedtuple
+    from tfk8s.steps.cli import failure_reported
 
-    from tfk8s.steps.cli import upstream_metadata
-    from tfk8s.steps.evaluate_model import evaluate_model_step, ui_metadata
+    with failure_reported("evaluate_model"):  # the reason as the pod's termination message (KFP's UI, --wait)
+        from collections import namedtuple
 
-    out = evaluate_model_step(exported=upstream_metadata(exported_model.metadata),
-                              dataset=upstream_metadata(dataset.metadata), training=upstream_metadata(model.metadata),
-                              min_accuracy=min_accuracy, max_accuracy_drop=max_accuracy_drop,
-                              gate_metric=gate_metric, eval_command=eval_command, volume_root=volume_root,
-                              model_name=model_name, report_output=report.path)
-    for key, value in out.metrics.items():
-        metrics.log_metric(key, value)
-    metrics.metadata.update(ui_metadata(out.metadata))  # what KFP's UI lists in the Metrics table
-    if out.confusion is not None:  # capped: the most confused classes; the whole matrix is on the volume
-        classification.log_confusion_matrix(*out.confusion)
-        classification.metadata.update(out.confusion_metadata)
-    with open(summary.path, "w") as f:
-        f.write(out.summary)
-    print(out.summary, flush=True)
-    print(f"tfk8s: report {out.report}", flush=True)
-    return namedtuple("GateOutputs", ["blessed", "reasons"])(out.blessed, out.reasons)
+        from tfk8s.steps.cli import upstream_metadata
+        from tfk8s.steps.evaluate_model import evaluate_model_step, ui_metadata
+
+        out = evaluate_model_step(exported=upstream_metadata(exported_model.metadata),
+                                  dataset=upstream_metadata(dataset.metadata), training=upstream_metadata(model.metadata),
+                                  min_accuracy=min_accuracy, max_accuracy_drop=max_accuracy_drop,
+                                  gate_metric=gate_metric, eval_command=eval_command, volume_root=volume_root,
+                                  model_name=model_name, report_output=report.path)
+        for key, value in out.metrics.items():
+            metrics.log_metric(key, value)
+        metrics.metadata.update(ui_metadata(out.metadata))  # what KFP's UI lists in the Metrics table
+        if out.confusion is not None:  # capped: the most confused classes; the whole matrix is on the volume
+            classification.log_confusion_matrix(*out.confusion)
+            classification.metadata.update(out.confusion_metadata)
+        with open(summary.path, "w") as f:
+            f.write(out.summary)
+        print(out.summary, flush=True)
+        print(f"tfk8s: report {out.report}", flush=True)
+        return namedtuple("GateOutputs", ["blessed", "reasons"])(out.blessed, out.reasons)
 
 
 @main_guard

@@ -26,23 +26,26 @@ def export_model(
 ):
     """Export the trained model (any SavedModel) as a new version; the Model artifact's metadata carries the
     export path, version, serving signature and model name (empty: derived from the data set)."""
-    from tfk8s.steps.export_model import default_model_name, export_model_step
+    from tfk8s.steps.cli import failure_reported
 
-    model_name = model_name or default_model_name(model.metadata.get("dataset") or "model",
-                                                  bool(model.metadata.get("builtin_trainer", True)))
-    result = export_model_step(
-        saved_model_dir=model.metadata["path"], volume_root=volume_root, model_name=model_name
-    )
-    exported_model.metadata.update(
-        {
-            "path": result.path,
-            "version": result.version,
-            "serving_signature": result.signature,
-            "model_name": model_name,
-        }
-    )
-    with open(exported_model.path, "w") as f:
-        f.write(result.path)
+    with failure_reported("export_model"):  # the reason as the pod's termination message (KFP's UI, --wait)
+        from tfk8s.steps.export_model import default_model_name, export_model_step
+
+        model_name = model_name or default_model_name(model.metadata.get("dataset") or "model",
+                                                      bool(model.metadata.get("builtin_trainer", True)))
+        result = export_model_step(
+            saved_model_dir=model.metadata["path"], volume_root=volume_root, model_name=model_name
+        )
+        exported_model.metadata.update(
+            {
+                "path": result.path,
+                "version": result.version,
+                "serving_signature": result.signature,
+                "model_name": model_name,
+            }
+        )
+        with open(exported_model.path, "w") as f:
+            f.write(result.path)
 
 
 @main_guard

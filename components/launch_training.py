@@ -74,27 +74,30 @@ def launch_training(
     """Train on the prepared data set with one replica per chief/worker/ps/evaluator; outputs the
     coordinator's SavedModel (Model artifact: path, job, training summary) and the training Metrics its
     program reported (non-finite values left out, said in the metadata's ``notes``)."""
-    from tfk8s.steps.cli import upstream_metadata
-    from tfk8s.steps.launch_training import launch_training_outputs, launch_training_step
+    from tfk8s.steps.cli import failure_reported
 
-    params = {
-        "chief": chief, "workers": workers, "ps": ps, "evaluator": evaluator, "command": command, "epochs": epochs,
-        "batch_size": batch_size, "learning_rate": learning_rate, "max_train_examples": max_train_examples,
-        "success_policy": success_policy, "timeout_s": timeout_s, "progress_timeout_s": progress_timeout_s,
-        "job_name_prefix": job_name_prefix, "max_restarts": max_restarts,
-        "max_preemptions": max_preemptions, "stop_grace_s": stop_grace_s,
-        "restart_exit_code": restart_exit_code, "startup_timeout_s": startup_timeout_s,
-        "evaluator_grace_s": evaluator_grace_s, "namespace": namespace, "image": image, "pvc_name": pvc_name,
-        "kubernetes": kubernetes,
-    }
-    outcome = launch_training_step(data_dir=dataset.metadata["path"], volume_root=volume_root, run_id=run_id,
-                                   backend=backend, params=params)
-    meta, numbers = launch_training_outputs(outcome, upstream_metadata(dataset.metadata))
-    model.metadata.update(meta)
-    with open(model.path, "w") as f:
-        f.write(outcome.saved_model_dir)
-    for key, value in numbers.items():
-        metrics.log_metric(key, value)
+    with failure_reported("launch_training"):  # the reason as the pod's termination message (KFP's UI, --wait)
+        from tfk8s.steps.cli import upstream_metadata
+        from tfk8s.steps.launch_training import launch_training_outputs, launch_training_step
+
+        params = {
+            "chief": chief, "workers": workers, "ps": ps, "evaluator": evaluator, "command": command, "epochs": epochs,
+            "batch_size": batch_size, "learning_rate": learning_rate, "max_train_examples": max_train_examples,
+            "success_policy": success_policy, "timeout_s": timeout_s, "progress_timeout_s": progress_timeout_s,
+            "job_name_prefix": job_name_prefix, "max_restarts": max_restarts,
+            "max_preemptions": max_preemptions, "stop_grace_s": stop_grace_s,
+            "restart_exit_code": restart_exit_code, "startup_timeout_s": startup_timeout_s,
+            "evaluator_grace_s": evaluator_grace_s, "namespace": namespace, "image": image, "pvc_name": pvc_name,
+            "kubernetes": kubernetes,
+        }
+        outcome = launch_training_step(data_dir=dataset.metadata["path"], volume_root=volume_root, run_id=run_id,
+                                       backend=backend, params=params)
+        meta, numbers = launch_training_outputs(outcome, upstream_metadata(dataset.metadata))
+        model.metadata.update(meta)
+        with open(model.path, "w") as f:
+            f.write(outcome.saved_model_dir)
+        for key, value in numbers.items():
+            metrics.log_metric(key, value)
 
 
 @main_guard

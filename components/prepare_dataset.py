@@ -38,37 +38,40 @@ def prepare_dataset(
     preparation of the same key (``reuse_data``; false: a fresh copy in the run's folder), or (with ``data_dir``)
     check the folder the user prepared; the Dataset artifact carries the metadata (splits, examples, shard
     files), the data folder's ``path`` and, for prepared data, its ``key``, ``reused`` and ``prepared_by``."""
-    import json  # the body runs on its own under KFP: module imports are not there
+    from tfk8s.steps.cli import failure_reported
 
-    from tfk8s.steps.prepare_dataset import prepare_dataset_step
+    with failure_reported("prepare_dataset"):  # the reason as the pod's termination message (KFP's UI, --wait)
+        import json  # the body runs on its own under KFP: module imports are not there
 
-    md = prepare_dataset_step(
-        dataset_name=dataset_name,
-        tfds_data_dir=tfds_data_dir,
-        volume_root=volume_root,
-        run_id=run_id,
-        num_shards=num_shards,
-        num_workers=num_workers,
-        max_examples=max_examples,
-        chief=chief,
-        download=download,
-        data_dir=data_dir,
-        reuse_data=reuse_data,
-    )
-    with open(dataset.path, "w") as f:
-        json.dump(md, f, indent=2)
-    dataset.metadata.update(
-        {
-            "path": md["path"],
-            "dataset": md["dataset"],
-            "format": md.get("format", "tfk8s"),
-            "version": md.get("version", ""),
-            "num_classes": md.get("num_classes", 0),
-            "splits": {s: v["num_examples"] for s, v in md["splits"].items()},
-            "shards": {s: len(v["files"]) for s, v in md["splits"].items()},
-            **{k: md[k] for k in ("key", "reused", "prepared_by", "data_record") if k in md},
-        }
-    )
+        from tfk8s.steps.prepare_dataset import prepare_dataset_step
+
+        md = prepare_dataset_step(
+            dataset_name=dataset_name,
+            tfds_data_dir=tfds_data_dir,
+            volume_root=volume_root,
+            run_id=run_id,
+            num_shards=num_shards,
+            num_workers=num_workers,
+            max_examples=max_examples,
+            chief=chief,
+            download=download,
+            data_dir=data_dir,
+            reuse_data=reuse_data,
+        )
+        with open(dataset.path, "w") as f:
+            json.dump(md, f, indent=2)
+        dataset.metadata.update(
+            {
+                "path": md["path"],
+                "dataset": md["dataset"],
+                "format": md.get("format", "tfk8s"),
+                "version": md.get("version", ""),
+                "num_classes": md.get("num_classes", 0),
+                "splits": {s: v["num_examples"] for s, v in md["splits"].items()},
+                "shards": {s: len(v["files"]) for s, v in md["splits"].items()},
+                **{k: md[k] for k in ("key", "reused", "prepared_by", "data_record") if k in md},
+            }
+        )
 
 
 @main_guard

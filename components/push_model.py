@@ -13,7 +13,6 @@ from tfk8s.steps.cli import (
     add_results_dir_argument,
     emit,
     main_guard,
-    write_termination_message,
 )
 
 CLI_IO = {
@@ -44,31 +43,37 @@ def push_model(
 ):
     """Copy the blessed version into the serving base; the Model artifact carries the served path/version
     (model_name empty: the export's)."""
-    from tfk8s.steps.cli import upstream_metadata
-    from tfk8s.steps.push_model import push_model_step
+    from tfk8s.steps.cli import failure_reported
 
-    exported = upstream_metadata(exported_model.metadata)
-    model_name = model_name or exported["model_name"]
-    r = push_model_step(  # the export step's signature: the model is not loaded (nor TensorFlow imported) again
-        model_dir=exported["path"], volume_root=volume_root, model_name=model_name,
-        signature=exported.get("serving_signature"),
-    )
-    pushed_model.metadata.update(
-        {"path": r.path, "version": r.version, "serving_signature": r.signature, "model_name": model_name}
-    )
-    with open(pushed_model.path, "w") as f:
-        f.write(r.path)
+    with failure_reported("push_model"):  # the reason as the pod's termination message (KFP's UI, --wait)
+        from tfk8s.steps.cli import upstream_metadata
+        from tfk8s.steps.push_model import push_model_step
+
+        exported = upstream_metadata(exported_model.metadata)
+        model_name = model_name or exported["model_name"]
+        r = push_model_step(  # the export step's signature: the model is not loaded (nor TensorFlow imported) again
+            model_dir=exported["path"], volume_root=volume_root, model_name=model_name,
+            signature=exported.get("serving_signature"),
+        )
+        pushed_model.metadata.update(
+            {"path": r.path, "version": r.version, "serving_signature": r.signature, "model_name": model_name}
+        )
+        with open(pushed_model.path, "w") as f:
+            f.write(r.path)
 
 
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
 def reject_model(reasons: str):
     """Fail the run because the model was not blessed (only when the pipeline's fail_on_unblessed is set)."""
-    raise RuntimeError(f"model not blessed, so not pushed: {reasons}")
+    from tfk8s.steps.cli import failure_reported
+
+    with failure_reported("reject_model"):  # the reason as the pod's termination message (KFP's UI, --wait)
+        raise RuntimeError(f"model not blessed, so not pushed: {reasons}")
 
 
 def reject_cli(reasons: str) -> None:
-    """The Argo export's reject-model step: :func:`reject_model`'s function, its failure printed as
-    ``reject_model: error: ...`` and written as the container's termination message (``argo get`` shows it).
+    """The Argo export's reject-model step: :func:`reject_model`'s function (which writes its failure as the
+    container's termination message: ``argo get`` shows it), the failure printed as ``reject_model: error: ...``.
 
     Raises:
         SystemExit: 1, always (a model that is not blessed fails the run).
@@ -77,7 +82,6 @@ def reject_cli(reasons: str) -> None:
         reject_model.python_func(reasons=reasons)
     except RuntimeError as e:
         print(f"reject_model: error: {e}", file=sys.stderr)
-        write_termination_message(f"reject_model: error: {e}")
         raise SystemExit(1) from None
 
 

@@ -34,7 +34,8 @@ SMALL: dict[str, Any] = {
 FINISHED = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
 
 
-def train_py(kfp: KFPBackend, *args: str, params: dict[str, Any] | None = None) -> subprocess.CompletedProcess:
+def train_py(kfp: KFPBackend, *args: str, params: dict[str, Any] | None = None,
+             timeout: float = 300) -> subprocess.CompletedProcess:
     """``python pipelines/train.py ARGS --host URL --param k=v ...`` as a user runs it (docs/kfp.md)."""
     from tfk8s import DEFAULT_IMAGE
 
@@ -42,7 +43,7 @@ def train_py(kfp: KFPBackend, *args: str, params: dict[str, Any] | None = None) 
     merged = {**({"image": kfp.image} if kfp.image != DEFAULT_IMAGE else {}), **(params or {})}
     for k, v in merged.items():
         argv += ["--param", f"{k}={v if isinstance(v, str) else json.dumps(v)}"]
-    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=300, cwd=REPO)
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
 def start_run(kfp: KFPBackend, params: dict[str, Any], *extra: str) -> str:
@@ -52,6 +53,15 @@ def start_run(kfp: KFPBackend, params: dict[str, Any], *extra: str) -> str:
     m = re.search(r"started run (\S+)", done.stdout)
     assert m, done.stdout
     return m.group(1)
+
+
+def run_and_wait(kfp: KFPBackend, params: dict[str, Any]) -> tuple[str, subprocess.CompletedProcess]:
+    """``train.py --run --wait``: the run's id and the finished command (exit 1 and the failed steps' reasons,
+    read through KFP's API, on stderr when the run did not succeed)."""
+    done = train_py(kfp, "--run", "--experiment", "tfk8s-e2e", "--wait", "1200", params=params, timeout=1300)
+    m = re.search(r"started run (\S+)", done.stdout)
+    assert m, done.stdout + done.stderr
+    return m.group(1), done
 
 
 def wait_run(kfp: KFPBackend, run_id: str, timeout: float = 1200) -> dict[str, Any]:
@@ -98,17 +108,6 @@ def step_pods(kfp: KFPBackend, run_id: str) -> dict[str, dict[str, Any]]:
         steps[step] = {"image": main[0]["image"], "claims": claims, "phase": p["status"]["phase"],
                        "pod": p["metadata"]["name"]}
     return steps
-
-
-def step_log(kfp: KFPBackend, pod: str) -> str:
-    """A step's log (its ``main`` container's, read with the Kubernetes API). KFP 2.17.0's API does not give the
-    reason of a failed v2 run: the run's ``error`` is null, its tasks carry no message, and its log endpoint
-    (``/apis/v1alpha1/runs/RUN/nodes/POD/log``) reads the pod in the run's namespace, empty in single-user mode
-    (not found), then Argo's log archive, which this backend does not configure yet (docs/kfp.md)."""
-    from kubernetes import client
-
-    with kfp.argo.cluster.cp.admin_client() as api:
-        return client.CoreV1Api(api).read_namespaced_pod_log(pod, NAMESPACE, container="main")
 
 
 def mlmd_artifacts(kfp: KFPBackend) -> list[dict[str, Any]]:
@@ -185,16 +184,17 @@ def test_the_users_run_succeeds_on_kfp_with_every_step_in_our_image_and_outputs_
 
 def test_a_not_blessed_model_with_fail_on_unblessed_fails_the_run_naming_the_gate(kfp_backend: KFPBackend):
     kfp = kfp_backend
-    run_id = start_run(kfp, {**SMALL, "min_accuracy": 0.999, "fail_on_unblessed": True})
-    run = wait_run(kfp, run_id)
-    print(f"\nnot-blessed KFP run {run_id}: state {run['state']}, error {json.dumps(run.get('error'))}")
+    run_id, done = run_and_wait(kfp, {**SMALL, "min_accuracy": 0.999, "fail_on_unblessed": True})
+    run = kfp.api(f"runs/{run_id}")
+    print(f"\nnot-blessed KFP run {run_id}: state {run['state']}; train.py --run --wait said:\n{done.stderr[-1500:]}")
     assert run["state"] == "FAILED", json.dumps(run)[:3000]
     steps = step_pods(kfp, run_id)
     assert "push-model" not in steps and steps["reject-model"]["phase"] == "Failed", steps
-    # why: the run's error and its tasks carry no message in KFP 2.17.0's API (step_log), the step's log does
-    log = step_log(kfp, steps["reject-model"]["pod"])
-    print(f"reject-model's log, last lines: {log.strip().splitlines()[-3:]}")
-    assert "not blessed" in log and "min_accuracy" in log, log[-3000:]
+    # why, as the user sees it: KFP 2.17's v2 API gives no reason (the run's error is null); `--wait` reads the
+    # failed step's message from the run's Argo Workflow through the v1beta1 API (kfp_runs.run_failures)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (line,) = [ln for ln in done.stderr.splitlines() if ln.strip().startswith("reject-model:")]
+    assert "exit code 1" in line and "not blessed" in line and "min_accuracy 0.999" in line, done.stderr
 
 
 def _settled(kfp: KFPBackend, timeout: float = 120) -> dict[str, list[str]]:
@@ -220,18 +220,53 @@ def _settled(kfp: KFPBackend, timeout: float = 120) -> dict[str, list[str]]:
 def test_a_replica_exiting_1_fails_the_run_naming_the_replica_and_leaves_nothing(kfp_backend: KFPBackend):
     kfp = kfp_backend
     command = "python -c \"import sys; print('tfk8s-e2e: giving up'); sys.exit(1)\""
-    run_id = start_run(kfp, {**SMALL, "command": command})
-    run = wait_run(kfp, run_id)
-    tasks = {t["display_name"]: t for t in run.get("run_details", {}).get("task_details", [])}
-    print(f"\nreplica-exit KFP run {run_id}: state {run['state']}, error {json.dumps(run.get('error'))}, "
-          f"launch-training {json.dumps(tasks.get('launch-training'))[:1500]}")
+    run_id, done = run_and_wait(kfp, {**SMALL, "command": command})
+    run = kfp.api(f"runs/{run_id}")
+    print(f"\nreplica-exit KFP run {run_id}: state {run['state']}; train.py --run --wait said:\n"
+          f"{done.stderr[-1500:]}")
     assert run["state"] == "FAILED", json.dumps(run)[:3000]
     steps = step_pods(kfp, run_id)
     assert steps["launch-training"]["phase"] == "Failed" and "export-model" not in steps, steps
-    log = step_log(kfp, steps["launch-training"]["pod"])
-    print(f"launch-training's log, last lines: {log.strip().splitlines()[-3:]}")
-    assert "worker-0" in log and "exit code 1" in log, log[-3000:]
+    assert done.returncode == 1, done.stdout + done.stderr
+    (line,) = [ln for ln in done.stderr.splitlines() if ln.strip().startswith("launch-training:")]
+    assert "worker-0" in line and "exit code 1" in line, done.stderr
     assert _settled(kfp) == {"pods": [], "jobs": [], "services": []}
+
+
+def test_the_image_parameter_runs_every_step_and_every_replica_in_that_tag(kfp_backend: KFPBackend):
+    """``--param image=<another tag of our image>``: the steps (KFP resolves ``set_container_image`` at run
+    time) and the replicas the launch step creates all run it; the tag is one more name of the same image in
+    the node's containerd (no registry here), removed after."""
+    from kubernetes import client
+
+    kfp = kfp_backend
+    node = kfp.argo.cluster.node
+    other = kfp.image.rsplit(":", 1)[0] + ":e2e-other-tag"
+    node.ctr("images", "tag", "--force", kfp.image, other)
+    replica_images: set[str] = set()
+    try:
+        done = train_py(kfp, "--run", "--experiment", "tfk8s-e2e", params={**SMALL, "min_accuracy": 0.0,
+                                                                             "image": other})
+        assert done.returncode == 0, done.stdout + done.stderr
+        run_id = re.search(r"started run (\S+)", done.stdout).group(1)
+        deadline = time.monotonic() + 1200
+        while time.monotonic() < deadline:  # the replicas' pods are gone when the run ends: look while it runs
+            with kfp.argo.cluster.cp.admin_client() as api:
+                for p in client.CoreV1Api(api).list_namespaced_pod(
+                        NAMESPACE, label_selector="tfk8s.dev/replica-type").items:
+                    replica_images.update(c.image for c in p.spec.containers)
+            if kfp.api(f"runs/{run_id}").get("state") in FINISHED:
+                break
+            time.sleep(2)
+        run = wait_run(kfp, run_id, timeout=60)
+        steps = step_pods(kfp, run_id)
+    finally:
+        node.ctr("images", "rm", other, check=False)
+    print(f"\nimage={other} KFP run {run_id}: {run['state']}; steps {json.dumps(steps)}; replicas {replica_images}")
+    assert run["state"] == "SUCCEEDED", json.dumps(run)[:3000]
+    assert set(steps) == set(STEPS) - {"reject-model"}, steps
+    assert {s["image"] for s in steps.values()} == {other}, steps
+    assert replica_images == {other}, replica_images
 
 
 def _versions(kfp: KFPBackend, name: str) -> list[str]:

@@ -412,14 +412,17 @@ def test_the_metrics_artifacts_metadata_is_what_kfps_ui_table_can_show():
 
 def test_upstream_metadata_unwraps_what_a_real_kfp_wrapped_and_keeps_the_rest():
     """Through KFP 2.17.0 and ML Metadata the evaluate step received the training's nested mappings wrapped as
-    {"struct": ...}: its summary named the replica type 'struct' (tests/realnode/test_kfp_ui.py's screenshot)."""
+    {"struct": ...}: its summary named the replica type 'struct' (tests/realnode/test_kfp_ui.py's screenshot);
+    KFP's converter.go stores a list field as {"list": [...]} the same way."""
     from tfk8s.steps.cli import upstream_metadata
 
     wrapped = {"job_name": "tfk8s-1", "replicas": {"struct": {"worker": 2, "ps": 1}},
                "tf_config": {"struct": {"cluster": {"struct": {"worker": ["w-0:2222", "w-1:2222"]}}}},
-               "curves": [{"struct": {"epoch": 1}}], "struct": 3}
+               "curves": [{"struct": {"epoch": 1}}], "struct": 3, "reasons": {"list": ["a", {"struct": {"b": 1}}]},
+               "list": "kept", "labels": {"list": "not a list: kept"}}
     assert upstream_metadata(wrapped) == {
         "job_name": "tfk8s-1", "replicas": {"worker": 2, "ps": 1},
-        "tf_config": {"cluster": {"worker": ["w-0:2222", "w-1:2222"]}}, "curves": [{"epoch": 1}], "struct": 3}
+        "tf_config": {"cluster": {"worker": ["w-0:2222", "w-1:2222"]}}, "curves": [{"epoch": 1}], "struct": 3,
+        "reasons": ["a", {"b": 1}], "list": "kept", "labels": {"list": "not a list: kept"}}
     plain = {"path": "/mnt/tfk8s/models/mnist/1", "serving_signature": {"inputs": {"x": "uint8"}}}
     assert upstream_metadata(plain) == plain and upstream_metadata(None) == {}

@@ -390,3 +390,30 @@ def test_ensure_volume_refuses_a_claim_name_kfp_cannot_mount_before_asking_the_c
                                          r"pod volume after the claim.*rename the claim, e\.g\. 'data-v1'"):
         ev.ensure_volume_step(backend="kubernetes", volume_root="/mnt/tfk8s", pvc_name="data.v1")
     assert problems({**DEFAULTS, "pvc_name": "d" * 63}) == []
+
+
+def test_a_kfp_components_failure_is_its_pods_termination_message_and_still_raised(tmp_path, monkeypatch):
+    """Under KFP a component's function runs in KFP's executor, not behind main_guard: its body is inside
+    failure_reported, so the reason reaches Argo's node message (what `train.py --run --wait` and KFP's UI read)."""
+    import components
+    from components.push_model import reject_model
+
+    log = tmp_path / "termination-log"
+    log.write_text("")
+    monkeypatch.setenv("TFK8S_TERMINATION_LOG", str(log))
+    with pytest.raises(RuntimeError, match=r"^model not blessed, so not pushed: \['accuracy 0.4 < 0.9'\]$"):
+        reject_model.python_func(reasons="['accuracy 0.4 < 0.9']")
+    assert log.read_text() == "reject_model: error: model not blessed, so not pushed: ['accuracy 0.4 < 0.9']"
+    # every component's function: its whole body after the docstring, so an import error is reported too
+    found = []
+    for module in sorted(p.stem for p in Path(components.__file__).parent.glob("[a-z]*.py")):
+        mod = __import__(f"components.{module}", fromlist=["_"])
+        for name, obj in vars(mod).items():
+            if hasattr(obj, "python_func") and obj.python_func.__module__ == mod.__name__:
+                body = [ln.strip() for ln in inspect.getsource(obj.python_func).split('"""')[-1].strip().splitlines()]
+                assert body[:3] == ["from tfk8s.steps.cli import failure_reported", "",
+                                    (f'with failure_reported("{name}"):  # the reason as the pod\'s termination '
+                                    f"message (KFP's UI, --wait)")], (name, body[:3])
+                found.append(name)
+    assert sorted(found) == ["ensure_volume", "evaluate_model", "export_model", "launch_training", "prepare_dataset",
+                             "push_model", "reject_model"]

@@ -26,8 +26,11 @@ PACKAGE = REPO / "compiled" / "train.yaml"
 class FakeKfp:
     """A threaded HTTP server on 127.0.0.1 answering the v2beta1 endpoints kfp.Client calls."""
 
-    def __init__(self, experiments=(), pipelines=(), versions=(), status_for=None, recurring=()):
+    def __init__(self, experiments=(), pipelines=(), versions=(), status_for=None, recurring=(), run_states=(),
+                 workflow=None):
         self.requests: list[dict] = []
+        self.run_states = list(run_states)  # what GET /apis/v2beta1/runs/run-1 answers, one state per request
+        self.workflow = workflow  # the run's Argo Workflow (GET /apis/v1beta1/runs/run-1)
         self.recurring = list(recurring)  # [{"recurring_run_id", "display_name", "experiment_id"}]
         self.experiments = list(experiments)  # [{"experiment_id", "display_name"}]
         self.pipelines = list(pipelines)  # [{"pipeline_id", "display_name"}]
@@ -90,6 +93,12 @@ class FakeKfp:
             return 200, exp
         if (method, path) == ("POST", "/apis/v2beta1/runs"):
             return 200, {"run_id": "run-1", "display_name": body["display_name"], "state": "PENDING"}
+        if (method, path) == ("GET", "/apis/v2beta1/runs/run-1"):
+            state = self.run_states.pop(0) if len(self.run_states) > 1 else self.run_states[0]
+            return 200, {"run_id": "run-1", "display_name": "r", "state": state}
+        if (method, path) == ("GET", "/apis/v1beta1/runs/run-1"):
+            manifest = json.dumps(self.workflow) if self.workflow is not None else ""
+            return 200, {"run": {"id": "run-1"}, "pipeline_runtime": {"workflow_manifest": manifest}}
         if (method, path) == ("POST", "/apis/v2beta1/recurringruns"):
             run = {
                 "recurring_run_id": f"rr-{len(self.recurring) + 1}",
@@ -584,6 +593,7 @@ def test_cli_help_lists_every_flag():
         "--package PATH",
         "--kfp-namespace",
         "--run-service-account NAME",
+        "--wait [SECONDS]",
     ):
         assert flag in text, flag
     assert "'0 0 2 * * *' is 02:00 daily" in text
@@ -597,3 +607,83 @@ def test_an_empty_schedule_is_a_cron_error_not_a_local_run(monkeypatch):
     with FakeKfp() as kfp, pytest.raises(SystemExit, match=r"^error: cron '' has 0 fields; KFP cron has 6"):
         train.main(["--schedule", "", "--host", kfp.host])
     assert kfp.requests == []
+
+
+def _pod(name: str, phase: str, started: str, message: str = "") -> dict:
+    return {"name": name, "displayName": name.rsplit(".", 1)[-1], "type": "Pod", "phase": phase,
+            "startedAt": started, **({"message": message} if message else {})}
+
+
+# A failed KFP v2 run's Argo Workflow as KFP 2.17's compiler lays it out (backend/src/v2/compiler/argocompiler):
+# per task T a driver pod "T-driver" and the DAG "T" whose one task "executor" is the step's pod.
+GATE = "tfk8s.steps.reject_model: error: not blessed: accuracy 0.4123 < min_accuracy 0.999"
+FAILED_WORKFLOW = {"status": {"phase": "Failed", "nodes": {
+    "n1": {"name": "tfk8s-train-x7k2q", "type": "DAG", "phase": "Failed"},
+    "n2": _pod("tfk8s-train-x7k2q.root-driver", "Succeeded", "2026-12-04T21:00:00Z"),
+    "n3": _pod("tfk8s-train-x7k2q.root.launch-training-driver", "Succeeded", "2026-12-04T21:01:00Z"),
+    "n4": _pod("tfk8s-train-x7k2q.root.launch-training.executor", "Succeeded", "2026-12-04T21:01:10Z"),
+    "n5": {"name": "tfk8s-train-x7k2q.root.condition-2", "type": "DAG", "phase": "Failed"},
+    "n6": _pod("tfk8s-train-x7k2q.root.condition-2.reject-model.executor", "Failed", "2026-12-04T21:05:00Z",
+               f"main: Error (exit code 1): {GATE}"),
+    "n7": _pod("tfk8s-train-x7k2q.root.condition-3.push-model-driver", "Error", "2026-12-04T21:04:00Z"),
+}}}
+
+
+def test_failed_steps_names_each_failed_pod_by_its_pipeline_task_oldest_first():
+    from tfk8s.submit.kfp_runs import FailedStep, failed_steps
+
+    assert failed_steps(FAILED_WORKFLOW) == [
+        FailedStep("push-model (KFP driver)", "Error"),  # no message: its phase
+        FailedStep("reject-model", f"main: Error (exit code 1): {GATE}"),
+    ]
+    assert failed_steps({}) == [] and failed_steps({"status": {"nodes": {"n4": FAILED_WORKFLOW["status"]["nodes"]["n4"]}}}) == []
+
+
+def test_wait_run_polls_to_a_final_state_and_names_the_failed_step_from_the_runs_workflow():
+    from tfk8s.submit.kfp_runs import FailedStep, wait_run
+
+    seen = []
+    with FakeKfp(run_states=["PENDING", "RUNNING", "RUNNING", "FAILED"], workflow=FAILED_WORKFLOW) as kfp:
+        done = wait_run(kfp.host, "run-1", poll_s=0.01, on_state=seen.append)
+    assert seen == ["PENDING", "RUNNING", "FAILED"]  # each new state once
+    assert (done.state, done.error) == ("FAILED", "")
+    assert done.failed[-1] == FailedStep("reject-model", f"main: Error (exit code 1): {GATE}")
+    assert kfp.calls().count(("GET", "/apis/v2beta1/runs/run-1")) == 4
+    assert done.describe().splitlines() == ["run run-1 FAILED", "  push-model (KFP driver): Error",
+                                            f"  reject-model: main: Error (exit code 1): {GATE}"]
+
+
+def test_wait_run_for_a_succeeded_run_reads_no_workflow_and_a_late_one_times_out_saying_it_goes_on():
+    from tfk8s.submit.kfp_runs import wait_run
+
+    with FakeKfp(run_states=["SUCCEEDED"]) as kfp:
+        assert wait_run(kfp.host, "run-1", poll_s=0.01).failed == ()
+    assert ("GET", "/apis/v1beta1/runs/run-1") not in kfp.calls()
+    with FakeKfp(run_states=["RUNNING"]) as kfp, pytest.raises(TimeoutError, match=r"run run-1 is still RUNNING "
+                                                                                    r"after 0.05 s; it goes on"):
+        wait_run(kfp.host, "run-1", timeout_s=0.05, poll_s=0.01)
+
+
+def test_cli_run_wait_prints_the_states_and_exits_with_the_failed_steps_reason(capsys):
+    from tfk8s.submit.cli import handle
+
+    with FakeKfp(run_states=["RUNNING", "FAILED"], workflow=FAILED_WORKFLOW) as kfp:
+        _, args, compile_fn, _ = _cli(["--run", "--host", kfp.host, "--package", str(PACKAGE), "--wait", "60"])
+        with pytest.raises(SystemExit) as failed:
+            handle(args, compile_fn)
+    assert str(failed.value).splitlines() == ["error: run run-1 FAILED", "  push-model (KFP driver): Error",
+                                              f"  reject-model: main: Error (exit code 1): {GATE}"]
+    out = capsys.readouterr().out
+    assert "tfk8s: run run-1 RUNNING" in out and "tfk8s: run run-1 FAILED" in out
+    with FakeKfp(run_states=["SUCCEEDED"]) as kfp:
+        _, args, compile_fn, _ = _cli(["--run", "--host", kfp.host, "--package", str(PACKAGE), "--wait"])
+        assert args.wait == 6 * 3600 and handle(args, compile_fn) is True
+
+
+def test_wait_without_run_is_a_usage_error(capsys):
+    from tfk8s.submit import cli
+
+    p, args, _, _ = _cli(["--schedule", "0 0 2 * * *", "--wait"])
+    with pytest.raises(SystemExit):
+        cli.check_mode(p, args)
+    assert "--wait applies to --run" in capsys.readouterr().err

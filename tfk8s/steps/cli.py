@@ -18,12 +18,13 @@ Kubernetes settings.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,10 +62,13 @@ def kfp_stand_ins() -> tuple[Any, ...]:
 
 
 def upstream_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    """An input artifact's metadata as its producer wrote it. Through a real KFP 2.17.0 backend (its launcher
-    and driver over ML Metadata; docs/kfp.md, "What a real KFP showed") every nested mapping arrived wrapped once
-    as ``{"struct": <the mapping>}``: the evaluate step's summary named the replica type ``struct``. Such a
-    single-key wrapper is replaced by what it wraps, at every depth; lists are walked; anything else is kept.
+    """An input artifact's metadata as its producer wrote it. A real KFP 2.x backend stores an output artifact's
+    metadata in ML Metadata field by field and hands it to the next step unchanged from there
+    (``backend/src/v2/metadata/converter.go``: ``StructValueToMLMDValue`` stores a mapping as ``{"struct":
+    <the mapping>}``, a list as ``{"list": <the list>}``, a boolean as the integer 1 or 0; ``toRuntimeArtifact``
+    reads them back as they are stored): seen through KFP 2.17.0, the evaluate step's summary named the replica
+    type ``struct`` (docs/kfp.md, "What a real KFP showed"). Such a single-key wrapper is replaced by what it
+    wraps, at every depth; lists are walked; anything else is kept (a boolean stays 1 or 0: read it as truthy).
 
     Args:
         metadata: ``artifact.metadata`` of a KFP input artifact (or None).
@@ -73,8 +77,9 @@ def upstream_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         A new dict (empty for None).
     """
     def unwrap(value: Any) -> Any:
-        while isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get("struct"), Mapping):
-            value = value["struct"]
+        while isinstance(value, Mapping) and len(value) == 1 and (
+                isinstance(value.get("struct"), Mapping) or isinstance(value.get("list"), list | tuple)):
+            value = value.get("struct", value.get("list"))
         if isinstance(value, Mapping):
             return {k: unwrap(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
@@ -139,6 +144,22 @@ def write_termination_message(message: str) -> bool:
     except OSError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def failure_reported(step: str) -> Iterator[None]:
+    """Inside a KFP component's function: an exception leaving the block is written, on one line as
+    ``<step>: error: <message>``, as the container's termination message (:func:`write_termination_message`),
+    then re-raised unchanged (KFP's executor prints its traceback and exits 1). Argo puts that message in the
+    step's node (``main: Error (exit code 1): <step>: error: ...``), where KFP's UI and ``train.py --run --wait``
+    (:func:`tfk8s.submit.kfp_runs.run_failures`) read it: KFP 2.17's API gives no other reason for a failed
+    run. The CLIs have :func:`main_guard` for this; a component's function is run by KFP's executor instead.
+    A ``SystemExit`` or ``KeyboardInterrupt`` passes unwritten."""
+    try:
+        yield
+    except Exception as e:
+        write_termination_message(f"{step}: error: {e}")
+        raise
 
 
 def main_guard(main: _F) -> _F:

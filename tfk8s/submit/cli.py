@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tfk8s.submit import kfp_client
+from tfk8s.submit import kfp_client, kfp_runs
 from tfk8s.submit.cron import argo_schedule, check_timezone, validate_cron
 from tfk8s.submit.errors import KfpClientError
 from tfk8s.submit.params import parse_param_items
@@ -82,6 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser, mode_group) -> None:
     )
     parser.add_argument("--run-name", help="--run: the run's name (default: tfk8s-train <UTC time>)")
     parser.add_argument(
+        "--wait",
+        nargs="?",
+        const=kfp_runs.DEFAULT_WAIT_S,
+        type=float,
+        metavar="SECONDS",
+        help="--run: wait for the run to end (at most SECONDS, default %(const)g), print its state and, if it "
+        "failed, each failed step and why; exit 1 unless it succeeded",
+    )
+    parser.add_argument(
         "--schedule-name", help="--schedule: the recurring run's name (default: tfk8s-train [<cron>]); the "
         "recurring runs of that name in the experiment are replaced (deleted once the new one exists)"
     )
@@ -113,6 +122,8 @@ def check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     given = [m for m in MODES if getattr(args, m, None) not in (None, False)]
     if not given:
         parser.error("one of the arguments --compile --local --run --schedule is required")
+    if getattr(args, "wait", None) is not None and given != ["run"]:
+        parser.error("--wait applies to --run (a recurring run's runs are followed in the KFP UI)")
     if "schedule" in given and len(given) > 1:
         if given != ["compile", "schedule"]:
             parser.error(f"--schedule is not allowed with --{' --'.join(g for g in given if g != 'schedule')}")
@@ -183,7 +194,14 @@ def handle(args: argparse.Namespace, compile_fn: Callable[[Path], Path], compone
             with _package(args, compile_fn) as package:
                 if run:
                     r = kfp_client.submit_run(host, package, run_name=args.run_name, **common)
-                    print(f"tfk8s: started run {r.run_id} in experiment {args.experiment!r}\n  {r.url}")
+                    print(f"tfk8s: started run {r.run_id} in experiment {args.experiment!r}\n  {r.url}", flush=True)
+                    wait_s = getattr(args, "wait", None)
+                    if wait_s is not None:
+                        done = kfp_runs.wait_run(
+                            host, r.run_id, timeout_s=wait_s,
+                            on_state=lambda state: print(f"tfk8s: run {r.run_id} {state}", flush=True))
+                        if done.state != "SUCCEEDED":
+                            raise SystemExit(f"error: {done.describe()}")
                 else:
                     s = kfp_client.create_schedule(host, package, schedule, name=args.schedule_name, **common)
                     replaced = (f", replacing {', '.join(s.replaced)} of the same name (deleted)"
@@ -194,7 +212,7 @@ def handle(args: argparse.Namespace, compile_fn: Callable[[Path], Path], compone
                         f"a time, no backfill{replaced}\n  {s.url}"
                     )
             return True
-    except (KfpClientError, FileNotFoundError) as e:
+    except (KfpClientError, FileNotFoundError, TimeoutError) as e:
         raise SystemExit(f"error: {e}") from None
     if fmt == "argo":
         if not compiling:

@@ -125,7 +125,8 @@ def check_reachable(host: str, token: str | None = None, timeout_s: float = DEFA
         raise KfpApiError(f"KFP API at {host} answered {r.status} to GET {HEALTHZ_PATH}: {r.data[:200]!r}")
 
 
-def _client(host: str, token: str | None, namespace: str | None = None):
+def kfp_api_client(host: str, token: str | None, namespace: str | None = None):
+    """A :class:`kfp.Client` for ``host`` (token as ``existing_token``; namespace default ``kubeflow``)."""
     import kfp
 
     with warnings.catch_warnings():
@@ -134,7 +135,9 @@ def _client(host: str, token: str | None, namespace: str | None = None):
 
 
 @contextlib.contextmanager
-def _api_errors(host: str, what: str):
+def api_errors(host: str, what: str):
+    """Inside: kfp's ApiException becomes :class:`KfpApiError` (status, reason, the server's message), a lost
+    connection :class:`KfpUnreachableError`, both saying ``what`` failed."""
     import kfp_server_api
     import urllib3
 
@@ -210,7 +213,7 @@ def _prepare(host, package_path, params, token):
     return host, typed, token
 
 
-def _quiet(fn, *args, **kwargs):
+def quiet(fn, *args, **kwargs):
     """Call a kfp.Client method without its "... details: <link>" prints (we print our own line)."""
     with contextlib.redirect_stdout(io.StringIO()):
         return fn(*args, **kwargs)
@@ -240,7 +243,7 @@ def upload_version(client, package_path: str | os.PathLike, pipeline_name: str) 
     existing = client.list_pipeline_versions(pipeline_id, page_size=1, filter=same).pipeline_versions
     if existing:
         return pipeline_id, existing[0].pipeline_version_id
-    version = _quiet(client.upload_pipeline_version, package, version_name, pipeline_id=pipeline_id)
+    version = quiet(client.upload_pipeline_version, package, version_name, pipeline_id=pipeline_id)
     return pipeline_id, version.pipeline_version_id
 
 
@@ -286,13 +289,13 @@ def submit_run(
     refuse_forced_caching(spec, enable_caching)
     name = pipeline_name or spec["pipelineInfo"]["name"]
     check_reachable(host, token, timeout_s)
-    client = _client(host, token, namespace)
+    client = kfp_api_client(host, token, namespace)
     pipeline_id = version_id = None
-    with _api_errors(host, f"submitting {package_path}"):
-        exp = _quiet(client.create_experiment, experiment, namespace=namespace)
+    with api_errors(host, f"submitting {package_path}"):
+        exp = quiet(client.create_experiment, experiment, namespace=namespace)
         if upload:
             pipeline_id, version_id = upload_version(client, package_path, name)
-        run = _quiet(
+        run = quiet(
             client.run_pipeline,
             experiment_id=exp.experiment_id,
             job_name=run_name or f"{name} {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M:%S}",
@@ -379,10 +382,10 @@ def create_schedule(
     pipeline = pipeline_name or spec["pipelineInfo"]["name"]
     display = name or f"{pipeline} [{cron}]"
     check_reachable(host, token, timeout_s)
-    client = _client(host, token, namespace)
+    client = kfp_api_client(host, token, namespace)
     pipeline_id = version_id = None
-    with _api_errors(host, f"scheduling {package_path}"):
-        exp = _quiet(client.create_experiment, experiment, namespace=namespace)
+    with api_errors(host, f"scheduling {package_path}"):
+        exp = quiet(client.create_experiment, experiment, namespace=namespace)
         if upload:
             pipeline_id, version_id = upload_version(client, package_path, pipeline)
         old = recurring_runs_named(client, exp.experiment_id, display)
@@ -403,7 +406,7 @@ def create_schedule(
             service_account=service_account,
         )
     rid = job.recurring_run_id
-    with _api_errors(host, f"replacing the recurring runs named {display!r} ({', '.join(old)}) by {rid}"):
+    with api_errors(host, f"replacing the recurring runs named {display!r} ({', '.join(old)}) by {rid}"):
         for old_id in old:
             if old_id != rid:
                 client.delete_recurring_run(old_id)
