@@ -26,7 +26,9 @@ seconds): every second of the Workflow goes to the first of
 2. ``launcher_copy``: a step pod's ``kfp-launcher`` init container (KFP copies its launcher into the pod);
 3. ``driver``: a KFP driver pod (``system-container-driver``, ``system-dag-driver``) running;
 4. ``pod_start``: any other second of a pod's life (scheduling, the sandbox, Argo's ``init``/``wait``);
-5. ``gap``: no pod at all (the controller's reconcile between steps; KFP's condition DAGs),
+5. ``gap``: no pod at all (the controller's turnaround between one pod's end and the next pod's creation: Argo's
+   workflow queue is rate-limited, ``DEFAULT_REQUEUE_TIME`` 10 s by default), told apart by what starts next: a
+   driver (``gaps_before_drivers``), a step's pod (``gaps_before_steps``) or nothing (``gaps_end``),
 
 and, outside the Workflow, ``submit``: the command's start to the Workflow's ``startedAt`` (on KFP: ``train.py
 --run`` compiling and sending the pipeline, the API server creating the Workflow) and ``report``: the rest of
@@ -36,8 +38,8 @@ ML Metadata publish after the step (``upload``) are read from the launcher's own
 
 Figures: ``kfp_vs_argo``, ``kfp_vs_local``, ``argo_vs_local`` (end to end, median of the repetitions), and
 ``kfp_extra_<part>`` = KFP's seconds of that part minus Argo's / (KFP end to end - Argo end to end): the share
-of KFP's extra time each part explains (``drivers``, ``launcher_copy``, ``launcher_in_main``, ``pod_start``,
-``gaps``, ``submit``, ``report``); ``kfp_drivers_summed`` (the driver pods' seconds summed, overlapping ones too, / the
+of KFP's extra time each part explains (``drivers``, ``launcher_copy``, ``launcher_in_main``, ``step_other``,
+``pod_start``, ``gaps_before_drivers``, ``gaps_before_steps``, ``gaps_end``, ``submit``, ``report``); ``kfp_drivers_summed`` (the driver pods' seconds summed, overlapping ones too, / the
 extra) and ``kfp_upload`` (the upload and publish after each step, summed). A table of the parts is printed
 on stderr.
 
@@ -156,7 +158,9 @@ def pod_spans(workflow: dict[str, Any], pods: Iterable[dict[str, Any]]) -> list[
 def breakdown(workflow: dict[str, Any], spans: list[PodSpan]) -> dict[str, float]:
     """Every second of the Workflow (``status.startedAt`` -> ``finishedAt``) given to the first part of
     :data:`PARTS` active then (see the module docstring); returns the seconds per part (they sum to
-    ``workflow``) and ``drivers_summed``, ``drivers`` (count), ``launcher_copy_summed``.
+    ``workflow``), the gaps by what starts after them (``gap_driver``, ``gap_step``, ``gap_end``: the next pod a
+    driver, a step's pod, none) and ``drivers_summed``, ``drivers`` (count), ``pods`` (count),
+    ``launcher_copy_summed``.
 
     Raises:
         ValueError: the Workflow has not finished (no ``finishedAt``).
@@ -177,14 +181,18 @@ def breakdown(workflow: dict[str, Any], spans: list[PodSpan]) -> dict[str, float
         if s.launcher_copy:
             active["launcher_copy"].append(s.launcher_copy)
     cuts = sorted({w0, w1, *(t for ivs in active.values() for iv in ivs for t in iv if w0 < t < w1)})
-    out = dict.fromkeys(PARTS, 0.0)
+    out = dict.fromkeys((*PARTS, "gap_driver", "gap_step", "gap_end"), 0.0)
     for a, b in itertools.pairwise(cuts):
         mid = (a + b) / 2
         part = next((p for p in PARTS[:-1] if any(x <= mid <= y for x, y in active[p])), "gap")
         out[part] += b - a
+        if part == "gap":
+            after = min((s for s in spans if s.node[0] >= b), key=lambda s: s.node[0], default=None)
+            out[f"gap_{after.kind if after else 'end'}"] += b - a
     drivers = [s for s in spans if s.kind == "driver"]
     out["workflow"] = w1 - w0
     out["drivers"] = float(len(drivers))
+    out["pods"] = float(len(spans))
     out["drivers_summed"] = sum(s.node[1] - s.node[0] for s in drivers)
     out["launcher_copy_summed"] = sum(s.launcher_copy[1] - s.launcher_copy[0] for s in spans if s.launcher_copy)
     return out
@@ -234,8 +242,9 @@ class Measured:
 def extra_parts(m: Measured) -> dict[str, tuple[float, float]]:
     """KFP's and Argo's seconds of each part of KFP's extra time (the rows of the table and the
     ``kfp_extra_*`` figures): ``drivers``, ``launcher_copy``, ``launcher_in_main`` (the steps' ``main``
-    containers, KFP's minus Argo's, over the steps both ran), ``pod_start``, ``gaps``, ``submit``, ``report`` (end to end minus the Workflow minus ``submit``): they add up to
-    the end-to-end seconds."""
+    containers, KFP's minus Argo's, over the steps both ran), ``step_other``, ``pod_start``, ``gaps_before_drivers``,
+    ``gaps_before_steps``, ``gaps_end``, ``submit``, ``report`` (end to end minus the Workflow minus ``submit``):
+    they add up to the end-to-end seconds."""
     k, a = m.parts["kfp"], m.parts["argo"]
     both = set(m.mains["kfp"]) & set(m.mains["argo"])
     return {"drivers": (k["driver"], a["driver"]),
@@ -243,7 +252,9 @@ def extra_parts(m: Measured) -> dict[str, tuple[float, float]]:
             "launcher_in_main": (sum(m.mains["kfp"][s] for s in both), sum(m.mains["argo"][s] for s in both)),
             "step_other": (k["step"] - sum(m.mains["kfp"][s] for s in both),
                            a["step"] - sum(m.mains["argo"][s] for s in both)),
-            "pod_start": (k["pod_start"], a["pod_start"]), "gaps": (k["gap"], a["gap"]),
+            "pod_start": (k["pod_start"], a["pod_start"]),
+            "gaps_before_drivers": (k["gap_driver"], a["gap_driver"]),
+            "gaps_before_steps": (k["gap_step"], a["gap_step"]), "gaps_end": (k["gap_end"], a["gap_end"]),
             "submit": (m.submit["kfp"], m.submit["argo"]),
             "report": (m.e2e["kfp"] - k["workflow"] - m.submit["kfp"], m.e2e["argo"] - a["workflow"] - m.submit["argo"])}
 
@@ -255,7 +266,9 @@ def table(m: Measured) -> str:
             f"| end to end | {m.e2e['kfp']:.1f} | {m.e2e['argo']:.1f} | {extra:.1f} | 1.00 |"]
     for name, (k, a) in extra_parts(m).items():
         rows.append(f"| {name} | {k:.1f} | {a:.1f} | {k - a:.1f} | {(k - a) / extra if extra else float('nan'):.2f} |")
-    k = m.parts["kfp"]
+    k, a = m.parts["kfp"], m.parts["argo"]
+    rows.append(f"| (pods one after the other: KFP {k['pods']:.0f}, Argo {a['pods']:.0f}; gaps per pod KFP "
+                f"{k['gap'] / max(k['pods'], 1):.1f} s, Argo {a['gap'] / max(a['pods'], 1):.1f} s) | | | | |")
     rows.append(f"| (KFP driver pods: {k['drivers']:.0f}, summed {k['drivers_summed']:.1f} s; launcher copies summed "
                 f"{k['launcher_copy_summed']:.1f} s; upload + publish after the steps {m.upload:.1f} s; local "
                 f"{m.e2e['local']:.1f} s) | | | | |")

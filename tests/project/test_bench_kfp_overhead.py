@@ -124,7 +124,12 @@ def test_every_second_of_the_workflow_goes_to_one_part():
     k, a = m.parts["kfp"], m.parts["argo"]
     assert {p: k[p] for p in ("step", "launcher_copy", "driver", "pod_start", "gap")} == {
         "step": 20.0, "launcher_copy": 4.0, "driver": 17.0, "pod_start": 10.0, "gap": 9.0}
-    assert (k["workflow"], k["drivers"], k["drivers_summed"], k["launcher_copy_summed"]) == (60.0, 4.0, 17.0, 4.0)
+    assert (k["workflow"], k["drivers"], k["pods"], k["drivers_summed"], k["launcher_copy_summed"]) == (
+        60.0, 4.0, 6.0, 17.0, 4.0)
+    # before root-driver 1, ensure-volume-driver 1, condition-2-driver 2, push-model-driver 1; before the two
+    # executor pods 1 + 1; after the last pod 2
+    assert (k["gap_driver"], k["gap_step"], k["gap_end"]) == (5.0, 2.0, 2.0)
+    assert (a["gap_driver"], a["gap_step"], a["gap_end"]) == (0.0, 2.0, 2.0)
     assert {p: a[p] for p in ("step", "launcher_copy", "driver", "pod_start", "gap")} == {
         "step": 15.0, "launcher_copy": 0.0, "driver": 0.0, "pod_start": 11.0, "gap": 4.0}
     assert m.mains == {"kfp": {"ensure-volume": 5.0, "push-model": 15.0},
@@ -135,12 +140,14 @@ def test_the_parts_of_kfps_extra_time_add_up_to_it():
     m = _measured()
     parts = extra_parts(m)
     assert parts == {"drivers": (17.0, 0.0), "launcher_copy": (4.0, 0.0), "launcher_in_main": (20.0, 15.0),
-                     "step_other": (0.0, 0.0), "pod_start": (10.0, 11.0), "gaps": (9.0, 4.0),
+                     "step_other": (0.0, 0.0), "pod_start": (10.0, 11.0), "gaps_before_drivers": (5.0, 0.0),
+                     "gaps_before_steps": (2.0, 2.0), "gaps_end": (2.0, 2.0),
                      "submit": (12.0, 2.0), "report": (8.0, 3.0)}
     assert sum(k - a for k, a in parts.values()) == m.e2e["kfp"] - m.e2e["argo"] == 45.0
     text = table(m)
     assert "| drivers | 17.0 | 0.0 | 17.0 | 0.38 |" in text and "| end to end | 80.0 | 35.0 | 45.0 | 1.00 |" in text
     assert "KFP driver pods: 4, summed 17.0 s" in text
+    assert "pods one after the other: KFP 6, Argo 2; gaps per pod KFP 1.5 s, Argo 2.0 s" in text
 
 
 def test_figures_are_ratios_of_the_medians():
