@@ -88,7 +88,7 @@ compile: $(STAMP)
 	$(PY) pipelines/train.py --compile --format argo --schedule '0 2 * * *'
 
 # Benchmarks printing ratios (README, "Benchmarks"): one line per figure, each also appended to $(BENCH_OUT).
-BENCHES   := trainer_overhead worker_scaling input_headroom pipeline_overhead data_reuse launcher_scale time_to_accuracy real_node two_nodes
+BENCHES   := trainer_overhead worker_scaling input_headroom pipeline_overhead data_reuse launcher_scale time_to_accuracy real_node two_nodes kfp_overhead
 BENCH_OUT ?= volume/bench-results.jsonl
 bench: $(STAMP)
 	@mkdir -p $(dir $(BENCH_OUT))

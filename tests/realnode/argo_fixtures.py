@@ -191,19 +191,34 @@ def _wait_for(what: str, check: Any, timeout: float, detail: Any = lambda: "") -
     raise AssertionError(f"{what} not after {timeout:.0f}s (last error {last!r}) {detail()}")
 
 
-@pytest.fixture(scope="session")
-def argo(e2e_cluster: E2ECluster) -> Iterator[Argo]:
-    """Argo's controller running on the node (see the module docstring); removed at the end."""
+def argo_unavailable() -> str:
+    """Why Argo cannot be brought up on the e2e node here ("" when it can): its binaries or the project image
+    archive missing."""
+    if argo_dir() is None:
+        return "the Argo tests need hack/argo/build.sh's binaries (make test-e2e builds them)"
+    if project_image_archive() is None:
+        return "the Argo tests need the project image: make image-archive"
+    return ""
+
+
+@contextlib.contextmanager
+def running_argo(cluster: E2ECluster) -> Iterator[Argo]:
+    """Argo's controller running on ``cluster``'s node, leading, and the project image in the node (see the
+    module docstring); the controller's pod deleted at the end. The one implementation behind the ``argo``
+    fixture and the real-node benchmarks (bench/kfp_overhead.py).
+
+    Raises:
+        RuntimeError: where :func:`argo_unavailable` says why (check it first for a clean skip).
+        AssertionError: the controller not up in time (with its pod's status).
+    """
     from kubernetes import client
 
     from tfk8s import DEFAULT_IMAGE
 
+    if why := argo_unavailable():
+        raise RuntimeError(why)
     bin_dir, archive = argo_dir(), project_image_archive()
-    if bin_dir is None:
-        pytest.skip("the Argo tests need hack/argo/build.sh's binaries (make test-e2e builds them)")
-    if archive is None:
-        pytest.skip("the Argo tests need the project image: make image-archive")
-    cluster = e2e_cluster
+    assert bin_dir is not None and archive is not None
     image = archive_image_name(archive)
     timings: dict[str, float] = {"project image import": round(ensure_image(cluster, image, archive), 1)}
     t0 = time.monotonic()
@@ -249,6 +264,18 @@ def argo(e2e_cluster: E2ECluster) -> Iterator[Argo]:
     finally:
         with contextlib.suppress(Exception), cluster.cp.admin_client() as api:
             client.CoreV1Api(api).delete_namespaced_pod("workflow-controller", "argo")
+
+
+
+
+@pytest.fixture(scope="session")
+def argo(e2e_cluster: E2ECluster) -> Iterator[Argo]:
+    """Argo's controller running on the node (see the module docstring and :func:`running_argo`); removed at the
+    end."""
+    if why := argo_unavailable():
+        pytest.skip(why)
+    with running_argo(e2e_cluster) as handle:
+        yield handle
 
 
 @dataclass
@@ -335,4 +362,5 @@ def argo_ns_without_argo_rbac(argo: Argo) -> Iterator[ArgoNamespace]:
         remove_namespace(argo.cluster, ns)
 
 
-__all__ = ["Argo", "ArgoNamespace", "argo", "argo_ns", "argo_ns_without_argo_rbac", "nodes"]
+__all__ = ["Argo", "ArgoNamespace", "argo", "argo_ns", "argo_ns_without_argo_rbac", "argo_unavailable", "nodes",
+           "running_argo"]

@@ -228,7 +228,7 @@ def start_mariadb(work: Path, procs: dict[str, HostProcess]) -> int:
     done = subprocess.run(["bash", str(REPO / "hack/kfp/mariadb.sh")], check=False, capture_output=True, text=True,
                           timeout=600)
     if done.returncode != 0:
-        pytest.skip(f"the KFP tests need MariaDB: {done.stderr.strip()}")
+        raise Unavailable(f"the KFP tests need MariaDB: {done.stderr.strip()}")
     root = Path(done.stdout.strip().splitlines()[-1])
     env = {"LD_LIBRARY_PATH": str(root / "usr/lib/x86_64-linux-gnu")}
     data = work / "mariadb"
@@ -300,18 +300,38 @@ def _executor_user(api: Any, user: int | None) -> None:
                                         "metadata": {"name": cm.metadata.name, "namespace": "argo"}})
 
 
-@pytest.fixture(scope="session")
-def kfp_backend(argo: Argo, tmp_path_factory) -> Iterator[KFPBackend]:
-    """The KFP backend on the node (see the module docstring); removed at the end."""
+class Unavailable(RuntimeError):
+    """What the KFP backend needs is not on this machine (the message says what): a test skips, a benchmark
+    says so."""
+
+
+def kfp_unavailable() -> str:
+    """Why the KFP backend cannot be brought up here ("" when it can): no KFP source tree or no binaries of
+    hack/kfp/build.sh (MariaDB is unpacked when it starts: :class:`Unavailable` then)."""
+    if kfp_src() is None:
+        return "no KFP source tree: set KFP_SRC=<a checkout of kubeflow/pipelines at 2.17.0>"
+    if kfp_dir() is None:
+        return "the KFP tests need hack/kfp/build.sh's binaries (make test-kfp builds them)"
+    return ""
+
+
+@contextlib.contextmanager
+def running_kfp_backend(argo: Argo, work: Path) -> Iterator[KFPBackend]:
+    """The KFP backend on ``argo``'s node (see the module docstring), its host processes' files under ``work``;
+    everything removed at the end, also on an error. The one implementation behind the ``kfp_backend`` fixture
+    and bench/kfp_overhead.py.
+
+    Raises:
+        Unavailable: where :func:`kfp_unavailable` says why, or MariaDB cannot be unpacked.
+        AssertionError: a component not up in time (with every component's log).
+    """
     from kubernetes import client
 
+    if why := kfp_unavailable():
+        raise Unavailable(why)
     src, bin_dir = kfp_src(), kfp_dir()
-    if src is None:
-        pytest.skip("no KFP source tree: set KFP_SRC=<a checkout of kubeflow/pipelines at 2.17.0>")
-    if bin_dir is None:
-        pytest.skip("the KFP tests need hack/kfp/build.sh's binaries (make test-kfp builds them)")
+    assert src is not None and bin_dir is not None
     cluster = argo.cluster
-    work = tmp_path_factory.mktemp("kfp")
     procs: dict[str, HostProcess] = {}
     timings: dict[str, float] = {}
     ns = None
@@ -390,3 +410,17 @@ def kfp_backend(argo: Argo, tmp_path_factory) -> Iterator[KFPBackend]:
         for p in procs.values():
             if p.dir is not None:
                 shutil.rmtree(p.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kfp_backend(argo: Argo, tmp_path_factory) -> Iterator[KFPBackend]:
+    """The KFP backend on the node (see the module docstring and :func:`running_kfp_backend`); removed at the
+    end."""
+    if why := kfp_unavailable():
+        pytest.skip(why)
+    with contextlib.ExitStack() as stack:
+        try:
+            backend = stack.enter_context(running_kfp_backend(argo, tmp_path_factory.mktemp("kfp")))
+        except Unavailable as e:
+            pytest.skip(str(e))
+        yield backend
