@@ -23,4 +23,4 @@ def test_make_test_cluster_builds_then_runs_only_the_cluster_tests():
     recipe = (REPO / "Makefile").read_text().split("\ntest-cluster:", 1)[1].split("\n\n", 1)[0]
     assert "hack/controlplane/build.sh" in recipe and "TFK8S_TEST_CLUSTER=1" in recipe and "-m cluster" in recipe
     steps = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make ")]
-    assert steps == ["make test", "make bench-smoke", "make test-cluster", "make test-e2e"]
+    assert steps == ["make test", "make bench-smoke", "make test-cluster", "make test-e2e", "make test-kfp"]
