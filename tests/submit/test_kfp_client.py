@@ -717,10 +717,14 @@ def test_cli_run_wait_prints_the_states_and_exits_with_the_failed_steps_reason(c
         assert args.wait == 6 * 3600 and handle(args, compile_fn) is True
 
 
-def test_wait_without_run_is_a_usage_error(capsys):
+def test_wait_without_run_or_with_no_time_is_a_usage_error(capsys):
     from tfk8s.submit import cli
 
     p, args, _, _ = _cli(["--schedule", "0 0 2 * * *", "--wait"])
     with pytest.raises(SystemExit):
         cli.check_mode(p, args)
     assert "--wait applies to --run" in capsys.readouterr().err
+    for bad in ("0", "-5", "abc", "nan"):
+        with pytest.raises(SystemExit):
+            _cli(["--run", "--wait", bad])
+        assert f"argument --wait: {bad!r} is not a number of seconds > 0 (e.g. 3600" in capsys.readouterr().err

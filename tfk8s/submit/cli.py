@@ -35,6 +35,18 @@ COMPILE_FORMATS = ("kfp", "argo")
 MODES = ("compile", "local", "run", "schedule")
 
 
+def _seconds(text: str) -> float:
+    """argparse type of ``--wait SECONDS``: a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0 (e.g. 3600; --wait alone: "
+                                         f"{kfp_runs.DEFAULT_WAIT_S:g})")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser, mode_group) -> None:
     """Add ``--run`` to the (mutually exclusive) ``mode_group``, ``--schedule`` (a mode of its own, or with
     ``--compile --format argo`` the CronWorkflow's schedule) and the options to ``parser``; the group stops being
@@ -85,7 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser, mode_group) -> None:
         "--wait",
         nargs="?",
         const=kfp_runs.DEFAULT_WAIT_S,
-        type=float,
+        type=_seconds,
         metavar="SECONDS",
         help="--run: wait for the run to end (at most SECONDS, default %(const)g), print its state and, if it "
         "failed, each failed step and why; exit 1 unless it succeeded",
