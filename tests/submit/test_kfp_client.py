@@ -728,3 +728,14 @@ def test_wait_without_run_or_with_no_time_is_a_usage_error(capsys):
         with pytest.raises(SystemExit):
             _cli(["--run", "--wait", bad])
         assert f"argument --wait: {bad!r} is not a number of seconds > 0 (e.g. 3600" in capsys.readouterr().err
+
+
+def test_wait_run_keeps_the_final_state_when_the_failed_steps_cannot_be_read():
+    from tfk8s.submit.kfp_runs import wait_run
+
+    for status, body in ((302, {}), (200, "<html>login</html>"), (500, {"error": "boom"})):
+        with FakeKfp(run_states=["FAILED"], status_for={"/apis/v1beta1/runs/run-1": (status, body)}) as kfp:
+            done = wait_run(kfp.host, "run-1", poll_s=0.01)
+        assert (done.state, done.failed) == ("FAILED", ())
+        assert done.error.startswith("its failed steps could not be read (GET /apis/v1beta1/runs/run-1"), done.error
+        assert done.describe().startswith("run run-1 FAILED: its failed steps could not be read")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tfk8s.submit.errors import KfpApiError, KfpUnreachableError
+from tfk8s.submit.errors import KfpApiError, KfpClientError, KfpUnreachableError
 from tfk8s.submit.kfp_client import (
     DEFAULT_TIMEOUT_S,
     FINAL_STATES,
@@ -106,9 +106,16 @@ def _get_json(host: str, path: str, token: str | None, timeout_s: float) -> Any:
                          timeout=urllib3.Timeout(connect=timeout_s, read=30.0))
     except urllib3.exceptions.HTTPError as e:
         raise KfpUnreachableError(f"GET {path} failed: lost the KFP API at {host} ({type(e).__name__})") from None
+    if 300 <= r.status < 400:
+        raise KfpApiError(f"GET {path}: KFP API at {host} redirects to {r.headers.get('Location', '?')} (a login "
+                          f"page? the session may have expired): pass a token in {TOKEN_ENV}")
     if r.status >= 400:
         raise KfpApiError(f"GET {path} failed: KFP API at {host} answered {r.status}: {r.data[:300]!r}")
-    return json.loads(r.data or b"{}")
+    try:
+        return json.loads(r.data or b"{}")
+    except ValueError:
+        raise KfpApiError(f"GET {path}: KFP API at {host} answered {r.status} with no JSON (a login page?): "
+                          f"{r.data[:200]!r}") from None
 
 
 def run_failures(host: str, run_id: str, token: str | None = None,
@@ -121,6 +128,8 @@ def run_failures(host: str, run_id: str, token: str | None = None,
         KfpUnreachableError, KfpApiError: the request failed.
     """
     detail = _get_json(normalize_host(host), RUN_V1_PATH.format(run_id=run_id), token, timeout_s)
+    if not isinstance(detail, dict):
+        raise KfpApiError(f"GET {RUN_V1_PATH.format(run_id=run_id)}: not a run detail: {str(detail)[:200]!r}")
     manifest = (detail.get("pipeline_runtime") or {}).get("workflow_manifest") or ""
     try:
         workflow = json.loads(manifest) if manifest else {}
@@ -134,19 +143,19 @@ def wait_run(
     run_id: str,
     *,
     token: str | None = None,
-    timeout_s: float = 3600.0,
+    timeout_s: float = DEFAULT_WAIT_S,
     poll_s: float = DEFAULT_POLL_S,
     on_state: Callable[[str], None] | None = None,
 ) -> FinishedRun:
     """Wait for run ``run_id`` to reach a final state (``GET /apis/v2beta1/runs/ID`` every ``poll_s`` seconds,
     as :meth:`kfp.Client.wait_for_run_completion` does), then, unless it succeeded, name its failed steps
-    (:func:`run_failures`).
+    (:func:`run_failures`; if that request fails, :attr:`FinishedRun.error` says so and the state stands).
 
     Args:
         host: the KFP API URL (default: ``$KF_PIPELINES_ENDPOINT``).
         run_id: the run (:attr:`SubmittedRun.run_id`).
         token: bearer token (default: ``$KF_PIPELINES_TOKEN``).
-        timeout_s: seconds to wait in all.
+        timeout_s: seconds to wait in all (default 6 hours, as ``--run --wait`` without SECONDS).
         poll_s: seconds between polls.
         on_state: called with each new state (``"PENDING"``, ``"RUNNING"``...) as it is seen.
 
@@ -175,5 +184,10 @@ def wait_run(
     error = ""
     if run.error is not None and getattr(run.error, "message", None):
         error = str(run.error.message)
-    failed = tuple(run_failures(host, run_id, token)) if state != "SUCCEEDED" else ()
+    failed: tuple[FailedStep, ...] = ()
+    if state != "SUCCEEDED":
+        try:
+            failed = tuple(run_failures(host, run_id, token))
+        except KfpClientError as e:  # the state is known: say it, and why the steps are not
+            error = (error + "; " if error else "") + f"its failed steps could not be read ({e})"
     return FinishedRun(run_id, state, failed, error)
