@@ -40,14 +40,16 @@ def train_and_evaluate(data: Path, out: Path, workers: int, epochs: int, batch: 
     """One job of ``workers`` workers with these settings; returns (job wall seconds, test accuracy)."""
     from tfk8s.core.builtin_trainer import trainer_args
     from tfk8s.core.cluster import ReplicaCounts
+    from tfk8s.launcher.backends import get_backend
     from tfk8s.steps.evaluation import evaluate_saved_model
     from tfk8s.steps.launch_training import build_job, run_job
 
+    local = get_backend("local")
     job = build_job(name=f"tta-{workers}w", counts=ReplicaCounts(worker=workers),
-                    args=trainer_args(data, out, epochs, batch, lr, max_examples), backend="local", train_dir=out,
+                    args=trainer_args(data, out, epochs, batch, lr, max_examples), backend=local, train_dir=out,
                     data_dir=data)
     t0 = time.monotonic()
-    outcome = run_job(job, "local", out, log_sink=lambda _line: None)
+    outcome = run_job(job, local, out, log_sink=lambda _line: None)
     wall = time.monotonic() - t0
     return wall, evaluate_saved_model(outcome.saved_model_dir, data).accuracy
 

@@ -88,6 +88,7 @@ def run_workers(data: Path, tmp: Path, option: str, workers: int, batch: int, ep
     from tfk8s.core.builtin_trainer import DEFAULT_LEARNING_RATE, TRAINER_ENV, trainer_args
     from tfk8s.core.cluster import ReplicaCounts
     from tfk8s.core.job import TrainingJob
+    from tfk8s.launcher.backends import get_backend
     from tfk8s.launcher.local import run_local
     from tfk8s.steps.launch_training import build_job, run_job
 
@@ -98,9 +99,10 @@ def run_workers(data: Path, tmp: Path, option: str, workers: int, batch: int, ep
         args += ["--steps-per-epoch", str(steps), "--intra-op-threads", "1", "--inter-op-threads", "1"]
         if option == "trainer_spe1":
             args += ["--steps-per-execution", "1"]
-        job = build_job(name=f"bench-{workers}w", counts=ReplicaCounts(worker=workers), args=args, backend="local",
+        local = get_backend("local")
+        job = build_job(name=f"bench-{workers}w", counts=ReplicaCounts(worker=workers), args=args, backend=local,
                         train_dir=out, data_dir=data)
-        run_job(job, "local", out, log_sink=lambda _line: None)
+        run_job(job, local, out, log_sink=lambda _line: None)
         return examples_per_sec(read_training_result(out), steady=True)
     v = _variant(option, batch)
     result = out / "result-{replica_index}.json"  # substituted per replica (tfk8s.core.contract)

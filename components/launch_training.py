@@ -37,7 +37,7 @@ CLI_IO = {
 }
 
 
-# The defaults are literals (KFP runs this function's source without module globals); tests/steps/test_params.py
+# The defaults are literals (KFP runs this function's source without module globals); tests/steps/test_parameters.py
 # asserts that they, and the annotations, equal tfk8s.steps.parameters.PARAMETERS, the one definition.
 @dsl.component(base_image=DEFAULT_IMAGE, install_kfp_package=False)
 def launch_training(
@@ -79,19 +79,14 @@ def launch_training(
     with failure_reported("launch_training"):  # the reason as the pod's termination message (KFP's UI, --wait)
         from tfk8s.steps.cli import upstream_metadata
         from tfk8s.steps.launch_training import launch_training_outputs, launch_training_step
+        from tfk8s.steps.parameters import LAUNCH_PARAMETERS, LaunchSpec
 
-        params = {
-            "chief": chief, "workers": workers, "ps": ps, "evaluator": evaluator, "command": command, "epochs": epochs,
-            "batch_size": batch_size, "learning_rate": learning_rate, "max_train_examples": max_train_examples,
-            "success_policy": success_policy, "timeout_s": timeout_s, "progress_timeout_s": progress_timeout_s,
-            "job_name_prefix": job_name_prefix, "max_restarts": max_restarts,
-            "max_preemptions": max_preemptions, "stop_grace_s": stop_grace_s,
-            "restart_exit_code": restart_exit_code, "startup_timeout_s": startup_timeout_s,
-            "evaluator_grace_s": evaluator_grace_s, "namespace": namespace, "image": image, "pvc_name": pvc_name,
-            "kubernetes": kubernetes,
-        }
-        outcome = launch_training_step(data_dir=dataset.metadata["path"], volume_root=volume_root, run_id=run_id,
-                                       backend=backend, params=params)
+        # this function's arguments are the table's launch parameters (tests/steps/test_parameters.py): handed on
+        # by name, read once into typed objects
+        arguments = locals()
+        given = {name: arguments[name] for name in LAUNCH_PARAMETERS}
+        spec = LaunchSpec.from_params(given, backend=backend, volume_root=volume_root)
+        outcome = launch_training_step(data_dir=dataset.metadata["path"], run_id=run_id, spec=spec)
         meta, numbers = launch_training_outputs(outcome, upstream_metadata(dataset.metadata))
         model.metadata.update(meta)
         with open(model.path, "w") as f:
@@ -105,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     """CLI: ``python -m components.launch_training --help``; prints the outcome as JSON, or with
     ``--dry-run`` what the backend would start as YAML (every Kubernetes object; each local process)."""
     from tfk8s.steps.launch_training import launch_training_step
-    from tfk8s.steps.params import add_launch_arguments, launch_params_from_args
+    from tfk8s.steps.parameters import LaunchSpec, add_launch_arguments, launch_params_from_args
 
     p = argparse.ArgumentParser(prog="python -m components.launch_training", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -118,10 +113,8 @@ def main(argv: list[str] | None = None) -> None:
     add_launch_arguments(p)
     add_results_dir_argument(p)
     a = p.parse_args(argv)
-    params = launch_params_from_args(a)
-    result = launch_training_step(data_dir=a.data_dir, volume_root=a.volume_root, run_id=a.run_id,
-                                  backend=a.backend, params=params,
-                                  dry_run=a.dry_run)
+    spec = LaunchSpec.from_params(launch_params_from_args(a), backend=a.backend, volume_root=a.volume_root)
+    result = launch_training_step(data_dir=a.data_dir, run_id=a.run_id, spec=spec, dry_run=a.dry_run)
     if a.dry_run:
         import yaml
 

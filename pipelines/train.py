@@ -119,7 +119,7 @@ def train_pipeline(
     """Train with distributed TensorFlow (the built-in CNN or your own program), export, evaluate and push.
 
     The parameters' list (Args) is generated from tfk8s.steps.parameters.PARAMETERS by @document, the one table
-    of their types, defaults, help and checks; tests/steps/test_params.py keeps these literal defaults equal to it.
+    of their types, defaults, help and checks; tests/steps/test_parameters.py keeps these literal defaults equal to it.
     """
     run_id = dsl.PIPELINE_JOB_ID_PLACEHOLDER
 

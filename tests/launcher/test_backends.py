@@ -22,7 +22,7 @@ from tests.fakes.kube_fixtures import NAMESPACE, FakeCluster
 from tfk8s.core.cluster import ReplicaCounts
 from tfk8s.core.job import TrainingJob
 from tfk8s.launcher import backends
-from tfk8s.launcher.kubernetes.settings import KubernetesSettings
+from tfk8s.launcher.kubernetes.settings import KubernetesParams, KubernetesSettings
 
 pytest_plugins = ["tests.fakes.kube_fixtures"]
 pytestmark = pytest.mark.timeout(60)
@@ -104,30 +104,32 @@ def test_kubernetes_dry_run_is_unchanged_by_the_seam(capsys, tmp_path):
 
 
 def test_the_kubernetes_options_are_parsed_once_per_launch_and_handed_down_typed(monkeypatch, tmp_path):
-    """The launch step checks the parameters (tfk8s.steps.params.check), then the backend turns its options into
-    KubernetesSettings once; the record's namespace, the dry run and the run take that object."""
-    from tfk8s.steps.launch_training import launch_training_step
+    """The launch step reads its parameters once (tfk8s.steps.parameters.LaunchSpec.from_params), and the backend
+    turns the typed Kubernetes parameters into KubernetesSettings once, in that reading; the record's namespace,
+    the dry run and the run take that object (before, the check and the launch each built one)."""
+    from tests.fakes.launching import launch
 
-    calls: list[dict] = []
-    real = KubernetesSettings.from_params.__func__
+    calls: list[tuple] = []
+    real = KubernetesSettings.resolve.__func__
 
-    def counting(cls, **kw):
-        calls.append(kw)
-        return real(cls, **kw)
+    def counting(cls, params, **kw):
+        calls.append((params, kw))
+        return real(cls, params, **kw)
 
-    monkeypatch.setattr(KubernetesSettings, "from_params", classmethod(counting))
+    monkeypatch.setattr(KubernetesSettings, "resolve", classmethod(counting))
     seen: list[object] = []
     kube = backends.get_backend("kubernetes")
     monkeypatch.setattr(type(kube), "dry_run", lambda self, job, options: seen.append(options) or
                         backends.DryRun([{"kind": "x"}]))
-    out = launch_training_step(data_dir="/mnt/tfk8s/d", volume_root="/mnt/tfk8s", run_id="r1",
-                               backend="kubernetes", params={"chief": 1, "workers": 1, "pvc_name": "data", "namespace": "ml"},
-                               dry_run=True)
+    out = launch({"chief": 1, "workers": 1, "pvc_name": "data", "namespace": "ml"},
+                 data_dir="/mnt/tfk8s/d", volume_root="/mnt/tfk8s", run_id="r1",
+                 backend="kubernetes", dry_run=True)
     assert out == [{"kind": "x"}]
     (options,) = seen
     assert isinstance(options, KubernetesSettings) and options.namespace == "ml"
-    # one for the parameter check (the kubernetes dict and the parameters of its own), one for the launch
-    assert len(calls) == 2 and calls[-1]["volume_mount_path"] == "/mnt/tfk8s"
+    (params, kw), = calls  # once, from the typed parameters, the claim mounted where the steps mount it
+    assert isinstance(params, KubernetesParams) and params.pvc_name == "data"
+    assert kw == {"volume_mount_path": "/mnt/tfk8s"}
 
 
 def _sleeper() -> subprocess.Popen:

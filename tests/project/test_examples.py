@@ -159,14 +159,15 @@ def test_the_platform_examples_read_their_platforms_variables_only_and_tfk8s_set
 
 def _launch_and_export(tmp_path, data_dir, command):
     """The launch step with ``command`` on 2 local workers, then the export step on what it found."""
+    from tests.fakes.launching import launch
     from tfk8s.steps.export_model import export_model_step
-    from tfk8s.steps.launch_training import launch_training_step
 
     volume = tmp_path / "vol"
     lines: list[str] = []
     try:
-        outcome = launch_training_step(data_dir=str(data_dir), volume_root=str(volume), run_id="r1", backend="local",
-                                       params={"command": command, "workers": 2}, log_sink=lines.append)
+        outcome = launch({"command": command, "workers": 2},
+                         data_dir=str(data_dir), volume_root=str(volume), run_id="r1", backend="local",
+                         log_sink=lines.append)
     except Exception:
         print("\n".join(lines[-40:]))
         raise

@@ -125,13 +125,13 @@ def test_the_table_covers_every_package_of_the_product():
 def test_a_broken_rule_is_reported():
     """The checker itself: each kind of break is found (an upward import inside a function too)."""
     broken = {
-        "tfk8s.core.layout": "import numpy\nfrom tfk8s.steps.params import check\n",
+        "tfk8s.core.layout": "import numpy\nfrom tfk8s.steps.parameters import check\n",
         "tfk8s.runtime.data": "def f():\n    from tfk8s.launcher.local import run_local\n",
         "trainer.task": "from tfk8s.steps.launch_training import build_job\n",
         "components.export_model": "from tfk8s.core.layout import RunLayout\n",
         "tfk8s.launcher.local": "from tfk8s.launcher.kubernetes import objects\n",
         "tfk8s.runtime.outputs": "from tfk8s import tracking\n",
-        "tfk8s.steps.params": "from tfk8s.core.job import TrainingJob\nfrom tfk8s.runtime import shards\n",
+        "tfk8s.steps.parameters": "from tfk8s.core.job import TrainingJob\nfrom tfk8s.runtime import shards\n",
         "tfk8s.flat": "import os\n",
         "tfk8s.core.errors": "def f():\n    from ..cmd import context\n",
         "tfk8s.runtime.strategies": "from ..launcher import local\n",
@@ -139,7 +139,7 @@ def test_a_broken_rule_is_reported():
     }
     assert violations(broken) == [
         "tfk8s.core.layout imports numpy: tfk8s.core is standard library only",
-        "tfk8s.core.layout imports tfk8s.steps.params: tfk8s.core may import nothing",
+        "tfk8s.core.layout imports tfk8s.steps.parameters: tfk8s.core may import nothing",
         "tfk8s.runtime.data imports tfk8s.launcher.local: tfk8s.runtime may import ['tfk8s.core']",
         "trainer.task imports tfk8s.steps.launch_training: trainer may import ['tfk8s.core', 'tfk8s.runtime']",
         "components.export_model imports tfk8s.core.layout: components may import ['tfk8s.steps']",
@@ -151,7 +151,7 @@ def test_a_broken_rule_is_reported():
         ("tfk8s.localrun.step_server imports tfk8s.launcher.local: tfk8s.localrun may import ['tfk8s.core', "
          "'tfk8s.steps', 'tfk8s.tracking']"),
     ]
-    assert violations({"tfk8s.steps.params": broken["tfk8s.steps.params"]}) == []
+    assert violations({"tfk8s.steps.parameters": broken["tfk8s.steps.parameters"]}) == []
 
 
 def test_outside_the_launcher_only_its_seam_is_imported():
@@ -159,7 +159,7 @@ def test_outside_the_launcher_only_its_seam_is_imported():
     assert violations({
         "tfk8s.cmd.delete": "from tfk8s.launcher.kubernetes.cleanup import delete_job_objects\n",
         "tfk8s.steps.cli": "def f():\n    from tfk8s.launcher.kubernetes import render_manifests\n",
-        "tfk8s.steps.params": "from tfk8s.launcher.backends import BACKENDS\n"
+        "tfk8s.steps.parameters": "from tfk8s.launcher.backends import BACKENDS\n"
                               "from tfk8s.launcher.kubernetes.settings import KubernetesParams\n",
         "tfk8s.launcher.local": "from tfk8s.launcher.stopping import stop_signals\n",
     }) == [

@@ -19,14 +19,14 @@ from tfk8s.steps.eval_command import run_eval_command
 from tfk8s.steps.evaluation import Thresholds, builtin_misfit, gate
 from tfk8s.steps.export_model import default_model_name
 from tfk8s.steps.launch_training import NoSavedModelError, collect, steps_warning
-from tfk8s.steps.params import LaunchSpec
+from tfk8s.steps.parameters import LaunchSpec
 from tfk8s.steps.prepare_dataset import prepare_dataset  # noqa: F401 (the layout's writer)
 
 
 def test_launch_spec_groups_the_flat_parameters_into_typed_specs():
     spec = LaunchSpec.from_params({"workers": 3, "chief": 1, "epochs": 4, "command": "python t.py --x {model_dir}",
                                    "kubernetes": {"cpu": "2", "node_selector": {"pool": "gpu"}},
-                                   "image": "me/train:1", "max_restarts": 5, "unrelated": 1})
+                                   "image": "me/train:1", "max_restarts": 5, "unrelated": 1}, backend="local", volume_root="/tmp/v")
     assert spec.replicas == ReplicaCounts(chief=1, worker=3)
     assert spec.trainer.epochs == 4 and spec.command == ("python", "t.py", "--x", "{model_dir}")
     assert not spec.is_builtin_trainer
@@ -34,12 +34,12 @@ def test_launch_spec_groups_the_flat_parameters_into_typed_specs():
     assert (k.cpu, k.node_selector, k.image, k.memory) == ("2", {"pool": "gpu"}, "me/train:1", "2Gi")
     assert spec.run_policy.max_restarts == 5  # both backends' budget: not a Kubernetes setting
     with pytest.raises(ValueError, match=r"kubernetes must not set \['max_restarts'\]"):
-        LaunchSpec.from_params({"kubernetes": {"max_restarts": 1}})
-    assert LaunchSpec.from_params({}).is_builtin_trainer
+        LaunchSpec.from_params({"kubernetes": {"max_restarts": 1}}, backend="local", volume_root="/tmp/v")
+    assert LaunchSpec.from_params({}, backend="local", volume_root="/tmp/v").is_builtin_trainer
     with pytest.raises(ValueError, match=r"kubernetes must not set \['image'\]"):
-        LaunchSpec.from_params({"kubernetes": {"image": "x"}})
+        LaunchSpec.from_params({"kubernetes": {"image": "x"}}, backend="local", volume_root="/tmp/v")
     with pytest.raises(ValueError, match="ps=1 needs chief=1"):
-        LaunchSpec.from_params({"ps": 1})
+        LaunchSpec.from_params({"ps": 1}, backend="local", volume_root="/tmp/v")
 
 
 def test_a_users_data_folder_is_checked_before_any_replica(tmp_path):
@@ -82,7 +82,7 @@ def test_model_name_from_the_data_set_and_a_warning_for_a_handful_of_steps():
     warning = steps_warning(1500, 512, 2, replicas=2)
     assert warning.startswith("tfk8s: WARNING: 1500 training examples at global batch_size 512 give 3 steps per "
                               "epoch (6 in all)") and "--param batch_size=74, 21 steps per epoch" in warning
-    from tfk8s.steps.params import problems
+    from tfk8s.steps.parameters import problems
 
     assert problems({"chief": 0, "workers": 2, "ps": 0, "evaluator": 0, "batch_size": 74}) == []
     assert "--param batch_size=75, 20 steps per epoch)" in steps_warning(1500, 512, 2)
@@ -216,14 +216,14 @@ def test_dry_run_renders_the_users_command_per_replica_with_the_kubernetes_setti
 
 
 def test_the_builtin_trainer_refuses_a_data_folder_without_metadata_before_any_replica(tmp_path):
-    from tfk8s.steps.launch_training import launch_training_step
+    from tests.fakes.launching import launch
 
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "part-0.tfrecord").write_bytes(b"x")
     with pytest.raises(ValueError, match=r"is a tfrecord folder without metadata.json, which the built-in trainer "
                                          r"needs .*pass your own program as command"):
-        launch_training_step(data_dir=str(tmp_path / "mine"), volume_root=str(tmp_path), run_id="r1",
-                             backend="local", params={})
+        launch({}, data_dir=str(tmp_path / "mine"), volume_root=str(tmp_path), run_id="r1",
+               backend="local")
     assert not (tmp_path / "runs").exists()
 
 
@@ -260,18 +260,18 @@ def test_the_launch_step_creates_every_contract_folder_before_any_backend_starts
     do) creates each replica's TFK8S_MODEL_DIR and its AIP_/SM_ aliases before it hands the job to the backend."""
     from tfk8s.core.cluster import Replica, ReplicaType
     from tfk8s.core.errors import LaunchError
-    from tfk8s.launcher import backends
     from tfk8s.steps.launch_training import run_job
 
     train = tmp_path / "runs" / "r1" / "train"
     seen: dict[str, bool] = {}
 
     class Backend:  # stands for the Kubernetes backend: records what exists when it is handed the job
+        name = "kubernetes"
         keeps_replica_logs = True
         local_paths = False
 
-        def options(self, params):
-            return params
+        def options(self, kubernetes, volume_root):
+            return None
 
         def namespace(self, _options):
             return "ml"
@@ -285,11 +285,10 @@ def test_the_launch_step_creates_every_contract_folder_before_any_backend_starts
                     seen[f"{replica.label} {name}"] = Path(env[name]).is_dir()
             raise LaunchError("stop here")
 
-    monkeypatch.setattr(backends, "get_backend", lambda _name: Backend())
     job = TrainingJob("tfk8s-r1", ReplicaCounts(chief=1, worker=2, ps=1), ("python", "t.py"), train_dir=str(train),
                       data_dir=str(tmp_path / "data"))
     with pytest.raises(LaunchError, match="stop here"):
-        run_job(job, "kubernetes", train)
+        run_job(job, Backend(), train)
     assert len(seen) == 4 * 6 and all(seen.values()), [k for k, v in seen.items() if not v]
     assert contract.job_folders(job.name, job.counts, train, job.data_dir)[:4] == [
         train / "saved_model", train / "checkpoints", train / "logs", train / "scratch" / "worker-0" / "saved_model"]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.launching import launch
 from tfk8s.core.errors import LaunchError, ReplicaFailedError
-from tfk8s.steps.launch_training import launch_training_step
 
 REPO = Path(__file__).resolve().parents[2]
 TUTORIAL = REPO / "tests" / "fakes" / "programs" / "tutorial_mwms.py"
@@ -27,9 +27,9 @@ def data_dir(tmp_path) -> str:
 
 
 def _launch(tmp_path, data_dir, command, **params):
-    return launch_training_step(data_dir=data_dir, volume_root=str(tmp_path / "vol"), run_id="r1", backend="local",
-                                params={"command": command, "workers": 2, "progress_timeout_s": 0, **params},
-                                log_sink=lambda _line: None)
+    return launch({"command": command, "workers": 2, "progress_timeout_s": 0, **params},
+                  data_dir=data_dir, volume_root=str(tmp_path / "vol"), run_id="r1", backend="local",
+                  log_sink=lambda _line: None)
 
 
 def test_a_coordinator_that_saves_nothing_fails_saying_what_the_contract_asks(tmp_path, data_dir):

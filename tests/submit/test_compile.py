@@ -118,7 +118,7 @@ def test_committed_ir_matches_the_source(tmp_path):
 def test_training_defaults_are_the_measured_ones_everywhere():
     from tfk8s.core.builtin_trainer import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
     from tfk8s.core.policy import DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_TIMEOUT_S
-    from tfk8s.steps.params import DEFAULT_TIMEOUT_S
+    from tfk8s.steps.parameters import DEFAULT_TIMEOUT_S
 
     spec = next(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))
     measured = {"epochs": DEFAULT_EPOCHS, "batch_size": DEFAULT_BATCH_SIZE, "learning_rate": DEFAULT_LEARNING_RATE,

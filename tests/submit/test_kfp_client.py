@@ -17,7 +17,7 @@ from tfk8s.submit import kfp_client
 from tfk8s.submit.cron import validate_cron
 from tfk8s.submit.errors import CronError, KfpApiError, KfpClientError, KfpUnreachableError, ParameterError
 from tfk8s.submit.kfp_client import create_schedule, submit_run
-from tfk8s.submit.params import parse_param_items, resolve_params
+from tfk8s.submit.pipeline_inputs import parse_param_items, resolve_params
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "compiled" / "train.yaml"

@@ -131,6 +131,7 @@ def test_ps_job_trains_the_evaluator_evaluates_the_final_checkpoint_and_the_laun
     import json
 
     from tfk8s.core.builtin_trainer import trainer_args
+    from tfk8s.launcher.backends import get_backend
     from tfk8s.steps.launch_training import build_job, run_job
 
     train_dir, scratch = tmp_path / "train", tmp_path / "scratch"
@@ -138,12 +139,13 @@ def test_ps_job_trains_the_evaluator_evaluates_the_final_checkpoint_and_the_laun
     lines: list[str] = []
     job = build_job(name="trainer-ps-test", counts=ReplicaCounts(chief=1, worker=1, ps=1, evaluator=1),
                     args=trainer_args(mnist_subset_dir, train_dir, 1, 64, 3e-3) + ["--seed", "0"],
-                    backend="local", timeout_s=240, env={"TMPDIR": str(scratch)}, train_dir=train_dir,
+                    backend=get_backend("local"), timeout_s=240, env={"TMPDIR": str(scratch)},
+                    train_dir=train_dir,
                     data_dir=mnist_subset_dir)
     # Under ParameterServerStrategy a worker never exits: the default 30 s grace for lagging workers only waits.
     job = dataclasses.replace(job, grace_period_s=1.0)
     t0 = time.monotonic()
-    outcome = run_job(job, "local", train_dir, log_sink=lines.append)
+    outcome = run_job(job, get_backend("local"), train_dir, log_sink=lines.append)
     wall_s = time.monotonic() - t0
 
     # the evaluator had evaluator_grace_s after the chief's success to evaluate ckpt-1 (the final one), and did
@@ -183,6 +185,7 @@ def test_evaluator_beside_two_workers_evaluates_the_final_checkpoint_into_the_su
     now gets evaluator_grace_s for it, exits by itself, and its last figures are in the summary and the report."""
     from tfk8s.core.builtin_trainer import trainer_args
     from tfk8s.core.data_format import load_metadata
+    from tfk8s.launcher.backends import get_backend
     from tfk8s.runtime.shards import make_dataset
     from tfk8s.steps.launch_training import build_job, run_job
     from trainer.model import build_model
@@ -191,9 +194,9 @@ def test_evaluator_beside_two_workers_evaluates_the_final_checkpoint_into_the_su
     lines: list[str] = []
     job = build_job(name="trainer-eval-test", counts=ReplicaCounts(worker=2, evaluator=1),
                     args=trainer_args(mnist_subset_dir, train_dir, 3, 64, 3e-3, max_train_examples=1500)
-                    + ["--seed", "0"], backend="local", timeout_s=240, train_dir=train_dir,
+                    + ["--seed", "0"], backend=get_backend("local"), timeout_s=240, train_dir=train_dir,
                     data_dir=mnist_subset_dir)
-    outcome = run_job(job, "local", train_dir, log_sink=lines.append)
+    outcome = run_job(job, get_backend("local"), train_dir, log_sink=lines.append)
 
     assert outcome.launch.exit_codes == {"worker-0": 0, "worker-1": 0, "evaluator-0": 0}, "\n".join(lines[-40:])
     assert outcome.launch.stopped == []

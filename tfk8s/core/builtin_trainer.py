@@ -1,6 +1,6 @@
 """What the launch step and the built-in trainer (``python -m trainer.task``, one program among others) agree
 on: how it is started, its defaults and its flags. The trainer reads these defaults, the launch parameters
-(:mod:`tfk8s.steps.params`) and the pipeline offer them; nothing else here is special about it.
+(:mod:`tfk8s.steps.parameters`) and the pipeline offer them; nothing else here is special about it.
 
 Plain Python (standard library only).
 """

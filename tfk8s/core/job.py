@@ -39,7 +39,7 @@ class RunPolicy:
     """How a job's run is judged and bounded: the Kubeflow Training Operator's ``RunPolicy`` (``backoffLimit``,
     ``activeDeadlineSeconds``) with TFJob's success policy and what this project adds (the stop grace, the restart
     exit code, the progress and startup watchdogs, the evaluator's grace). It travels whole from the pipeline's
-    parameters (:class:`tfk8s.steps.params.LaunchSpec`) to the :class:`TrainingJob` every backend runs.
+    parameters (:class:`tfk8s.steps.parameters.LaunchSpec`) to the :class:`TrainingJob` every backend runs.
 
     Attributes:
         max_restarts: the restart budget, on every backend: how many recreations (of a replica's restart

@@ -23,9 +23,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tfk8s.core.job import LaunchResult, TrainingJob
+
+if TYPE_CHECKING:  # the Kubernetes client is imported only for Kubernetes jobs
+    from tfk8s.launcher.kubernetes.settings import KubernetesParams
 
 LogSink = Callable[[str], None]
 
@@ -68,10 +71,11 @@ class Launch(Protocol):
     keeps_replica_logs: bool
     local_paths: bool
 
-    def options(self, params: Mapping[str, Any]) -> Any:
+    def options(self, kubernetes: KubernetesParams, volume_root: str) -> Any:
         """The backend's own settings, checked once, as the typed object :meth:`namespace`, :meth:`dry_run` and
-        :meth:`run` take (Kubernetes: a :class:`~tfk8s.launcher.kubernetes.settings.KubernetesSettings` from the
-        keywords of its ``from_params``; local: None, ``params`` unused).
+        :meth:`run` take (Kubernetes: a :class:`~tfk8s.launcher.kubernetes.settings.KubernetesSettings` resolved
+        from the typed ``kubernetes`` parameters, the claim mounted at ``volume_root``; local: None, both unused).
+        Called once per launch, by :meth:`tfk8s.steps.parameters.LaunchSpec.from_params`.
 
         Raises:
             ValueError: a bad setting (the message names it and the fix).
@@ -171,7 +175,12 @@ class Inspection(Protocol):
         """
 
 
-def get_backend(name: str) -> Any:
+@runtime_checkable
+class Backend(Launch, Volume, Inspection, Protocol):
+    """A registered backend: every extension point (both registered backends provide all three)."""
+
+
+def get_backend(name: str) -> Backend:
     """The backend registered as ``name`` (an object with :class:`Launch`, :class:`Volume`, :class:`Inspection`).
 
     Raises:
@@ -182,7 +191,7 @@ def get_backend(name: str) -> Any:
     return importlib.import_module(_REGISTRY[name]).BACKEND
 
 
-def backend_for(record: Mapping[str, Any] | None) -> Any:
+def backend_for(record: Mapping[str, Any] | None) -> Backend:
     """The backend that ran the job of ``record`` (a job record or a live job, by its ``backend``; ``local``
     when it names none, as records of the first format).
 
@@ -210,6 +219,6 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return tuple(e for n in BACKENDS for e in getattr(get_backend(n), "user_errors", ()))
 
 
-def cluster_backends() -> list[Any]:
+def cluster_backends() -> list[Backend]:
     """The registered backends whose jobs live in a cluster that can be asked (:attr:`Inspection.has_cluster`)."""
     return [b for b in (get_backend(n) for n in BACKENDS) if getattr(b, "has_cluster", False)]

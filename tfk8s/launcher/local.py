@@ -383,9 +383,9 @@ class LocalBackend:
     has_cluster = False
 
     # -- launch ---------------------------------------------------------------------------------------------
-    def options(self, params: Mapping[str, Any]) -> None:
-        """None: the local backend has no settings of its own (the Kubernetes ones are checked by the
-        parameter check, not used here)."""
+    def options(self, kubernetes: Any, volume_root: str) -> None:
+        """None: the local backend has no settings of its own (the replicas see the launcher's file system; the
+        Kubernetes ones are checked with the other parameters, not used here)."""
         return
 
     def namespace(self, options: Any) -> str:

@@ -3,7 +3,8 @@ its CLI call. Lower layers only: :mod:`tfk8s.core`, :mod:`tfk8s.runtime` (the da
 and :mod:`tfk8s.tracking`; nothing here imports KFP or a Kubernetes client at module load, so a component body
 (which runs under KFP's lightweight runtime) and a test can both import them.
 
-- :mod:`~tfk8s.steps.params`           the pipeline's parameters: the launch parameter table and the checks
+- :mod:`~tfk8s.steps.parameters`       every pipeline parameter, defined once (the table), its checks and the
+                                       launch read into typed objects once (:class:`~tfk8s.steps.parameters.LaunchSpec`)
 - :mod:`~tfk8s.steps.ensure_volume`    the shared volume exists (PVC) before anything mounts it
 - :mod:`~tfk8s.steps.prepare_dataset`  a TFDS data set -> sharded TFRecords + metadata.json (or the user's folder)
 - :mod:`~tfk8s.steps.launch_training`  the training job on a backend, the coordinator's model and metrics

@@ -24,7 +24,7 @@ def ensure_volume_step(*, backend: str, volume_root: str, pvc_name: str, namespa
         tfk8s.launcher.kubernetes.errors.VolumeError: the claim is missing (and not to be created) or unusable.
     """
     from tfk8s.launcher.backends import get_backend
-    from tfk8s.steps import params
+    from tfk8s.steps import parameters as params
 
     params.check({"backend": backend, "volume_root": volume_root, "pvc_name": pvc_name})
     status = get_backend(backend).ensure_volume(volume_root=volume_root, pvc_name=pvc_name, namespace=namespace,

@@ -15,8 +15,9 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tfk8s.core import builtin_trainer, contract
 from tfk8s.core.cluster import Replica, ReplicaCounts, ReplicaType, coordinator
@@ -24,6 +25,10 @@ from tfk8s.core.errors import LaunchError, ReplicaFailedError
 from tfk8s.core.job import LaunchResult, RunPolicy, TrainingJob
 from tfk8s.core.layout import TrainLayout, tensorboard_command
 from tfk8s.tracking.progress_view import PLAIN_PREFIX
+
+if TYPE_CHECKING:
+    from tfk8s.launcher.backends import Backend
+    from tfk8s.steps.parameters import LaunchSpec
 
 FEW_STEPS = 20  # an epoch with fewer global steps than this gets a warning (see steps_warning)
 
@@ -48,7 +53,7 @@ class TrainingOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-def build_job(*, name: str, counts: ReplicaCounts, args: Sequence[str] = (), backend: str,
+def build_job(*, name: str, counts: ReplicaCounts, args: Sequence[str] = (), backend: Backend,
               env: Mapping[str, str] | None = None, train_dir: str | os.PathLike = "",
               data_dir: str | os.PathLike = "", command: Sequence[str] = (), run_policy: RunPolicy | None = None,
               **policy_fields) -> TrainingJob:
@@ -63,6 +68,8 @@ def build_job(*, name: str, counts: ReplicaCounts, args: Sequence[str] = (), bac
         train_dir, data_dir: the contract's directories (every replica gets :func:`tfk8s.core.contract.replica_env`).
         run_policy: the job's :class:`~tfk8s.core.job.RunPolicy`, whole (None: its defaults); a ``timeout_s`` of 0
             means no deadline.
+        backend: the backend that runs it (:func:`tfk8s.launcher.backends.get_backend`): it says what argv
+            every replica runs (:meth:`~tfk8s.launcher.backends.Launch.program`).
         policy_fields: :class:`~tfk8s.core.job.RunPolicy` fields laid over ``run_policy`` (``max_restarts=1``,
             ``progress_timeout_s=...``, which arms the progress watchdog with ``train_dir``).
 
@@ -70,13 +77,11 @@ def build_job(*, name: str, counts: ReplicaCounts, args: Sequence[str] = (), bac
     workers get after the chief's success is 0 (unless ``grace_period_s`` is given).
 
     Raises:
-        ValueError: unknown backend (the message lists the known ones), invalid job fields or placeholders.
+        ValueError: invalid job fields or placeholders.
     """
     from dataclasses import replace
 
-    from tfk8s.launcher.backends import get_backend
-
-    argv = get_backend(backend).program(tuple(command) or ("python", "-m", builtin_trainer.TRAINER_MODULE, *args))
+    argv = backend.program(tuple(command) or ("python", "-m", builtin_trainer.TRAINER_MODULE, *args))
     # Under ParameterServerStrategy the workers serve the chief and never exit: stop them at once after it.
     extra: dict = {"grace_period_s": 0.0} if counts.ps else {}
     extra.update(policy_fields)
@@ -111,8 +116,7 @@ def steps_warning(train_examples: int, batch_size: int, epochs: int, replicas: i
             f"{f', a multiple of the {replicas} chief/worker replicas' if replicas > 1 else ''}) or use more data")
 
 
-def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
-            backend_options: Mapping | None = None, options: object = None,
+def run_job(job: TrainingJob, backend: Backend, train_dir: str | os.PathLike, *, options: object = None,
             log_sink: Callable[[str], None] | None = None) -> TrainingOutcome:
     """Run ``job`` on ``backend`` with its record, kept logs and progress display (:func:`tfk8s.tracking.tracked.tracked`),
     check the coordinator's SavedModel, read its metrics file and write ``<train dir>/training_summary.json``.
@@ -121,23 +125,17 @@ def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
     folders) exists. The non-coordinators' scratch model dirs are removed at every end.
 
     Args:
-        backend: a name of :data:`tfk8s.launcher.backends.BACKENDS`.
-        backend_options: the backend's own settings as given (Kubernetes: the keywords of
-            ``KubernetesSettings.from_params``; local: unused), checked here once
-            (:meth:`tfk8s.launcher.backends.Launch.options`); ignored when ``options`` is given.
-        options: the backend's typed options, already checked (what ``Launch.options`` returned).
+        backend: the backend that runs it (:func:`tfk8s.launcher.backends.get_backend`).
+        options: the backend's typed options, already checked (what :meth:`~tfk8s.launcher.backends.Launch.options`
+            returned, :attr:`tfk8s.steps.parameters.LaunchSpec.options`; local: None).
 
     Raises:
-        ValueError: an unknown backend or bad ``backend_options``.
         LaunchError (and subclasses): a replica failed (its name, exit code, reason, last lines), the job timed
             out, or the coordinator exited 0 without a SavedModel in its ``TFK8S_MODEL_DIR``.
     """
-    from tfk8s.launcher.backends import get_backend
     from tfk8s.tracking.tracked import tracked
 
-    runner = get_backend(backend)
-    if options is None:
-        options = runner.options(dict(backend_options or {}))
+    runner = backend
     layout = TrainLayout(train_dir)
     for folder in layout.folders():
         folder.mkdir(parents=True, exist_ok=True)  # the launcher mounts the volume where replicas do
@@ -146,7 +144,7 @@ def run_job(job: TrainingJob, backend: str, train_dir: str | os.PathLike, *,
     for folder in contract.job_folders(job.name, job.counts, train_dir, job.data_dir):
         folder.mkdir(parents=True, exist_ok=True)
     # The job record (<train dir>/job.json), every replica's log kept on the volume, the progress display.
-    with tracked(job, backend, train_dir, log_sink, namespace=runner.namespace(options),
+    with tracked(job, backend.name, train_dir, log_sink, namespace=runner.namespace(options),
                  keep_logs=not runner.keeps_replica_logs, local_paths=runner.local_paths) as track:
         try:
             result = runner.run(job, track.sink, options)
@@ -292,27 +290,18 @@ def read_summary_file(path: str | os.PathLike | None) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def launch_training_step(
-    *,
-    data_dir: str,
-    volume_root: str,
-    run_id: str,
-    backend: str,
-    params: dict | None = None,
-    dry_run: bool = False,
-    log_sink=None,
-):
-    """Build the training job from the launch parameters and run it (or, with ``dry_run``, return what the
-    backend would start: the Kubernetes objects, or the local processes with their TF_CONFIG, environment and
-    command; :meth:`tfk8s.launcher.backends.Launch.dry_run`).
+def launch_training_step(*, data_dir: str, run_id: str, spec: LaunchSpec, dry_run: bool = False,
+                         log_sink: Callable[[str], None] | None = None):
+    """Build the training job from the launch and run it (or, with ``dry_run``, return what the backend would
+    start: the Kubernetes objects, or the local processes with their TF_CONFIG, environment and command;
+    :meth:`tfk8s.launcher.backends.Launch.dry_run`).
 
     Args:
         data_dir: the prepared data folder (the Dataset artifact's ``path``).
-        params: the launch parameters by name (:data:`tfk8s.steps.params.LAUNCH_PARAMETERS`, the parameter
-            table's launch part: replica counts, ``command``, the built-in trainer's hyperparameters,
-            ``progress_timeout_s`` (the watchdog),
-            ``max_restarts`` (the restart budget on either backend), ``kubernetes`` dict...); missing ones keep
-            their defaults, other keys are ignored.
+        run_id: the pipeline run's id (names the job and its folder under the volume root).
+        spec: the launch parameters, read and checked once (:meth:`tfk8s.steps.parameters.LaunchSpec.from_params`:
+            the backend and the volume root, replica counts, ``command``, the built-in trainer's hyperparameters,
+            the run policy, the backend's options).
 
     Returns:
         A :class:`tfk8s.steps.launch_training.TrainingOutcome`, or with ``dry_run`` the backend's documents
@@ -320,20 +309,13 @@ def launch_training_step(
 
     Raises:
         tfk8s.core.errors.LaunchError: the training failed (the message names the replica, reason and fix).
-        ValueError: invalid parameters (replica counts, backend, names, command placeholders, data_dir).
+        ValueError: a bad ``data_dir`` (not a data folder, or without the metadata the built-in trainer needs).
     """
     from tfk8s.core.data_format import FORMAT_NAME, inspect_data_dir
     from tfk8s.core.job import job_name
     from tfk8s.core.layout import RunLayout
     from tfk8s.core.volume import volume_writes
-    from tfk8s.launcher.backends import get_backend
-    from tfk8s.steps import params as pipeline_params
-    from tfk8s.steps.params import LAUNCH_PARAMETERS, LaunchSpec
 
-    given = {k: v for k, v in (params or {}).items() if k in LAUNCH_PARAMETERS}
-    pipeline_params.check({**{k: p.default_for("launch_training") for k, p in LAUNCH_PARAMETERS.items()}, **given,
-                           "backend": backend, "volume_root": volume_root})  # before any replica exists
-    spec = LaunchSpec.from_params(given)
     if not dry_run:
         info = inspect_data_dir(data_dir)  # a bad or empty data folder fails before any replica starts
         if spec.is_builtin_trainer and info.get("format") != FORMAT_NAME:
@@ -349,7 +331,8 @@ def launch_training_step(
                                     0 if spec.replicas.ps else spec.replicas.num_trainers)
             if warning:
                 (log_sink or print)(warning)
-    layout = RunLayout(volume_root, run_id)
+    backend = spec.backend
+    layout = RunLayout(spec.volume_root, run_id)
     t = spec.trainer
     job = build_job(
         name=job_name(run_id, spec.job_name_prefix),
@@ -362,16 +345,13 @@ def launch_training_step(
         data_dir=data_dir,
         run_policy=spec.run_policy,
     )
-    runner = get_backend(backend)
-    # the backend's settings, checked once and handed down typed (the dry run, the record's namespace, the run)
-    options = runner.options({**asdict(spec.kubernetes), "volume_mount_path": volume_root})
     if dry_run:
-        rendered = runner.dry_run(job, options)
+        rendered = backend.dry_run(job, spec.options)
         for note in rendered.notes:  # stderr: the YAML on stdout stays ready for kubectl apply -f -
             print(f"# {note}", file=sys.stderr, flush=True)
         return rendered.documents
     with volume_writes(layout.train_dir, "the training's files"):
-        return run_job(job, backend, layout.train_dir, options=options, log_sink=log_sink)
+        return run_job(job, backend, layout.train_dir, options=spec.options, log_sink=log_sink)
 
 
 def launch_training_outputs(outcome, dataset_metadata: dict | None = None) -> tuple[dict, dict[str, float]]:

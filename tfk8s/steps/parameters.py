@@ -1,5 +1,7 @@
 """Every pipeline parameter, defined once (after TFX's ``standard_component_specs.py``): its name, type, default,
-help, check, and the steps (components) that take it.
+help, check, and the steps (components) that take it. This module is over 500 lines on purpose: the table (a row
+per parameter), the one reading of it and what is generated from it stay together, so that a parameter is added,
+checked and documented in one file.
 
 :data:`PARAMETERS` is the one table. What is generated from it:
 
@@ -7,10 +9,17 @@ help, check, and the steps (components) that take it.
   compiler reads the same text into each input's description);
 - each component CLI's flags (:func:`add_step_arguments`: ``python -m components.<step> --help``);
 - docs/pipeline.md's parameter table (:func:`markdown_table`; ``python -m tfk8s.steps.parameters`` prints it);
-- the single-value checks of :func:`tfk8s.steps.params.problems` (:attr:`Parameter.check`).
+- the single-value checks of :func:`problems` (:attr:`Parameter.check`).
 
-KFP needs literals in a component's and the pipeline's signature, so those are not generated: tests/steps/test_params.py
-compares each signature's defaults and annotations with the table (:func:`signature_mismatches`).
+The parameters are read here too, once: :func:`problems` (what ``python pipelines/train.py --local/--run/--schedule``
+and the ensure-volume step check before anything runs: each value alone, then together) and
+:meth:`LaunchSpec.from_params` (the launch step: the same reading, which builds the typed objects the launcher
+takes, :class:`~tfk8s.core.cluster.ReplicaCounts`, :class:`~tfk8s.core.job.RunPolicy`, the backend's options).
+Every message names the pipeline parameter (as in ``--param key=value``) and the fix.
+
+KFP needs literals in a component's and the pipeline's signature, so those are not generated:
+tests/steps/test_parameters.py compares each signature's defaults and annotations with the table
+(:func:`signature_mismatches`) and checks that the launch component hands on every launch parameter.
 
 A parameter a step takes under another name (``workers`` is ``prepare_dataset``'s ``num_workers``) says so in
 :attr:`Parameter.steps`; a step whose own default differs says so in :attr:`Parameter.step_defaults` (the launch
@@ -24,14 +33,15 @@ import inspect
 import json
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
 from tfk8s import DEFAULT_IMAGE
 from tfk8s.core.builtin_trainer import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, DEFAULT_LEARNING_RATE
+from tfk8s.core.cluster import ClusterConfigError, ReplicaCounts
 from tfk8s.core.contract import check_command, parse_command
-from tfk8s.core.job import SUCCESS_POLICIES
+from tfk8s.core.job import RUN_POLICY_FIELDS, SUCCESS_POLICIES, RunPolicy
 from tfk8s.core.layout import DEFAULT_ROOT, check_model_name
 from tfk8s.core.policy import (
     DEFAULT_EVALUATOR_GRACE_S,
@@ -42,8 +52,15 @@ from tfk8s.core.policy import (
     DEFAULT_STARTUP_TIMEOUT_S,
     STOP_GRACE_S,
 )
-from tfk8s.launcher.backends import BACKENDS
-from tfk8s.launcher.kubernetes.settings import KubernetesParams
+from tfk8s.launcher.backends import BACKENDS, Backend, get_backend
+from tfk8s.launcher.kubernetes.settings import (
+    DNS1123_LABEL,
+    DNS1123_LABEL_RULE,
+    DNS1123_SUBDOMAIN,
+    KubernetesParams,
+    KubernetesSettings,
+    parse_json,
+)
 from tfk8s.steps.cli import boolean
 
 ENSURE = "ensure_volume"
@@ -69,7 +86,7 @@ DEFAULT_PVC_NAME = "tfk8s-data"
 
 @dataclass(frozen=True)
 class Check:
-    """A check of one parameter's value alone (those between parameters are :func:`tfk8s.steps.params.problems`).
+    """A check of one parameter's value alone (those between parameters are :func:`problems`).
 
     Attributes:
         rule: the rule in words, for the docs (``>= 1``).
@@ -142,7 +159,7 @@ class Parameter:
         pipeline: False for a component parameter the pipeline does not offer (``max_train_examples``).
         step_defaults: a step whose own default differs from ``default`` (used alone, not by the pipeline).
         used_by_pipeline: the pipeline itself uses it too (a condition, each step's image, the mounted claim).
-        also: the checks with other parameters, in words (:func:`tfk8s.steps.params.problems` makes them).
+        also: the checks with other parameters, in words (:func:`problems` makes them).
     """
 
     name: str
@@ -294,6 +311,284 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(dict([
 """Every pipeline parameter (and the launch step's ``max_train_examples``), in the pipeline's order."""
 
 
+OWN_PARAMETERS = (*KubernetesParams.SHARED, "max_restarts")
+"""Settings of the replicas that are pipeline parameters of their own, not keys of the ``kubernetes`` dict."""
+
+LAUNCH_PARAMETERS: Mapping[str, Parameter] = MappingProxyType({
+    name: p for name, p in PARAMETERS.items() if LAUNCH in p.steps and name not in ("volume_root", "backend")})
+"""The launch step's parameters (:data:`PARAMETERS` taken by ``launch_training``, less ``volume_root`` and
+``backend``, which say where rather than what): what :class:`LaunchSpec` is built from."""
+
+_REPLICA_COUNTS = ("chief", "workers", "ps", "evaluator")
+
+
+# -- the launch, typed once -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrainerSpec:
+    """The built-in trainer's hyperparameters (``python -m trainer.task``); ignored by a user's ``command``.
+
+    Attributes:
+        epochs: training epochs.
+        batch_size: the global batch (split evenly over the chief/worker replicas without ps).
+        learning_rate: initial learning rate (cosine decay to 0).
+        max_train_examples: cap on training examples (0: all), for smoke runs.
+    """
+
+    epochs: int = DEFAULT_EPOCHS
+    batch_size: int = DEFAULT_BATCH_SIZE
+    learning_rate: float = DEFAULT_LEARNING_RATE
+    max_train_examples: int = 0
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """The launch step's parameters, each read once from what the pipeline (or the CLI) passed, into the typed
+    objects the launcher takes (:meth:`from_params`).
+
+    Attributes:
+        backend: the backend that runs the replicas (:func:`tfk8s.launcher.backends.get_backend` of the
+            ``backend`` parameter).
+        volume_root: the shared volume's root, where the run's folders are (and, on Kubernetes, where every
+            replica mounts the claim).
+        replicas: chief / worker / ps / evaluator counts.
+        trainer: the built-in trainer's hyperparameters.
+        command: the user's program (argv, may hold the placeholders of :mod:`tfk8s.core.contract`); empty: the
+            built-in trainer.
+        run_policy: how the job is judged and bounded (:class:`tfk8s.core.job.RunPolicy`: ``max_restarts``, the
+            restart budget on either backend; ``timeout_s``, 0: no deadline; ``success_policy``; the graces and
+            watchdogs), carried whole to the :class:`~tfk8s.core.job.TrainingJob`.
+        job_name_prefix: prefix of the job name ``<prefix>-<run id>``.
+        kubernetes: the Kubernetes settings as given (the ``kubernetes`` dict with ``namespace``, ``image``,
+            ``pvc_name`` laid over it).
+        options: what the backend made of them, checked (:meth:`tfk8s.launcher.backends.Launch.options`:
+            Kubernetes, a :class:`~tfk8s.launcher.kubernetes.settings.KubernetesSettings`; local, None).
+    """
+
+    backend: Backend
+    volume_root: str = DEFAULT_ROOT
+    replicas: ReplicaCounts = field(default_factory=ReplicaCounts)
+    trainer: TrainerSpec = field(default_factory=TrainerSpec)
+    command: tuple[str, ...] = ()
+    run_policy: RunPolicy = field(default_factory=lambda: RunPolicy(**_run_policy_defaults()))
+    job_name_prefix: str = "tfk8s"
+    kubernetes: KubernetesParams = field(default_factory=KubernetesParams)
+    options: Any = None
+
+    @property
+    def is_builtin_trainer(self) -> bool:
+        """True when no ``command`` was given: the replicas run ``python -m trainer.task``."""
+        return not self.command
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], *, backend: str, volume_root: str) -> LaunchSpec:
+        """The launch from its parameters (:data:`LAUNCH_PARAMETERS` names with the types of the table; other
+        keys are ignored, a missing one keeps the launch step's default), checked alone and together (what
+        :func:`problems` says) while each part is built, once: ``backend`` (a name of
+        :data:`~tfk8s.launcher.backends.BACKENDS`) becomes the backend object, which turns the Kubernetes settings
+        into its options (:meth:`~tfk8s.launcher.backends.Launch.options`, the claim mounted at ``volume_root``).
+
+        Raises:
+            ValueError: every problem found, one per line, each naming the parameter and the fix.
+        """
+        values = {k: p.default_for(LAUNCH) for k, p in LAUNCH_PARAMETERS.items()}
+        values.update({k: v for k, v in params.items() if k in LAUNCH_PARAMETERS})
+        values.update(backend=backend, volume_root=volume_root)
+        parts, found = _read(values)
+        if found:
+            raise ValueError(_listing(found))
+        return cls(**parts)
+
+
+def _run_policy_defaults() -> dict[str, Any]:
+    """The run policy's fields that are pipeline parameters, at the table's defaults."""
+    return {k: PARAMETERS[k].default for k in RUN_POLICY_FIELDS if k in PARAMETERS}
+
+
+def kube_dict(value: Any) -> dict:
+    """The ``kubernetes`` parameter as a dict (a JSON string is parsed; empty: ``{}``).
+
+    Raises:
+        ValueError: not a JSON object.
+    """
+    if isinstance(value, str) and not value.strip():
+        return {}
+    return dict(parse_json(value, "kubernetes", dict, '{"cpu": "2", "memory": "4Gi"}'))
+
+
+def kubernetes_params(value: Any, shared: Mapping[str, Any] | None = None) -> KubernetesParams:
+    """The ``kubernetes`` parameter (a dict or its JSON) with the pipeline's own ``namespace``/``image``/
+    ``pvc_name`` (``shared``) laid over it.
+
+    Raises:
+        ValueError: not an object, a key of :data:`OWN_PARAMETERS` (a parameter of its own), or an unknown key
+            (the message names it, a close match and the known ones).
+    """
+    given = kube_dict(value)
+    taken = sorted(set(given) & set(OWN_PARAMETERS))
+    if taken:
+        raise ValueError(f"kubernetes must not set {taken}: they are pipeline parameters of their own "
+                         f"(--param {taken[0]}=...)")
+    return replace(KubernetesParams.from_dict(given), **dict(shared or {}))
+
+
+def _read(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Every given value of ``params`` (pipeline parameter names) checked, alone (the table's checks) and
+    together, and the launch's typed parts built from them on the way (a part only when its values were given;
+    the backend's options when ``backend`` names one).
+
+    Returns:
+        ``(parts, problems)``: the :class:`LaunchSpec` fields built, and one sentence per problem.
+    """
+    out: list[str] = []
+    parts: dict[str, Any] = {}
+    get = params.get
+    for name, p in PARAMETERS.items():  # each value alone, by the table's check
+        if name in params and p.check is not None:
+            found = p.problem(get(name))
+            if found:
+                out.append(found)
+    for key, minimum in (("schedule_timeout_s", 1), ("gpus", 0)):  # flat Kubernetes keys of older callers
+        if key in params and get(key) < minimum:
+            out.append(f"{key} must be >= {minimum}, got {get(key)}")
+    if all(k in params for k in _REPLICA_COUNTS):
+        try:
+            parts["replicas"] = counts = ReplicaCounts(chief=get("chief"), worker=get("workers"), ps=get("ps"),
+                                                       evaluator=get("evaluator"))
+        except ClusterConfigError as e:
+            out.append(str(e).replace("worker >= 1", "workers >= 1").replace("use more workers", "raise workers"))
+        else:
+            readers = counts.num_trainers
+            if not counts.ps and get("batch_size", 1) >= 1 and get("batch_size", readers) % readers:
+                b = get("batch_size")
+                out.append(f"batch_size {b} is the global batch, split evenly over the {readers} chief/worker "
+                           f"replicas: make it a multiple of {readers}, e.g. {b - b % readers or readers}")
+            if get("num_shards", 0) and get("num_shards") < readers:
+                out.append(f"num_shards {get('num_shards')} < {readers} chief/worker replicas: each reads its own "
+                           f"shard files; use 0 (4 per replica) or at least {readers}")
+    if all(k in params for k in ("epochs", "batch_size", "learning_rate", "max_train_examples")):
+        parts["trainer"] = TrainerSpec(epochs=get("epochs"), batch_size=get("batch_size"),
+                                       learning_rate=float(get("learning_rate")),
+                                       max_train_examples=get("max_train_examples"))
+    if "command" in params and not PARAMETERS["command"].problem(get("command")):
+        parts["command"] = parse_command(get("command"))
+    policy = [k for k in RUN_POLICY_FIELDS if k in PARAMETERS]
+    if all(k in params for k in policy) and not any(PARAMETERS[k].problem(get(k)) for k in policy):
+        try:
+            parts["run_policy"] = RunPolicy(**{k: get(k) for k in policy})
+        except ValueError as e:
+            out.append(str(e))
+    if "job_name_prefix" in params:
+        parts["job_name_prefix"] = get("job_name_prefix")
+    backend = get_backend(get("backend")) if get("backend") in BACKENDS else None  # else: the table's check said
+    if backend is not None:
+        parts["backend"] = backend
+    if "volume_root" in params:
+        parts["volume_root"] = str(get("volume_root"))
+    claimed = backend is not None and not backend.local_paths  # Kubernetes: every step and replica mounts the PVC
+    if claimed:
+        if "volume_root" in params and get("volume_root") != DEFAULT_ROOT:
+            out.append(f"volume_root must be {DEFAULT_ROOT} on Kubernetes (where every step and replica mounts the "
+                       f"PVC), got {get('volume_root')!r}; it is for --local runs")
+        if "pvc_name" in params and not get("pvc_name"):
+            out.append("pvc_name is empty: name the PersistentVolumeClaim for data, checkpoints and models "
+                       "(without it the model would be written to a pod's ephemeral storage)")
+    out += _kubernetes(params, parts, backend, claimed)
+    out += _claim_name_as_volume_name(get("pvc_name"))  # the KFP pipeline mounts it on every backend
+    return parts, out
+
+
+def _kubernetes(params: Mapping[str, Any], parts: dict[str, Any], backend: Backend | None,
+                claimed: bool) -> list[str]:
+    """The ``kubernetes`` dict and the parameters of their own (namespace, image, pvc_name) read into
+    :class:`KubernetesParams` (``parts["kubernetes"]``) and made the backend's options (``parts["options"]``,
+    once); a backend that mounts no claim (local) does not use them, but a typo, a bad quantity or claim name is
+    said now, not on a cluster (only the given values are checked then).
+
+    Returns:
+        What :meth:`KubernetesSettings.resolve` and :func:`kubernetes_params` refused, one sentence each.
+    """
+    shared = {k: params[k] for k in KubernetesParams.SHARED if k in params}
+    try:
+        given = {**kube_dict(params.get("kubernetes")), **shared}
+        kube = kubernetes_params(params.get("kubernetes"), shared)  # unknown keys, own parameters
+        parts["kubernetes"] = kube
+        if claimed:
+            parts["options"] = backend.options(kube, str(params.get("volume_root", DEFAULT_ROOT)))
+        else:
+            if given:
+                KubernetesSettings.from_params(**{"image": DEFAULT_IMAGE, **given})
+            if backend is not None:
+                parts["options"] = backend.options(kube, str(params.get("volume_root", DEFAULT_ROOT)))
+    except ValueError as e:
+        return [str(e)]
+    return []
+
+
+def _claim_name_as_volume_name(pvc_name: Any) -> list[str]:
+    """A claim name Kubernetes accepts (a DNS-1123 subdomain, which the launcher checks) that KFP cannot mount:
+    kfp-kubernetes' ``mount_pvc`` names the pod's volume after the claim, and a pod's volume name must be a
+    DNS-1123 label (no dots, at most 63 characters). Without this, ``data.v1`` passes ensure-volume and the first
+    step that mounts it fails at pod creation ("spec.volumes[0].name: Invalid value")."""
+    name = str(pvc_name or "")
+    if not DNS1123_SUBDOMAIN.match(name) or len(name) > 253:
+        return []  # not a claim name at all: the launcher's own check says so
+    if DNS1123_LABEL.match(name) and len(name) <= 63:
+        return []
+    fixed = name.replace(".", "-")[:63].strip("-")
+    return [(f"pvc_name {name!r} is a valid claim name, but KFP names each step's pod volume after the claim, "
+             f"which must be {DNS1123_LABEL_RULE}: rename the claim, e.g. {fixed!r}")]
+
+
+def problems(params: Mapping[str, Any]) -> list[str]:
+    """Everything wrong with ``params`` (pipeline parameter names; a missing key is not checked): each value
+    by its row's check, the replica counts, the batch and shards against them, the backend's volume rules, the
+    Kubernetes settings. What ``python pipelines/train.py --local/--run/--schedule`` says before starting
+    (seconds, nothing written), from the same reading :meth:`LaunchSpec.from_params` does at launch.
+
+    Returns:
+        One sentence per problem, empty when all is well.
+    """
+    return _read(params)[1]
+
+
+def _listing(found: list[str]) -> str:
+    return "invalid pipeline parameters:\n  - " + "\n  - ".join(found)
+
+
+def check(params: Mapping[str, Any]) -> None:
+    """Raise if :func:`problems` finds any.
+
+    Raises:
+        ValueError: listing every problem, one per line.
+    """
+    found = problems(params)
+    if found:
+        raise ValueError(_listing(found))
+
+
+def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per parameter of the launch step (:func:`add_step_arguments`: ``--volume-root``, ``--backend``,
+    ``--workers``, ``--command``, ``--kubernetes JSON``...), and the ``kubernetes`` dict's keys as flags of their
+    own (``--cpu 2``...; :func:`tfk8s.steps.cli.add_kubernetes_arguments`), which win over the same keys in
+    ``--kubernetes``."""
+    from tfk8s.steps.cli import add_kubernetes_arguments
+
+    add_step_arguments(parser, LAUNCH)
+    add_kubernetes_arguments(parser, skip=KubernetesParams.SHARED, unset_default=True)
+
+
+def launch_params_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed values of :func:`add_launch_arguments`' flags, keyed by parameter name; the ``kubernetes``
+    flags given are merged into ``kubernetes``."""
+    from tfk8s.steps.cli import kubernetes_params_from_args
+
+    params = {name: getattr(args, name) for name in LAUNCH_PARAMETERS}
+    flags = {k: v for k, v in kubernetes_params_from_args(args).items() if k not in KubernetesParams.SHARED}
+    params["kubernetes"] = {**(params["kubernetes"] or {}), **flags}
+    return params
+
+
+# -- the table's uses: lists, CLI flags, docstrings, docs -----------------------------------------------------------
 def pipeline_parameters() -> dict[str, Parameter]:
     """The parameters the pipeline offers (:attr:`Parameter.pipeline`), in the table's order."""
     return {n: p for n, p in PARAMETERS.items() if p.pipeline}

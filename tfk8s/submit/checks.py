@@ -1,5 +1,5 @@
 """The pipeline's parameters checked before a run starts (``pipelines/train.py --local``, ``--run``,
-``--schedule``): against the inputs the compiled package declares, together (:func:`tfk8s.steps.params.check`),
+``--schedule``): against the inputs the compiled package declares, together (:func:`tfk8s.steps.parameters.check`),
 and the data (the user's ``data_dir``, else ``dataset_name`` in TFDS), in seconds and writing nothing."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tfk8s.steps import params as pipeline_params
+from tfk8s.steps import parameters as pipeline_params
 from tfk8s.submit.errors import ParameterError
-from tfk8s.submit.params import parse_param_items, resolve_params
+from tfk8s.submit.pipeline_inputs import parse_param_items, resolve_params
 
 
 def moved_to_kubernetes(given: Mapping[str, Any]) -> str | None:
@@ -61,7 +61,7 @@ def check_run_params(items: list[str], defaults: Mapping[str, Any], package: str
     """Check ``--param`` items before anything starts; returns them parsed to their declared types.
 
     Args:
-        items: the ``key=value`` items (:func:`tfk8s.submit.params.parse_param_items`).
+        items: the ``key=value`` items (:func:`tfk8s.submit.pipeline_inputs.parse_param_items`).
         defaults: the pipeline function's defaults (the values a run takes for what is not given).
         package: the compiled pipeline package whose inputs are the known parameters.
         local: a ``--local`` run: the data set and a user's ``data_dir`` are on this machine (a relative

@@ -27,7 +27,7 @@ from typing import Any
 from tfk8s.submit import kfp_client, kfp_runs
 from tfk8s.submit.cron import argo_schedule, check_timezone, validate_cron
 from tfk8s.submit.errors import KfpClientError
-from tfk8s.submit.params import parse_param_items
+from tfk8s.submit.pipeline_inputs import parse_param_items
 
 COMPILE_FORMATS = ("kfp", "argo")
 

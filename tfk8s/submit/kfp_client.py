@@ -2,7 +2,7 @@
 
 Everything that can be checked locally is checked before the first request: the host URL, the cron
 expression (KFP's 6 fields, :mod:`tfk8s.submit.cron`), and the parameters against the inputs the compiled
-package declares (:mod:`tfk8s.submit.params`). Then one
+package declares (:mod:`tfk8s.submit.pipeline_inputs`). Then one
 short health probe (``GET /apis/v2beta1/healthz``, a few seconds, no retries) tells an unreachable or wrong
 host, or a login redirect, apart from everything else, in one line instead of kfp's retries and traceback.
 The requests themselves are made by :class:`kfp.Client`:
@@ -40,7 +40,7 @@ from typing import Any
 
 from tfk8s.submit.cron import validate_cron
 from tfk8s.submit.errors import KfpApiError, KfpClientError, KfpUnreachableError
-from tfk8s.submit.params import read_package, resolve_params
+from tfk8s.submit.pipeline_inputs import read_package, resolve_params
 
 TOKEN_ENV = "KF_PIPELINES_TOKEN"
 HOST_ENV = "KF_PIPELINES_ENDPOINT"  # kfp's own variable for the API endpoint

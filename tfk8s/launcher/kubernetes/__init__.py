@@ -36,7 +36,7 @@ from tfk8s.core.job import LaunchResult, TrainingJob
 from tfk8s.launcher.backends import DryRun
 from tfk8s.launcher.kubernetes.errors import KubernetesApiError, VolumeError
 from tfk8s.launcher.kubernetes.objects import render_manifests as _render
-from tfk8s.launcher.kubernetes.settings import KubernetesSettings
+from tfk8s.launcher.kubernetes.settings import KubernetesParams, KubernetesSettings
 
 
 def _print(line: str) -> None:
@@ -114,13 +114,14 @@ class Kubernetes:
     user_errors = (KubernetesApiError, VolumeError)
 
     # -- launch ---------------------------------------------------------------------------------------------
-    def options(self, params: Mapping[str, Any]) -> KubernetesSettings:
-        """:meth:`KubernetesSettings.from_params` of ``params`` (its keywords), once per launch.
+    def options(self, kubernetes: KubernetesParams, volume_root: str) -> KubernetesSettings:
+        """:meth:`KubernetesSettings.resolve` of the typed ``kubernetes`` parameters, the claim mounted at
+        ``volume_root`` in every replica; once per launch.
 
         Raises:
             ValueError: a bad value (the message names the parameter).
         """
-        return KubernetesSettings.from_params(**dict(params))
+        return KubernetesSettings.resolve(kubernetes, volume_mount_path=volume_root)
 
     def namespace(self, options: KubernetesSettings) -> str:
         return options.namespace

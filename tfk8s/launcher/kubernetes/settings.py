@@ -446,7 +446,17 @@ class KubernetesSettings:
                 replica type or key in ``replica_overrides``, a bad quantity, name or number; the message
                 names the parameter and says how to fix it.
         """
-        p = KubernetesParams.from_dict(params)
+        return cls.resolve(KubernetesParams.from_dict(params), volume_mount_path=volume_mount_path)
+
+    @classmethod
+    def resolve(cls, p: KubernetesParams, *, volume_mount_path: str = DEFAULT_MOUNT_PATH) -> KubernetesSettings:
+        """Settings from the typed parameters (what :meth:`from_params` builds from keywords, and what the launch
+        step's :class:`tfk8s.steps.parameters.LaunchSpec` holds): every value checked, the namespace resolved,
+        each replica type's overrides applied, the launcher pod read from its environment.
+
+        Raises:
+            ValueError: as :meth:`from_params` (a bad value; the message names the parameter and the fix).
+        """
         namespace, image, pvc_name, cpu, memory, gpus = p.namespace, p.image, p.pvc_name, p.cpu, p.memory, p.gpus
         node_selector, tolerations, service_account = p.node_selector, p.tolerations, p.service_account
         replica_overrides, cluster_domain, schedule_timeout_s = p.replica_overrides, p.cluster_domain, p.schedule_timeout_s

@@ -3,12 +3,13 @@
 import inspect
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from pipelines.train import train_pipeline
-from tfk8s.steps.params import check, problems
+from tfk8s.steps.parameters import check, problems
 
 DEFAULTS = {k: v.default for k, v in inspect.signature(train_pipeline.pipeline_func).parameters.items()}
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +87,7 @@ def test_cli_refuses_bad_parameters_before_anything_runs(tmp_path):
 def test_a_local_run_refuses_a_bad_kubernetes_setting_before_anything_runs(tmp_path):
     """The local backend does not use them, but a typo or a bad quantity is said at once (it failed in the
     launch step, after the data set was prepared, or not at all)."""
-    from tfk8s.steps.params import problems
+    from tfk8s.steps.parameters import problems
 
     assert problems({"backend": "local", "kubernetes": {"cpu": "2", "memory": "4Gi"}}) == []
     (bad_value,) = problems({"backend": "local", "kubernetes": {"cpu": "abc"}})
@@ -131,22 +132,26 @@ def test_an_empty_dataset_name_is_one_line_not_tfdss_help(tmp_path):
 
 
 def test_the_launch_step_checks_again_before_creating_any_replica(tmp_path):
-    from tfk8s.steps.launch_training import launch_training_step
+    from tests.fakes.launching import launch
 
     with pytest.raises(ValueError, match="make it a multiple of 3"):
-        launch_training_step(data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
-                             backend="local", params={"workers": 3, "epochs": 1})
+        launch({"workers": 3, "epochs": 1},
+               data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
+               backend="local")
     assert not (tmp_path / "runs").exists()
     with pytest.raises(ValueError, match="pvc_name is empty"):
-        launch_training_step(data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1",
-                             backend="kubernetes", params={"chief": 1, "pvc_name": ""}, dry_run=True)
+        launch({"chief": 1, "pvc_name": ""},
+               data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1",
+               backend="kubernetes", dry_run=True)
     with pytest.raises(ValueError, match=r"data_dir .*data does not exist: prepare it on the volume"):
-        launch_training_step(data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
-                             backend="local", params={"command": "python train.py"})
+        launch({"command": "python train.py"},
+               data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
+               backend="local")
     (tmp_path / "data").mkdir()
     with pytest.raises(ValueError, match=r"data_dir .*data is empty"):
-        launch_training_step(data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
-                             backend="local", params={"command": "python train.py"})
+        launch({"command": "python train.py"},
+               data_dir=str(tmp_path / "data"), volume_root=str(tmp_path), run_id="r1",
+               backend="local")
     assert not (tmp_path / "runs").exists()
 
 
@@ -202,11 +207,11 @@ def test_the_table_holds_every_pipeline_parameter_and_the_literals_equal_it():
     assert step_parameters("prepare_dataset")["num_workers"].name == "workers"
     assert step_parameters("prepare_dataset")["download"].name == "tfds_download"
     assert PARAMETERS["pvc_name"].default_for("launch_training") == "" and DEFAULTS["pvc_name"] == "tfk8s-data"
-    from tfk8s.steps.launch_training import launch_training_step
+    from tests.fakes.launching import launch
 
     with pytest.raises(ValueError, match="pvc_name is empty"):  # the launch step alone mounts no claim unless told
-        launch_training_step(data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1",
-                             backend="kubernetes", params={"chief": 1}, dry_run=True)
+        launch({"chief": 1}, data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1",
+               backend="kubernetes", dry_run=True)
     # and the defaults pass the checks
     assert problems({n: p.default for n, p in PARAMETERS.items()}) == []
 
@@ -279,25 +284,27 @@ def test_the_run_policy_travels_whole_from_the_parameters_to_the_job():
 
     from tfk8s.core.cluster import ReplicaCounts
     from tfk8s.core.job import RunPolicy, TrainingJob
+    from tfk8s.launcher.backends import get_backend
     from tfk8s.steps.launch_training import build_job
-    from tfk8s.steps.params import LaunchSpec
+    from tfk8s.steps.parameters import LaunchSpec
 
     spec = LaunchSpec.from_params({"max_restarts": 5, "timeout_s": 0, "stop_grace_s": 7, "success_policy": "AllWorkers",
                                    "progress_timeout_s": 11, "startup_timeout_s": 13, "evaluator_grace_s": 17,
-                                   "restart_exit_code": 43})
+                                   "restart_exit_code": 43}, backend="local", volume_root="/tmp/v")
     assert spec.run_policy == RunPolicy(max_restarts=5, timeout_s=0, stop_grace_s=7, success_policy="AllWorkers",
                                         progress_timeout_s=11, startup_timeout_s=13, evaluator_grace_s=17,
                                         restart_exit_code=43)
-    assert LaunchSpec().run_policy == LaunchSpec.from_params({}).run_policy
-    assert LaunchSpec().run_policy.timeout_s == 86400 and LaunchSpec().run_policy.progress_timeout_s == 600
-    job = build_job(name="j", counts=ReplicaCounts(worker=2), backend="local", run_policy=spec.run_policy)
+    assert LaunchSpec(get_backend("local")).run_policy == LaunchSpec.from_params({}, backend="local", volume_root="/tmp/v").run_policy
+    assert LaunchSpec(get_backend("local")).run_policy.timeout_s == 86400 and LaunchSpec(get_backend("local")).run_policy.progress_timeout_s == 600
+    job = build_job(name="j", counts=ReplicaCounts(worker=2), backend=get_backend("local"),
+                    run_policy=spec.run_policy)
     assert job.run_policy == dataclasses.replace(spec.run_policy, timeout_s=None)  # 0: no deadline
     # the launcher reads the fields on the job, read-only
     assert (job.max_restarts, job.stop_grace_s, job.success_policy, job.timeout_s) == (5, 7, "AllWorkers", None)
     with pytest.raises(dataclasses.FrozenInstanceError):
         job.max_restarts = 1
     # with ps, lagging workers get no grace after the chief's success
-    ps_job = build_job(name="j", counts=ReplicaCounts(chief=1, worker=1, ps=1), backend="local",
+    ps_job = build_job(name="j", counts=ReplicaCounts(chief=1, worker=1, ps=1), backend=get_backend("local"),
                        run_policy=spec.run_policy)
     assert ps_job.grace_period_s == 0.0 and ps_job.max_restarts == 5
     # a field given as a keyword of its own is laid over the run policy
@@ -417,3 +424,120 @@ def test_a_kfp_components_failure_is_its_pods_termination_message_and_still_rais
                 found.append(name)
     assert sorted(found) == ["ensure_volume", "evaluate_model", "export_model", "launch_training", "prepare_dataset",
                              "push_model", "reject_model"]
+
+
+def _distinct_launch_values() -> dict:
+    """A value for every launch parameter that differs from its default (and passes its checks)."""
+    from tfk8s.steps.parameters import LAUNCH_PARAMETERS
+
+    by_kind = {int: 7, float: 0.125, str: "x", bool: True}
+    values = {name: by_kind.get(p.kind, {}) for name, p in LAUNCH_PARAMETERS.items()}
+    values.update(chief=1, workers=3, ps=1, evaluator=1, command="python my_train.py", success_policy="AllWorkers",
+                  job_name_prefix="team-a", namespace="ml", image="me/train:2", pvc_name="team-data",
+                  kubernetes={"cpu": "3"}, restart_exit_code=43, batch_size=96)
+    assert all(values[n] != p.default_for("launch_training") for n, p in LAUNCH_PARAMETERS.items())
+    return values
+
+
+def test_the_launch_component_hands_every_launch_parameter_on_by_name(monkeypatch, tmp_path):
+    """The component's arguments are the table's launch parameters (signature_mismatches), and its body hands
+    each one on, unchanged and under its own name, to the one reading (LaunchSpec.from_params): none is left out
+    or crossed with another (a hand-written dict could)."""
+    import components.launch_training as component
+    from tfk8s.steps import parameters
+
+    values = _distinct_launch_values()
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def reading(cls, params, *, backend, volume_root):
+        seen.append((dict(params), backend, volume_root))
+        raise Stop
+
+    monkeypatch.setattr(parameters.LaunchSpec, "from_params", classmethod(reading))
+    monkeypatch.setenv("TFK8S_TERMINATION_LOG", str(tmp_path / "termination-log"))
+
+    from types import SimpleNamespace
+
+    dataset = SimpleNamespace(metadata={"path": "/mnt/tfk8s/datasets/d"})
+    with pytest.raises(Stop):
+        component.launch_training.python_func(dataset=dataset, model=None, metrics=None, volume_root="/mnt/tfk8s",
+                                              run_id="r9", backend="local", **values)
+    assert seen == [(values, "local", "/mnt/tfk8s")]
+
+
+def _chain_to_tf_config(monkeypatch) -> list[list[tuple[str, dict]]]:
+    """Records, at every TF_CONFIG built (tfk8s.core.cluster.tf_config_json, as the local backend and the
+    Kubernetes manifests call it), the project's frames from the launch component's CLI down to it: each as
+    ``(function name, its arguments)``."""
+    import inspect
+
+    from tfk8s.core import cluster
+    from tfk8s.launcher import local
+    from tfk8s.launcher.kubernetes import objects
+
+    real = cluster.tf_config_json
+    chains: list[list[tuple[str, dict]]] = []
+
+    def recording(spec, replica):
+        frames = []
+        for info in reversed(inspect.stack()[1:]):
+            path = Path(info.filename).resolve()
+            if path.is_relative_to(REPO) and not path.is_relative_to(REPO / "tests"):
+                args = inspect.getargvalues(info.frame)
+                frames.append((info.function, {a: args.locals[a] for a in args.args if a in args.locals}))
+        start = max(i for i, (name, _) in enumerate(frames) if name == "main")  # components.launch_training.main
+        chains.append([*frames[start:], ("tf_config_json", {"spec": spec, "replica": replica})])
+        return real(spec, replica)
+
+    for module in (local, objects):
+        monkeypatch.setattr(module, "tf_config_json", recording)
+    return chains
+
+
+def _untyped(chain: list[tuple[str, dict]]) -> list[str]:
+    """The calls of ``chain`` handed the parameters as a mapping by name (``{"workers": ...}``)."""
+    return [name for name, args in chain
+            if any(isinstance(v, Mapping) and {"workers", "chief"} & set(v) for v in args.values())]
+
+
+def test_workers_reach_tf_config_in_at_most_8_calls_each_taking_typed_values(tmp_path, monkeypatch):
+    """Issue 31: from the launch component's entry (its CLI: what the Argo export and a launcher pod run) to the
+    TF_CONFIG of a replica, in a real local launch: at most 8 calls, none of them handed the parameters by name
+    (``workers`` is read once, into ReplicaCounts, before the first). The same for the Kubernetes manifests
+    (``--dry-run`` renders what a run creates, by the same functions)."""
+    import json
+
+    import components.launch_training as component
+
+    chains = _chain_to_tf_config(monkeypatch)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train-00000-of-00001.tfrecord").write_bytes(b"\0" * 16)
+    save = ("import os, pathlib; d = pathlib.Path(os.environ['TFK8S_MODEL_DIR']); d.mkdir(parents=True, "
+            "exist_ok=True); (d / 'saved_model.pb').write_bytes(b'')")
+    component.main.__wrapped__(["--data-dir", str(data), "--run-id", "r1", "--backend", "local", "--volume-root",
+                                str(tmp_path / "vol"), "--workers", "3", "--batch-size", "96", "--command",
+                                json.dumps(["python", "-c", save]),
+                                "--progress-timeout-s", "0"])
+    assert len(chains) == 3  # worker-0, -1, -2
+    local_chain = chains[0]
+    assert json.loads(component_tf_config(local_chain))["cluster"]["worker"][2].startswith("127.0.0.1:")
+    assert len(local_chain) - 1 <= 8, [name for name, _ in local_chain]
+    assert _untyped(local_chain) == []
+    chains.clear()
+    component.main.__wrapped__(["--data-dir", "/mnt/tfk8s/d", "--run-id", "r1", "--backend", "kubernetes",
+                                "--pvc-name", "data", "--workers", "3", "--batch-size", "96", "--dry-run"])
+    assert len(chains) == 3
+    assert len(chains[0]) - 1 <= 8, [name for name, _ in chains[0]]
+    assert _untyped(chains[0]) == []
+
+
+def component_tf_config(chain: list[tuple[str, dict]]) -> str:
+    """The TF_CONFIG value at the end of ``chain``."""
+    from tfk8s.core.cluster import tf_config_json
+
+    args = chain[-1][1]
+    return tf_config_json(args["spec"], args["replica"])
