@@ -52,3 +52,17 @@ def test_the_rules_table_is_the_policys():
 
 def test_the_readme_links_the_failures_doc_once():
     assert (REPO / "README.md").read_text().count("(docs/failures.md)") == 1
+
+
+def test_the_kubernetes_settings_table_is_generated_from_kubernetes_params():
+    """docs/kubernetes.md's table of the Kubernetes settings is KubernetesParams' own (names, flags, defaults, help):
+    a field added to the code and not to the doc fails here."""
+    from tfk8s.launcher.kubernetes.settings import KubernetesParams, markdown_table
+
+    text = (REPO / "docs" / "kubernetes.md").read_text()
+    section = text.split("\n## Parameters\n", 1)[1].split("\n## ", 1)[0]
+    table = "".join(line + "\n" for line in section.splitlines() if line.startswith("|"))
+    assert table == markdown_table()
+    for name in KubernetesParams.names():
+        assert f"| `{name}`" in table, name
+    assert "| `gpu_image` | `--gpu-image` |" in table
