@@ -3,32 +3,58 @@ each behaviour it claims is pinned by a test), and its rules table is the policy
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _rows() -> list[tuple[str, list[str]]]:
+TEST_REF = re.compile(r"`(tests/[\w/]+\.py)::(test_\w+)`")
+
+
+def _rows() -> list[tuple[str, list[tuple[str, str]]]]:
+    """The rows of docs/failures.md's "What happens when ..." table: (what happens, [(test file, test name)])."""
     text = (REPO / "docs" / "failures.md").read_text()
     section = text.split("## What happens when ...", 1)[1].split("\n## ", 1)[0]
     rows = []
     for line in section.splitlines():
+        if not line.startswith("|") or line.startswith(("| what happens when ... |", "|---")):
+            continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[0] not in ("what happens when ...", "---"):
-            rows.append((cells[0], re.findall(r"`([\w/]*test_\w+\.py::test_\w+)`", cells[2])))
+        assert len(cells) == 3, f"a row of {len(cells)} cells (a | in a cell?): {line[:100]}"
+        refs = re.findall(r"`[^`]*::[^`]*`", cells[2])
+        assert len(refs) == len(TEST_REF.findall(cells[2])), f"row {cells[0]!r}: name tests as `tests/...py::test_name`"
+        rows.append((cells[0], TEST_REF.findall(cells[2])))
     return rows
+
+
+def _test_functions(path: str) -> set[str]:
+    """The names of the test functions defined at the top of the test file ``path`` (parsed, not imported)."""
+    tree = ast.parse((REPO / path).read_text())
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
 
 
 def test_every_row_of_the_faults_table_names_tests_that_exist():
     rows = _rows()
     assert len(rows) >= 40
     for what, tests in rows:
-        assert tests, f"row {what!r} names no test"
-        for ref in tests:
-            file, name = ref.split("::")
-            source = (REPO / "tests" / file).read_text()
-            assert re.search(rf"^def {name}\(", source, re.MULTILINE), f"row {what!r}: {ref} does not exist"
+        assert tests, f"row {what!r} names no test as `tests/...py::test_name`"
+        for file, name in tests:
+            assert (REPO / file).is_file(), f"row {what!r}: {file} does not exist"
+            assert name in _test_functions(file), f"row {what!r}: {file}::{name} does not exist"
+
+
+def test_each_behaviour_has_one_row():
+    whats = [what for what, _ in _rows()]
+    assert sorted(w for w in set(whats) if whats.count(w) > 1) == []
+
+
+def test_the_checker_finds_a_missing_test():
+    assert "test_every_row_of_the_faults_table_names_tests_that_exist" in _test_functions("tests/project/test_docs.py")
+    assert "test_no_such_test" not in _test_functions("tests/project/test_docs.py")
+    assert TEST_REF.findall("`tests/core/test_cluster.py::test_success_policies`, `core/test_x.py::test_y`") == [
+        ("tests/core/test_cluster.py", "test_success_policies")]
 
 
 def test_the_table_covers_the_faults_of_issue_9_and_the_cases_handled_before():
