@@ -92,3 +92,24 @@ def test_the_kubernetes_settings_table_is_generated_from_kubernetes_params():
     for name in KubernetesParams.names():
         assert f"| `{name}`" in table, name
     assert "| `gpu_image` | `--gpu-image` |" in table
+
+
+def _lines_outside_code(path: Path) -> list[tuple[int, str]]:
+    """(line number, line) of the Markdown file ``path``, fenced code blocks left out."""
+    found, fenced = [], False
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            found.append((number, line))
+    return found
+
+
+def test_the_docs_prose_is_wrapped_at_120_characters():
+    """Every line of docs/*.md but tables and code is at most 120 characters; docs/development.md's tables at most
+    200 (a long cell's detail goes to the prose under its table)."""
+    long = [f"{p.name}:{n} ({len(line)})" for p in sorted((REPO / "docs").glob("*.md"))
+            for n, line in _lines_outside_code(p) if len(line) > 120 and not line.startswith("|")]
+    assert long == []
+    dev = REPO / "docs" / "development.md"
+    assert [n for n, line in _lines_outside_code(dev) if line.startswith("|") and len(line) > 200] == []
