@@ -234,6 +234,13 @@ def test_the_development_guide_states_each_layers_imports():
     assert table == LAYERS
 
 
+def test_the_development_guide_names_the_launchers_doors():
+    """docs/development.md says which modules of tfk8s.launcher other layers may import: :data:`LAUNCHER_DOORS`."""
+    text = (ROOT / "docs" / "development.md").read_text()
+    intro = text[text.index("## Architecture: the layer table"):].split("\n| package |", 1)[0]
+    assert set(re.findall(r"`(tfk8s\.launcher\.[\w.]+)`", intro)) == LAUNCHER_DOORS
+
+
 def test_the_readme_is_a_front_door():
     """What a user needs, about 150 lines; the contributor material lives in docs/development.md."""
     assert len((ROOT / "README.md").read_text().splitlines()) <= 160

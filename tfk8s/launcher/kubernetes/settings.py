@@ -531,3 +531,16 @@ def _own_namespace(path: Path | None = None) -> str:
         return (path or SERVICEACCOUNT_NAMESPACE_FILE).read_text().strip()
     except OSError:
         return ""
+
+
+def markdown_table() -> str:
+    """docs/kubernetes.md's table of :class:`KubernetesParams` (a test keeps the doc equal to it): each key, its
+    flag of ``python -m components.launch_training``, its default and its help, in definition order."""
+    import json
+
+    rows = ["| key | flag | default | what it does |", "|---|---|---|---|"]
+    for name, default in KubernetesParams.defaults().items():
+        own = " (pipeline parameter)" if name in KubernetesParams.SHARED else ""
+        helptext = KubernetesParams.help(name).replace("|", "\\|").replace("<", "\\<")
+        rows.append(f"| `{name}`{own} | `--{name.replace('_', '-')}` | `{json.dumps(default)}` | {helptext} |")
+    return "\n".join(rows) + "\n"

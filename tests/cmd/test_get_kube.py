@@ -1,83 +1,25 @@
-"""Tracking Kubernetes jobs against the fake API server (tests/fakes/kube_fixtures.py): the launch step's tracking
-(job record, replica logs kept on the volume) around the real Kubernetes backend, and ``tfk8s get/describe/
-logs/wait`` asking the cluster by label while the job runs and reading the volume after its pods are gone."""
+"""`tfk8s get/describe/logs/wait` of Kubernetes jobs against the fake API server (tests/fakes/kube_fixtures.py):
+asking the cluster by label while the job runs and reading the volume after its pods are gone; a job only the
+cluster knows found by label; a running record whose objects are gone reads as Lost."""
 
 from __future__ import annotations
 
-import dataclasses
-import io
-import os
-import signal
-import sys
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
 pytest.register_assert_rewrite("tests.fakes.kube_fixtures")
 
 from tests.fakes.kube_fixtures import NAMESPACE, FakeCluster
-from tfk8s.cmd import EXIT_OK, main
+from tests.fakes.kube_jobs import JOB, _outside_a_pod, ctl, launch, settings  # noqa: F401 (_outside_a_pod: autouse)
+from tfk8s.cmd import EXIT_OK
 from tfk8s.core.cluster import ReplicaCounts
 from tfk8s.core.job import TrainingJob
 from tfk8s.core.progress import Progress, write_progress
-from tfk8s.launcher.kubernetes import run_kubernetes
-from tfk8s.launcher.kubernetes.api import KubeApi
-from tfk8s.launcher.kubernetes.settings import KubernetesSettings
 from tfk8s.tracking import records as jobs
-from tfk8s.tracking.tracked import tracked
 
 pytest_plugins = ["tests.fakes.kube_fixtures"]
 pytestmark = pytest.mark.timeout(60)
-
-JOB = "tfk8s-run-9"
-
-
-@pytest.fixture(autouse=True)
-def _outside_a_pod(monkeypatch, tmp_path):
-    monkeypatch.delenv("TFK8S_LAUNCHER_POD_NAME", raising=False)
-    monkeypatch.delenv("TFK8S_LAUNCHER_POD_UID", raising=False)
-    monkeypatch.setattr("tfk8s.launcher.kubernetes.settings.SERVICEACCOUNT_NAMESPACE_FILE", tmp_path / "no-namespace")
-
-
-def settings(**kw) -> KubernetesSettings:
-    base = KubernetesSettings.from_params(namespace=NAMESPACE, image="img:1", **kw)
-    return dataclasses.replace(base, log_wait_s=2.0, cleanup_timeout_s=5, create_retry_s=2, group_settle_s=1.0)
-
-
-def launch(cluster: FakeCluster, job: TrainingJob, s: KubernetesSettings, train: Path, script) -> object:
-    """The launch step's tracking around the Kubernetes backend, while ``script`` plays the cluster."""
-    errors: list[BaseException] = []
-
-    def play() -> None:
-        try:
-            script(cluster)
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    thread = threading.Thread(target=play, daemon=True)
-    thread.start()
-    try:
-        with tracked(job, "kubernetes", train, cluster._print, namespace=NAMESPACE) as t:
-            t.recorder.result = run_kubernetes(job, s, api_client=cluster.api_client(), log_sink=t.sink)
-            return t.recorder.result
-    finally:
-        thread.join(10)
-        if errors:
-            raise errors[0]
-
-
-def ctl(cluster: FakeCluster, volume: Path, *args: str) -> tuple[int, str]:
-    out = io.StringIO()
-    old = sys.stdout
-    sys.stdout = out
-    try:
-        code = main([*args, "--volume", str(volume)], kube_api=lambda ns: KubeApi(cluster.api_client(), ns))
-    finally:
-        sys.stdout = old
-    return code, out.getvalue()
 
 
 def test_get_logs_describe_wait_while_running_and_logs_after_the_pods_are_deleted(cluster, tmp_path):
@@ -127,36 +69,6 @@ def test_get_logs_describe_wait_while_running_and_logs_after_the_pods_are_delete
     assert record["namespace"] == NAMESPACE and record["cluster_spec"]["worker"][0].endswith(".svc:2222")
 
 
-def test_a_restart_is_recorded_with_its_reason_and_the_log_keeps_both_attempts(cluster, tmp_path):
-    train = tmp_path / "runs" / "run-9" / "train"
-    job = TrainingJob(JOB, ReplicaCounts(worker=2), ("python", "-m", "trainer.task"), grace_period_s=0.2,
-                      stop_grace_s=0)
-
-    def script(c: FakeCluster) -> None:
-        c.wait_pods("worker-0", "worker-1")
-        c.run()
-        c.log("worker-1", "attempt 0 line")
-        c.wait_for(lambda: "[worker-1] attempt 0 line" in c.output, "attempt 0's line")
-        c.oom("worker-1")
-        c.wait_pods("worker-0", "worker-1", attempt=1)
-        c.run()
-        c.log("worker-1", "attempt 1 line")
-        c.wait_for(lambda: "[worker-1] attempt 1 line" in c.output, "attempt 1's line")
-        c.succeed("worker-0")
-
-    result = launch(cluster, job, settings(), train, script)
-    assert result.restarts == 1
-    lines = (train / "replica-logs" / "worker-1.log").read_text().splitlines()
-    assert lines[0] == "attempt 0 line" and lines[-1] == "attempt 1 line"
-    assert lines[1].startswith("----- tfk8s ") and "worker-1 recreated (restart 1)" in lines[1]
-    record = jobs.find_record(tmp_path, "run-9")
-    assert record["restarts"] == 1
-    (reason,) = record["restart_reasons"]
-    assert "worker-1 failed with exit code 137: OOMKilled" in reason["message"]
-    _, out = ctl(cluster, tmp_path, "describe", JOB)
-    assert "Restarts:      1" in out and "OOMKilled" in out.split("Restarts:")[1].split("Files:")[0]
-
-
 def test_a_job_only_the_cluster_knows_is_found_by_label(cluster, tmp_path):
     """No record on this volume (the caller has not mounted the PVC): get -n and describe -n ask the cluster."""
     from tfk8s.launcher.kubernetes.objects import render_manifests
@@ -189,3 +101,4 @@ def test_a_running_record_whose_objects_are_gone_reads_as_lost(cluster, tmp_path
     assert code == 1 and out.startswith(f"{JOB} Lost: the cluster has no objects of this job")
     jobs.write_record(train / "job.json", {**record, "updated": time.time()})  # just written: give it time
     assert ctl(cluster, tmp_path, "get")[1].splitlines()[1].split()[4] == "Running"
+

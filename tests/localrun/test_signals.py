@@ -1,6 +1,6 @@
 """``pipelines/train.py --local`` stopped as a person stops it: Ctrl-C in the terminal (SIGINT to the whole
 foreground process group; the replicas have sessions of their own) and ``kill -INT`` of the pipeline process
-alone. Either way: one line, exit 130, no traceback, the job recorded Failed with the reason, every replica
+alone. Either way: one line, exit 130, no traceback, the job recorded Stopped with the reason, every replica
 stopped, and its kept logs on the volume. (It printed a 45-line traceback and exited -2 with the job left Running,
 replicas Running; sent to the process alone, the replicas trained on.)"""
 
