@@ -44,6 +44,7 @@ from typing import Any
 
 from tfk8s.core.policy import (  # Failure, FailureKind: shared by both backends
     DEFAULT_RESTART_EXIT_CODE,
+    NODE_LOST,
     PREEMPTION_POD_REASONS,
     RESTART_REQUESTED,
     Failure,
@@ -57,7 +58,7 @@ IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImag
                                 "RegistryUnavailable", "SignatureValidationFailed"})
 CONTAINER_CONFIG_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
 START_FAILURE_REASONS = frozenset({"StartError", "ContainerCannotRun"})
-NODE_LOST = "NodeLost"  # Failure.reason of a replica whose node was lost (node_lost_failure)
+# NODE_LOST (tfk8s.core.policy): Failure.reason of a replica whose node was lost (node_lost_failure)
 PEER_LOST = "PeerLost"  # Failure.reason of a replica that exited because TensorFlow lost one of its peers
 # What TensorFlow says when a peer stopped answering, as seen on two real nodes: the coordination service's leader
 # (task 0) about a task whose heartbeats stopped; a task whose heartbeat RPC to a lost leader timed out; MWMS's own
