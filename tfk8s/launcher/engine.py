@@ -285,7 +285,10 @@ class Fail:
 
     Attributes:
         replica: the failed replica (the earliest of its group; for a retryable failure, the retryable one).
-        failure: its failure.
+        failure: its failure: the one observed, or the engine's own verdict: a restart on a lost node under
+            ``node_loss_permanent`` (``PERMANENT``, :data:`~tfk8s.core.policy.NODE_LOST`, naming the node), an
+            admission's refusal (``REFUSED``, the refusal's reason and message), a schedule deadline
+            (``SCHEDULE_TIMEOUT``, :func:`not_scheduled` or :func:`not_started`).
         budget: for a retryable failure, :func:`budget_used_up`'s sentence; else ``""``.
     """
 
