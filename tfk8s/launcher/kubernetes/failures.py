@@ -116,8 +116,8 @@ def drain_log(run: KubeRun, rep: ReplicaState) -> LogTail:
             run.log(f"cannot read the log of {rep.replica.label}: {e}")
     if not tail:  # terminationMessagePolicy FallbackToLogsOnError keeps the log's tail here
         for cs in ((rep.pod() or {}).get("status") or {}).get("containerStatuses") or []:
-            message = ((cs.get("state") or {}).get("terminated") or {}).get("message") or ""
-            tail.extend(message.splitlines())
+            kept = ((cs.get("state") or {}).get("terminated") or {}).get("message") or ""
+            tail.extend(kept.splitlines())
     return tail
 
 
