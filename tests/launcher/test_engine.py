@@ -1,6 +1,7 @@
 """The launch semantics, each rule pinned once against :func:`tfk8s.launcher.engine.decide` (no process, no cluster):
-success policies and the grace periods after success, the timeout, groups and their settle window, the restart
-budget and preemptions, exit 42, NoProgress. The backends' tests (tests/launcher/test_local*.py, tests/launcher/kubernetes/)
+success policies and the grace periods after success, the timeout and its one sentence, groups and their settle
+window, the restart budget and preemptions, exit 42, NoProgress, and Kubernetes' verdicts (an admission's
+refusal, the schedule deadlines, a node lost under spread=required). The backends' tests (tests/launcher/test_local*.py, tests/launcher/kubernetes/)
 check that they observe and act: processes and objects started, stopped, created, deleted, messages printed."""
 
 import ast
@@ -41,15 +42,24 @@ def _failure(what: str, job: TrainingJob) -> Failure:
         "image": Failure(FailureKind.IMAGE_PULL, "ImagePullBackOff", "pull access denied"),
         "deadline": Failure(FailureKind.TIMEOUT, "DeadlineExceeded", "Job was active longer than specified"),
         "deleted": Failure(FailureKind.RETRYABLE, "PodDeleted", "pod x was deleted"),
+        "node-lost": Failure(FailureKind.PREEMPTED, policy.NODE_LOST, "its node node-1 was lost"),
     }[what]
 
 
-def _views(job: TrainingJob, spec: dict[str, str]) -> dict[Replica, ReplicaView]:
+def _views(job: TrainingJob, spec: dict[str, str | dict]) -> dict[Replica, ReplicaView]:
     """One view per replica: ``run`` (the default), ``ok``, or a failure of :func:`_failure`, ``@t`` its finish
-    time; a failure is terminal but ``hung``."""
+    time; a failure is terminal but ``hung``. Or a dict: :class:`ReplicaView`'s keywords (``failure`` by
+    :func:`_failure`'s name)."""
     views = {}
     for r in job.counts.replicas():
-        what, _, at = spec.get(r.label, "run").partition("@")
+        given = spec.get(r.label, "run")
+        if isinstance(given, dict):
+            kw = dict(given)
+            if "failure" in kw:
+                kw["failure"] = _failure(kw["failure"], job)
+            views[r] = ReplicaView(r, **kw)
+            continue
+        what, _, at = given.partition("@")
         finished = float(at) if at else None
         if what == "run":
             views[r] = ReplicaView(r)
@@ -65,9 +75,9 @@ def _job(counts: dict[str, int], **kw) -> TrainingJob:
     return TrainingJob(name="mnist-1", counts=ReplicaCounts(**counts), command=("python", "train.py"), **kw)
 
 
-def _decide(job, spec, now=0.0, state=None):
+def _decide(job, spec, now=0.0, state=None, **kw):
     state = state or EngineState(start=0.0)
-    return engine.decide(job, _views(job, spec), now, state, group_settle_s=SETTLE_S), state
+    return engine.decide(job, _views(job, spec), now, state, group_settle_s=SETTLE_S, **kw), state
 
 
 def _labels(replicas) -> list[str]:
@@ -265,14 +275,24 @@ def test_the_deadline_fails_the_job_naming_what_still_runs_before_any_failure_is
     done = {"chief-0": "ok", "worker-0": "ok", "worker-1": "ok"}
     assert isinstance(_decide(job, done, 109.9, EngineState.for_job(job, 10.0))[0], Succeeded)
     decision, _ = _decide(job, {"worker-0": "exit:137", "ps-0": "ok"}, 110.0, state)
-    assert decision == TimedOut((_r("chief-0"), _r("worker-1")))
+    assert decision == TimedOut((_r("chief-0"), _r("worker-1")), message=(
+        "mnist-1 did not finish within its timeout of 100s; still running: ['chief-0', 'worker-1']. Raise timeout_s "
+        "or train for less (fewer epochs)"))
 
 
-def test_a_replica_reporting_the_deadline_itself_is_a_timeout():
-    job = _job(MWMS)
-    decision, _ = _decide(job, {"worker-2": "deadline"}, 1.0)
+def test_a_replica_reporting_the_deadline_itself_is_a_timeout_and_the_sentence_says_what_hit_it():
+    job = _job(MWMS, timeout_s=0.5)
+    decision, _ = _decide(job, {"worker-2": "deadline", "worker-1": "ok"}, 1.0)
     assert isinstance(decision, TimedOut) and decision.replica == _r("worker-2")
     assert decision.failure.reason == "DeadlineExceeded"
+    assert decision.message == ("mnist-1 did not finish within its timeout of 0.5s (Job was active longer than "
+                                "specified); still running: ['worker-0']. Raise timeout_s or train for less (fewer "
+                                "epochs)")
+    no_timeout = _job(MWMS)  # a Kubernetes Job's backstop deadline
+    assert engine.timed_out_message(no_timeout, [_r("worker-1")], Failure(
+        FailureKind.TIMEOUT, "DeadlineExceeded", "the Job j hit its activeDeadlineSeconds=604800")) == (
+        "mnist-1 did not finish within its deadline (the Job j hit its activeDeadlineSeconds=604800); still "
+        "running: ['worker-1']. Raise timeout_s or train for less (fewer epochs)")
 
 
 def test_wake_times_are_the_grace_ends_the_deadline_and_the_settle_ends():
@@ -280,6 +300,105 @@ def test_wake_times_are_the_grace_ends_the_deadline_and_the_settle_ends():
     state = EngineState(start=0.0, deadline=500.0, success_at=20.0, failing_since={_r("worker-0"): 7.0,
                                                                                    _r("worker-1"): 1.0})
     assert sorted(engine.wake_times(job, state, group_settle_s=SETTLE_S, now=5.0)) == [10.0, 30.0, 80.0, 500.0]
+    state.success_at = None  # before success: the first schedule deadline too
+    views = engine.Views.of(job, _views(job, {"worker-1": {"created_at": 2.0}, "worker-2": {"created_at": 1.0,
+                                                                                              "scheduled_at": 3.0}}))
+    assert sorted(engine.wake_times(job, state, group_settle_s=SETTLE_S, now=5.0, views=views,
+                                    schedule_timeout_s=60)) == [10.0, 62.0, 500.0]
+
+
+# -- Kubernetes' verdicts --------------------------------------------------------------------------------------------
+# (counts, views, decide keywords, now, expected: ("fail", replica, kind, reason, message) | ("restart", cause) |
+#  ("wait",)); the views' facts: ``refused`` (an admission's refusal read from a Job's FailedCreate event),
+#  ``created_at``/``scheduled_at``/``started`` (the schedule deadlines), ``lost_nodes`` (spread=required)
+QUOTA = ("QuotaExceeded", "exceeded quota: team-quota, requested: cpu=1; raise it")
+LIMIT = ("LimitRangeRefused", "maximum cpu usage per Container is 500m, but limit is 1; set cpu")
+NOT_SCHEDULED_5 = ("not scheduled within schedule_timeout_s=5s: free capacity or quota, lower the requests (cpu, "
+                   "memory, gpus), check node_selector and tolerations, or raise schedule_timeout_s")
+NOT_STARTED_5 = "its container did not start within schedule_timeout_s=5s: check the events above (a volume"
+TIMEOUT_5 = {"schedule_timeout_s": 5}
+REQUIRED = {"node_loss_permanent": True}
+NODE_LOST_MESSAGE = ("worker-1 failed: NodeLost (its node node-1 was lost) (then worker-0 failed too); the node lost: "
+                     "node-1")
+VERDICTS = {
+    "an admission's refusal fails at once, with its reason and message": (
+        PSS, {"ps-0": {"refused": QUOTA}}, {}, 0, ("fail", "ps-0", FailureKind.REFUSED, *QUOTA)),
+    "... the first refused replica in replica order": (
+        PSS, {"ps-0": {"refused": QUOTA}, "worker-1": {"refused": LIMIT}}, {}, 0,
+        ("fail", "worker-1", FailureKind.REFUSED, *LIMIT)),
+    "... after the failures: a retryable one is recreated first": (
+        PSS, {"ps-0": {"refused": QUOTA}, "worker-0": "exit:137"}, {}, 0, ("restart", "worker-0")),
+    "not scheduled schedule_timeout_s after its creation: fails": (
+        MWMS, {"worker-1": {"created_at": 1.0}}, TIMEOUT_5, 6.0,
+        ("fail", "worker-1", FailureKind.SCHEDULE_TIMEOUT, engine.NOT_SCHEDULED, NOT_SCHEDULED_5)),
+    "... not before": (MWMS, {"worker-1": {"created_at": 1.0}}, TIMEOUT_5, 5.9, ("wait",)),
+    "... the earliest created first": (
+        MWMS, {"worker-0": {"created_at": 1.0}, "worker-2": {"created_at": 0.5}}, TIMEOUT_5, 9.0,
+        ("fail", "worker-2", FailureKind.SCHEDULE_TIMEOUT, engine.NOT_SCHEDULED, NOT_SCHEDULED_5)),
+    "... no schedule_timeout_s (the local backend): no deadline": (
+        MWMS, {"worker-1": {"created_at": 1.0}}, {}, 1e6, ("wait",)),
+    "scheduled but not started: counted from the binding": (
+        MWMS, {"worker-1": {"created_at": 0.0, "scheduled_at": 3.0}}, TIMEOUT_5, 7.9, ("wait",)),
+    "... then fails as not started": (
+        MWMS, {"worker-1": {"created_at": 0.0, "scheduled_at": 3.0}}, TIMEOUT_5, 8.0,
+        ("fail", "worker-1", FailureKind.SCHEDULE_TIMEOUT, engine.NOT_STARTED, NOT_STARTED_5)),
+    "a started replica has no schedule deadline": (
+        MWMS, {"worker-1": {"created_at": 0.0, "scheduled_at": 1.0, "started": True}}, TIMEOUT_5, 100.0, ("wait",)),
+    "the failures are judged before the schedule deadlines": (
+        MWMS, {"worker-0": {"created_at": 0.0}, "worker-1": "exit:137"}, TIMEOUT_5, 100.0, ("restart", "worker-1")),
+    "a refusal is judged before the schedule deadlines": (
+        PSS, {"chief-0": {"created_at": 0.0}, "ps-0": {"refused": QUOTA, "created_at": 0.0}}, TIMEOUT_5, 100.0,
+        ("fail", "ps-0", FailureKind.REFUSED, *QUOTA)),
+    "spread=required: a restart whose group is on a lost node fails instead, naming the node": (
+        {"worker": 2}, {"worker-1": {"failure": "node-lost", "terminal": True, "lost_nodes": ("node-1",)},
+                        "worker-0": "exit:1"}, REQUIRED, 0,
+        ("fail", "worker-1", FailureKind.PERMANENT, policy.NODE_LOST, NODE_LOST_MESSAGE)),
+    "... a survivor's pod on the lost node counts too": (
+        {"worker": 2}, {"worker-1": "exit:137", "worker-0": {"lost_nodes": ("node-2",)}}, REQUIRED, 0,
+        ("fail", "worker-1", FailureKind.PERMANENT, policy.NODE_LOST,
+         "worker-1 failed with exit code 137: Signal; the node lost: node-2")),
+    "... a lost node outside the restart group does not": (
+        PSS, {"worker-1": "exit:137", "worker-0": {"lost_nodes": ("node-2",)}}, REQUIRED, 0, ("restart", "worker-1")),
+    "spread=preferred: the group is recreated on the surviving nodes": (
+        {"worker": 2}, {"worker-1": {"failure": "node-lost", "terminal": True, "lost_nodes": ("node-1",)},
+                        "worker-0": "exit:1"}, {}, 0, ("restart", "worker-1")),
+}
+
+
+@pytest.mark.parametrize(("counts", "spec", "kw", "now", "expected"), VERDICTS.values(), ids=VERDICTS)
+def test_kubernetes_verdicts_refusals_schedule_deadlines_and_lost_nodes(counts, spec, kw, now, expected):
+    job = _job(counts)
+    decision, state = _decide(job, spec, now, **kw)
+    if expected[0] == "fail":
+        _, replica, kind, reason, message = expected
+        assert isinstance(decision, Fail), decision
+        assert (decision.replica.label, decision.failure.kind, decision.failure.reason) == (replica, kind, reason)
+        assert decision.failure.message.startswith(message) and decision.budget == ""
+        assert (state.restarts, state.preemptions) == (0, 0)  # a lost node's failure is no recreation
+    elif expected[0] == "restart":
+        assert isinstance(decision, Restart) and decision.cause.label == expected[1], decision
+    else:
+        assert isinstance(decision, Wait), decision
+
+
+def test_the_views_keep_the_schedule_deadlines_in_order_as_replicas_are_scheduled_and_start():
+    job = _job(MWMS)
+    views = engine.Views(job)
+    w0, w1 = _r("worker-0"), _r("worker-1")
+    assert views.earliest_pending() is None
+    views.set(ReplicaView(w0, created_at=2.0))
+    views.set(ReplicaView(w1, created_at=1.0))
+    assert views.earliest_pending() == (w1, 1.0, False)
+    views.set(ReplicaView(w1, created_at=1.0, scheduled_at=4.0))
+    assert views.earliest_pending() == (w0, 2.0, False)
+    views.set(ReplicaView(w0, created_at=2.0, scheduled_at=3.0, started=True))
+    assert views.earliest_pending() == (w1, 4.0, True)
+    views.set(ReplicaView(w1, terminal=True, created_at=1.0, scheduled_at=4.0))
+    assert views.earliest_pending() is None
+    views.set(ReplicaView(w1, refused=QUOTA, created_at=9.0))  # a new attempt
+    assert views.refused == {w1} and views.earliest_pending() == (w1, 9.0, False)
+    views.set(ReplicaView(w1, created_at=9.0))
+    assert views.refused == set()
 
 
 # -- the backends decide nothing of their own ------------------------------------------------------------------------
@@ -294,6 +413,27 @@ ALLOWED = {  # (file, name): why
 }
 
 
+STRING_PARSING = {"split", "rsplit", "partition", "rpartition", "splitlines", "startswith", "endswith", "find", "rfind",
+                  "index", "rindex", "removeprefix", "removesuffix", "strip", "lstrip", "rstrip", "replace"}
+
+
+def _parses_a_message(node: ast.AST) -> bool:
+    """``x.message.split(...)``, ``x.message[...]``, ``"..." in x.message``, ``re.search(..., x.message)``: text an
+    engine decision carries (its ``message``, its failure's, its ``notes``) read back for a meaning."""
+    def said(n: ast.AST) -> bool:
+        return isinstance(n, ast.Attribute) and n.attr in ("message", "notes", "budget")
+
+    if isinstance(node, ast.Attribute) and node.attr in STRING_PARSING and said(node.value):
+        return True
+    if isinstance(node, ast.Subscript) and said(node.value):
+        return True
+    if isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn, ast.Eq, ast.NotEq)) for op in node.ops):
+        return any(said(n) for n in (node.left, *node.comparators))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+        return node.func.value.id == "re" and any(said(a) for a in node.args)
+    return False
+
+
 @pytest.mark.parametrize("path", BACKEND_FILES, ids=lambda p: p.name)
 def test_the_backends_leave_every_decision_to_the_engine(path):
     tree = ast.parse(path.read_text())
@@ -305,3 +445,10 @@ def test_the_backends_leave_every_decision_to_the_engine(path):
     counted = [n for n in ast.walk(tree) if isinstance(n, ast.AugAssign)
                and isinstance(n.target, ast.Attribute) and n.target.attr in ("restarts", "preemptions")]
     assert not counted, f"{path.name} counts restarts itself (line {counted[0].lineno})"
+    parsed = [n for n in ast.walk(tree) if _parses_a_message(n)]
+    assert not parsed, f"{path.name} parses a message (line {parsed[0].lineno}): give the engine the fact instead"
+    # a deadline is a time plus (or compared, less a time, with) schedule_timeout_s: judged by the engine
+    deadlines = [n for n in ast.walk(tree) if (isinstance(n, ast.BinOp) or isinstance(n, ast.Compare) and any(
+        isinstance(x, ast.BinOp) for x in ast.walk(n))) and any(
+        isinstance(x, ast.Attribute) and x.attr == "schedule_timeout_s" for x in ast.walk(n))]
+    assert not deadlines, f"{path.name} judges a schedule deadline itself (line {deadlines[0].lineno})"

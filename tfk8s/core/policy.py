@@ -20,6 +20,10 @@ a Kueue suspension (``DisruptionTarget``)                           against ``ma
 no progress for ``progress_timeout_s``, or no       retryable       stop it, then as any retryable failure
 first progress within ``startup_timeout_s`` (hung)
 image pull / container config error (Kubernetes)    fail fast       fail the step with the kubelet's message
+node lost with ``spread=required`` (Kubernetes)     permanent       fail the step naming the node
+an admission refuses a pod for good (Kubernetes)    refused         fail the step at once, the admission's message
+not scheduled / not started within                  schedule-       fail the step with the scheduler's or the
+``schedule_timeout_s`` (Kubernetes)                 timeout         kubelet's message
 job deadline (``timeout_s``)                        timeout         fail the step, every replica stopped
 ==================================================  ==============  ============================================
 
@@ -54,6 +58,9 @@ RESTART_REQUESTED = "RestartRequested"
 """The reason of a replica that exited with the restart exit code (it saved on SIGTERM and asks to be restarted)."""
 NO_PROGRESS = "NoProgress"
 """The reason of a replica treated as hung by the progress watchdog (no progress, or no first progress)."""
+NODE_LOST = "NodeLost"
+"""The reason of a replica whose node was lost: a preemption, or a permanent failure where a lost node cannot be
+replaced (Kubernetes ``spread=required``: :func:`tfk8s.launcher.engine.decide`'s ``node_loss_permanent``)."""
 DEFAULT_PROGRESS_TIMEOUT_S = 600
 """Seconds without a progress report (after a first one) before a replica counts as hung: ten times what a
 slow epoch step or a checkpoint save of the built-in trainer takes, well below the job timeout."""
@@ -92,6 +99,8 @@ class FailureKind(enum.Enum):
     PREEMPTED = "preempted"  # recreate, not counted against the restart budget
     IMAGE_PULL = "image-pull"  # fail fast, the kubelet's message
     CONTAINER_CONFIG = "container-config"  # fail fast, the kubelet's message
+    REFUSED = "refused"  # an admission refused the replica's pod for good (Kubernetes): fail fast, its message
+    SCHEDULE_TIMEOUT = "schedule-timeout"  # not scheduled, or not started, within the schedule timeout (Kubernetes)
     TIMEOUT = "timeout"  # the job's deadline passed
 
 
@@ -146,6 +155,13 @@ RULES: tuple[Rule, ...] = (
          FailureKind.RETRYABLE, "stop it, then as any retryable failure"),
     Rule("image pull error", FailureKind.IMAGE_PULL, "fail the step with the kubelet's message"),
     Rule("container config error", FailureKind.CONTAINER_CONFIG, "fail the step with the kubelet's message"),
+    Rule("node lost with spread=required (Kubernetes: the group cannot be recreated on the surviving nodes)",
+         FailureKind.PERMANENT, "fail the step naming the node"),
+    Rule("an admission refuses a replica's pod for good: a ResourceQuota, a LimitRange, Pod Security, a webhook's "
+         "denial, an invalid pod spec (Kubernetes)", FailureKind.REFUSED,
+         "fail the step at once with the admission's message"),
+    Rule("not scheduled, or scheduled but not started, within schedule_timeout_s (Kubernetes)",
+         FailureKind.SCHEDULE_TIMEOUT, "fail the step with the scheduler's or the kubelet's message"),
     Rule("job deadline passed", FailureKind.TIMEOUT, "fail the step"),
 )
 

@@ -15,7 +15,8 @@ observation:
   after success are ignored;
 - **timeout**: ``state.deadline`` passed (``job.timeout_s`` from the start; on Kubernetes less the age of the
   Jobs a re-attached launcher found), or a replica reports the deadline itself (a Job's
-  ``activeDeadlineSeconds``): :class:`TimedOut`;
+  ``activeDeadlineSeconds``): :class:`TimedOut`, with the one sentence both backends raise
+  (:func:`timed_out_message`);
 - **groups** (:func:`tfk8s.core.policy.decision_group`): the failures of a decision group are judged together,
   the earliest finished first; a retryable one wins over its peers' follow-on exit 1s; a permanent one waits
   ``group_settle_s`` (from when it was first seen) for the group's members still running, whose own failure
@@ -24,7 +25,18 @@ observation:
   plus the group's other failed members) while ``state.restarts < job.max_restarts`` (one restart per
   recreation, however many replicas it recreates); a preemption while ``state.preemptions <
   job.max_preemptions``, counted there instead (:class:`Restart`); otherwise the failure fails the job
-  (:class:`Fail`, with :func:`budget_used_up`'s or :func:`preemptions_used_up`'s sentence).
+  (:class:`Fail`, with :func:`budget_used_up`'s or :func:`preemptions_used_up`'s sentence);
+- **lost nodes** (``node_loss_permanent``, Kubernetes ``spread=required``: no two chief/workers share a node, so a
+  lost one cannot be replaced by a surviving one): a restart whose group has a replica on a lost node
+  (:attr:`ReplicaView.lost_nodes`) fails instead, permanently (reason :data:`~tfk8s.core.policy.NODE_LOST`), naming
+  the node;
+- **admission refusals** (Kubernetes: a ResourceQuota, a LimitRange, Pod Security, a webhook's denial refused a
+  replica's pod for good, :attr:`ReplicaView.refused`): when nothing above decided, the first refused replica
+  fails the job at once with the refusal's reason and message (kind ``REFUSED``);
+- **schedule deadlines** (``schedule_timeout_s``; Kubernetes): a replica not scheduled ``schedule_timeout_s``
+  after its attempt was created, or scheduled but not started ``schedule_timeout_s`` after it was bound
+  (:attr:`ReplicaView.created_at`, :attr:`ReplicaView.scheduled_at`), fails the job (kind ``SCHEDULE_TIMEOUT``,
+  reason :data:`NOT_SCHEDULED` or :data:`NOT_STARTED`; the backend adds what the scheduler or the kubelet said).
 
 :func:`decide` has no I/O, no clock and no threads: ``now`` comes in (monotonic seconds, the backend's clock),
 the run's memory is the explicit :class:`EngineState`, which it updates in place (success time, restart and
@@ -34,6 +46,7 @@ and ``message``; the backend prints them (Kubernetes with its ``[launcher]`` pre
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -43,6 +56,12 @@ from tfk8s.core.job import TrainingJob, is_success
 from tfk8s.core.policy import Failure, FailureKind
 
 _TRAINERS = (ReplicaType.CHIEF, ReplicaType.WORKER)
+NOT_SCHEDULED = "Unschedulable"
+"""The reason of a schedule-deadline failure of a replica not scheduled in time (the backend replaces it with what
+the scheduler or the Job controller said, when they said something)."""
+NOT_STARTED = "NotStarted"
+"""The reason of a schedule-deadline failure of a replica scheduled but not started in time (the backend replaces
+it with the kubelet's reason, when it gave one)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,14 @@ class ReplicaView:
         said: how the backend describes the failure in a restart note (``replica worker-1 exited -9 (killed by
             signal SIGKILL)``); default: :func:`describe` and the failure's message (``worker-1 failed with exit
             code 137: OOMKilled (...)``).
+        started: its program has started (a pod's container ran).
+        created_at: when its current attempt was created, in ``now``'s clock: its schedule deadline counts from
+            it while it is not scheduled (None: no schedule deadline applies, a local process).
+        scheduled_at: when it was seen bound to a node (None: it is not); its start deadline counts from it while
+            it has not started.
+        refused: ``(reason, message)`` of an admission's refusal of its pod for good (a Job controller's
+            ``FailedCreate`` event: ``QuotaExceeded``, ``LimitRangeRefused``...), None: none seen.
+        lost_nodes: the lost nodes its current pods are on (sorted).
     """
 
     replica: Replica
@@ -69,16 +96,31 @@ class ReplicaView:
     failure: Failure | None = None
     finished_at: float | None = None
     said: str = ""
+    started: bool = False
+    created_at: float | None = None
+    scheduled_at: float | None = None
+    refused: tuple[str, str] | None = None
+    lost_nodes: tuple[str, ...] = ()
 
     @property
     def running(self) -> bool:
         """Neither finished nor failed: a member its group's permanent failure may wait for."""
         return not self.terminal and self.failure is None
 
+    @property
+    def pending(self) -> tuple[float, bool] | None:
+        """``(since, scheduled)`` while a schedule deadline runs: from its creation while not scheduled
+        (``scheduled`` False), from its binding while scheduled but not started; None once started or finished,
+        or without ``created_at``."""
+        if self.created_at is None or self.started or self.terminal:
+            return None
+        return (self.created_at, False) if self.scheduled_at is None else (self.scheduled_at, True)
+
 
 class Views(Mapping[Replica, ReplicaView]):
     """Every replica's view, kept up to date one replica at a time, with the indexes :func:`decide` reads:
-    which replicas succeeded, which have not finished, which failed. A backend that observes only the replicas
+    which replicas succeeded, which have not finished, which failed, which were refused, and the schedule
+    deadlines in the order they come. A backend that observes only the replicas
     that changed (Kubernetes: those a watch event was about) updates this with :meth:`set` and passes it to
     :func:`decide`, whose work is then that of the failures and of the unfinished replicas it must name, not of
     every replica (a plain mapping is indexed anew on each call).
@@ -93,7 +135,10 @@ class Views(Mapping[Replica, ReplicaView]):
         self.succeeded: set[Replica] = set()
         self.unfinished: set[Replica] = set(self.order)
         self.failures: dict[Replica, Failure] = {}
+        self.refused: set[Replica] = set()
         self._success: tuple[str, bool] | None = None  # (policy, is_success) of the current succeeded set
+        self._pending: dict[Replica, tuple[float, bool]] = {}  # each replica's running schedule deadline
+        self._deadlines: list[tuple[float, int, bool, Replica]] = []  # heap of (since, order, scheduled, replica)
 
     @classmethod
     def of(cls, job: TrainingJob, views: Mapping[Replica, ReplicaView]) -> Views:
@@ -119,6 +164,24 @@ class Views(Mapping[Replica, ReplicaView]):
             self.failures[r] = view.failure
         else:
             self.failures.pop(r, None)
+        (self.refused.add if view.refused is not None else self.refused.discard)(r)
+        pending = view.pending
+        if pending != self._pending.get(r):
+            if pending is None:
+                del self._pending[r]
+            else:
+                self._pending[r] = pending
+                heapq.heappush(self._deadlines, (pending[0], self.order[r], pending[1], r))
+
+    def earliest_pending(self) -> tuple[Replica, float, bool] | None:
+        """``(replica, since, scheduled)`` of the schedule deadline that comes first (:attr:`ReplicaView.pending`;
+        the earliest in replica order among equals), or None."""
+        while self._deadlines:
+            since, _, scheduled, r = self._deadlines[0]
+            if self._pending.get(r) == (since, scheduled):
+                return r, since, scheduled
+            heapq.heappop(self._deadlines)  # replaced or over
+        return None
 
     def success(self, job: TrainingJob) -> bool:
         """:func:`tfk8s.core.job.is_success` of the replicas that succeeded (computed again only when they
@@ -222,7 +285,10 @@ class Fail:
 
     Attributes:
         replica: the failed replica (the earliest of its group; for a retryable failure, the retryable one).
-        failure: its failure.
+        failure: its failure: the one observed, or the engine's own verdict: a restart on a lost node under
+            ``node_loss_permanent`` (``PERMANENT``, :data:`~tfk8s.core.policy.NODE_LOST`, naming the node), an
+            admission's refusal (``REFUSED``, the refusal's reason and message), a schedule deadline
+            (``SCHEDULE_TIMEOUT``, :func:`not_scheduled` or :func:`not_started`).
         budget: for a retryable failure, :func:`budget_used_up`'s sentence; else ``""``.
     """
 
@@ -240,12 +306,14 @@ class TimedOut:
         running: the replicas not finished, in replica order.
         replica: the replica that reported the deadline itself (its Job's ``activeDeadlineSeconds``), or None
             when ``state.deadline`` passed.
-        failure: that replica's failure (kind ``TIMEOUT``), or None.
+        failure: that replica's failure (kind ``TIMEOUT``; its message says what hit the deadline), or None.
+        message: the error's sentence, the same on both backends (:func:`timed_out_message`).
     """
 
     running: tuple[Replica, ...]
     replica: Replica | None = None
     failure: Failure | None = None
+    message: str = ""
     notes: tuple[str, ...] = field(default=(), kw_only=True)
 
 
@@ -274,6 +342,35 @@ def preemptions_used_up(preemptions: int, max_preemptions: int) -> str:
             f"priority): raise max_preemptions, or run at a higher priority or in a quieter queue")
 
 
+def timed_out_message(job: TrainingJob, running: Sequence[Replica], failure: Failure | None = None) -> str:
+    """``mnist-1 did not finish within its timeout of 60s; still running: ['worker-1']. Raise timeout_s or train
+    for less (fewer epochs)``, with what hit the deadline when a replica reported it (``(the Job ... hit its
+    activeDeadlineSeconds)``): a timed-out job's error on both backends."""
+    limit = f"its timeout of {job.timeout_s:g}s" if job.timeout_s is not None else "its deadline"
+    why = f" ({failure.message})" if failure is not None and failure.message else ""
+    return (f"{job.name} did not finish within {limit}{why}; still running: {[r.label for r in running]}. Raise "
+            f"timeout_s or train for less (fewer epochs)")
+
+
+def not_scheduled(schedule_timeout_s: float) -> Failure:
+    """The failure of a replica not scheduled within ``schedule_timeout_s`` (the backend puts what the scheduler
+    said first)."""
+    return Failure(FailureKind.SCHEDULE_TIMEOUT, NOT_SCHEDULED,
+                   f"not scheduled within schedule_timeout_s={schedule_timeout_s:g}s: free capacity or quota, lower "
+                   f"the requests (cpu, memory, gpus), check node_selector and tolerations, or raise "
+                   f"schedule_timeout_s")
+
+
+def not_started(schedule_timeout_s: float) -> Failure:
+    """The failure of a replica scheduled but not started within ``schedule_timeout_s`` (the backend puts the
+    kubelet's words and where it was scheduled first)."""
+    return Failure(FailureKind.SCHEDULE_TIMEOUT, NOT_STARTED,
+                   f"its container did not start within schedule_timeout_s={schedule_timeout_s:g}s: check the "
+                   f"events above (a volume that cannot be attached or mounted, e.g. a ReadWriteOnce PVC in use on "
+                   f"another node or an NFS server down; a missing ConfigMap or Secret volume), or raise "
+                   f"schedule_timeout_s for very large images")
+
+
 def succeeded_note(job_name: str, seconds: float) -> str:
     """``mnist-1 succeeded in 12.3s`` (the job record's event)."""
     return f"{job_name} succeeded in {seconds:.1f}s"
@@ -285,7 +382,8 @@ def stopping_note(stop: Sequence[Replica]) -> str:
 
 
 def decide(job: TrainingJob, views: Mapping[Replica, ReplicaView], now: float, state: EngineState, *,
-           group_settle_s: float) -> Decision:
+           group_settle_s: float, schedule_timeout_s: float | None = None,
+           node_loss_permanent: bool = False) -> Decision:
     """What to do now, given every replica's current attempt (see the module docstring for the rules).
 
     Args:
@@ -295,6 +393,10 @@ def decide(job: TrainingJob, views: Mapping[Replica, ReplicaView], now: float, s
         state: the run's memory; updated in place (``success_at``, ``restarts``, ``preemptions``,
             ``failing_since``).
         group_settle_s: seconds a permanent failure waits for the still running members of its decision group.
+        schedule_timeout_s: seconds a replica may stay unscheduled, or scheduled and not started (None: no
+            schedule deadline).
+        node_loss_permanent: a lost node cannot be replaced by a surviving one (Kubernetes ``spread=required``):
+            a restart whose group has a replica on a lost node fails the job instead.
 
     Returns:
         :class:`Wait`, :class:`Succeeded`, :class:`Restart`, :class:`Fail` or :class:`TimedOut`. A
@@ -316,14 +418,16 @@ def decide(job: TrainingJob, views: Mapping[Replica, ReplicaView], now: float, s
             notes.append(stopping_note(stop))
         return Succeeded(stop, state.success_at - state.start, notes=tuple(notes))
     if state.deadline is not None and now >= state.deadline:
-        return TimedOut(view.in_order(view.unfinished), notes=tuple(notes))
+        running = view.in_order(view.unfinished)
+        return TimedOut(running, message=timed_out_message(job, running), notes=tuple(notes))
     failures = {r: view.failures[r] for r in view.in_order(list(view.failures))}
     for r in list(state.failing_since):
         if r not in failures:
             del state.failing_since[r]
     for r, f in failures.items():
         if f.kind is FailureKind.TIMEOUT:
-            return TimedOut(view.in_order(view.unfinished), r, f, notes=tuple(notes))
+            running = view.in_order(view.unfinished)
+            return TimedOut(running, r, f, timed_out_message(job, running, f), notes=tuple(notes))
         state.failing_since.setdefault(r, now)
     order = view.order
 
@@ -341,7 +445,13 @@ def decide(job: TrainingJob, views: Mapping[Replica, ReplicaView], now: float, s
         failure = failures[cause]
         if failure.retryable and (state.preemptions < job.max_preemptions if failure.preempted
                                   else state.restarts < job.max_restarts):
-            return _restart(job, view, state, cause, failure, failed, notes)
+            restart = _group(job, cause, failed)
+            lost = sorted({n for x in restart for n in view[x].lost_nodes}) if node_loss_permanent else []
+            if lost:  # no surviving node may take the lost one's place
+                return Fail(cause, Failure(FailureKind.PERMANENT, policy.NODE_LOST,
+                                           f"{_said(view, cause, failure, failed)}; the node lost: {', '.join(lost)}"),
+                            notes=tuple(notes))
+            return _restart(job, view, state, cause, failure, failed, restart, notes)
         # A backend may report the peers' follow-on exit 1s before the root cause's own status (a kubelet's
         # OOMKilled): a permanent failure waits group_settle_s for the members still running.
         pending = [x for x in group if x not in failures and not view[x].terminal]
@@ -355,13 +465,34 @@ def decide(job: TrainingJob, views: Mapping[Replica, ReplicaView], now: float, s
         budget = (budget_used_up(state.restarts, job.max_restarts) if failure.kind is FailureKind.RETRYABLE
                   else preemptions_used_up(state.preemptions, job.max_preemptions) if failure.preempted else "")
         return Fail(cause, failure, budget, notes=tuple(notes))
+    if view.refused:  # an admission refused a pod for good: the Job controller's retries would be refused too
+        r = view.in_order(view.refused)[0]
+        reason, message = view[r].refused or ("", "")
+        return Fail(r, Failure(FailureKind.REFUSED, reason, message), notes=tuple(notes))
+    if schedule_timeout_s is not None and (due := view.earliest_pending()) is not None:
+        r, since, scheduled = due
+        if now - since >= schedule_timeout_s:
+            failure = not_started(schedule_timeout_s) if scheduled else not_scheduled(schedule_timeout_s)
+            return Fail(r, failure, notes=tuple(notes))
     return Wait(notes=tuple(notes))
 
 
-def _restart(job: TrainingJob, view: Mapping[Replica, ReplicaView], state: EngineState, cause: Replica,
-             failure: Failure, failed: list[Replica], notes: list[str]) -> Restart:
+def _group(job: TrainingJob, cause: Replica, failed: list[Replica]) -> tuple[Replica, ...]:
+    """What a restart caused by ``cause`` recreates: its restart group and its group's failed members, in replica
+    order."""
     restart = set(policy.restart_group(job.counts, cause)) | set(failed)
-    group = tuple(r for r in job.counts.replicas() if r in restart)
+    return tuple(r for r in job.counts.replicas() if r in restart)
+
+
+def _said(view: Mapping[Replica, ReplicaView], cause: Replica, failure: Failure, failed: list[Replica]) -> str:
+    """The cause as a restart (or a lost node's failure) names it, with the members that failed after it."""
+    also = ", ".join(x.label for x in failed if x != cause)
+    said = view[cause].said or describe(cause, failure) + (f" ({failure.message})" if failure.message else "")
+    return f"{said}{f' (then {also} failed too)' if also else ''}"
+
+
+def _restart(job: TrainingJob, view: Mapping[Replica, ReplicaView], state: EngineState, cause: Replica,
+             failure: Failure, failed: list[Replica], group: tuple[Replica, ...], notes: list[str]) -> Restart:
     if failure.preempted:
         state.preemptions += 1
         note, what = policy.preemption_note(state.preemptions, job.max_restarts), "preempted"
@@ -370,20 +501,20 @@ def _restart(job: TrainingJob, view: Mapping[Replica, ReplicaView], state: Engin
         note, what = policy.restart_note(state.restarts, job.max_restarts), "retryable"
     for r in group:
         state.failing_since.pop(r, None)
-    also = ", ".join(x.label for x in failed if x != cause)
-    said = view[cause].said or describe(cause, failure) + (f" ({failure.message})" if failure.message else "")
-    message = (f"{said}{f' (then {also} failed too)' if also else ''}; "
-               f"{what}: recreating {', '.join(r.label for r in group)} {note}")
+    message = f"{_said(view, cause, failure, failed)}; {what}: recreating {', '.join(r.label for r in group)} {note}"
     return Restart(cause, failure, tuple(failed), group, not failure.preempted, message, notes=tuple(notes))
 
 
-def wake_times(job: TrainingJob, state: EngineState, *, group_settle_s: float, now: float) -> list[float]:
+def wake_times(job: TrainingJob, state: EngineState, *, group_settle_s: float, now: float,
+               views: Views | None = None, schedule_timeout_s: float | None = None) -> list[float]:
     """The monotonic times at which :func:`decide` may decide differently with no new observation: the ends of
-    the grace periods after success, the deadline, the ends of the failures' settle windows (a backend that waits
-    for events wakes up by then)."""
+    the grace periods after success, the deadline, the ends of the failures' settle windows, and with ``views``
+    and ``schedule_timeout_s`` the first schedule deadline (a backend that waits for events wakes up by then)."""
     times = []
     if state.success_at is not None:
         times += [state.success_at + job.grace_period_s, state.success_at + job.evaluator_grace_s]
+    elif views is not None and schedule_timeout_s is not None and (pending := views.earliest_pending()):
+        times.append(pending[1] + schedule_timeout_s)
     if state.deadline is not None:
         times.append(state.deadline)
     times += [t + group_settle_s for t in state.failing_since.values() if t + group_settle_s > now]

@@ -253,11 +253,7 @@ class _LocalRun:
             if isinstance(decision, engine.Fail):
                 raise self._error(decision)
             if isinstance(decision, engine.TimedOut):
-                raise JobTimeoutError(
-                    f"{self.job.name} did not finish within its timeout of {self.job.timeout_s:.0f}s; "
-                    f"raise the timeout or lower epochs. Replicas still running: "
-                    f"{[r.label for r in decision.running]}"
-                )
+                raise JobTimeoutError(decision.message)
             time.sleep(_POLL_S)
 
     def _views(self, now: float) -> dict[Replica, engine.ReplicaView]:

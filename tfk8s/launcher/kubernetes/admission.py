@@ -38,6 +38,10 @@ _LIMIT_RANGE = re.compile(
 _RATIO = re.compile(r"(?P<resource>\S+) max limit to request ratio per (?P<scope>Container|Pod) is (?P<value>\S+)")
 _WEBHOOK = re.compile(r'admission webhook "(?P<name>[^"]+)" denied the request')
 
+QUOTA_EXCEEDED = "QuotaExceeded"
+"""The reason of a ResourceQuota's refusal (failed with :class:`~tfk8s.launcher.kubernetes.errors.QuotaExceededError`;
+the other refusals with ``AdmissionRefusedError``)."""
+
 _SETTINGS = {"cpu": "cpu (the request) and cpu_limit (the limit, default: cpu)",
              "memory": "memory (the request) and memory_limit (the limit, default: memory)",
              "nvidia.com/gpu": "gpus", "ephemeral-storage": "none of ours (the namespace's default applies)"}
@@ -77,7 +81,7 @@ def refusal(message: str, replica: Replica, job_name: str, namespace: str) -> Re
         return None
     who = f"the pod of {replica.label} ({job_name})"
     if "exceeded quota" in message:
-        return Refusal("QuotaExceeded", f"{message}; the Job controller cannot create {who}: the namespace's "
+        return Refusal(QUOTA_EXCEEDED, f"{message}; the Job controller cannot create {who}: the namespace's "
                        f"ResourceQuota is smaller than the job: raise it (kubectl describe resourcequota -n "
                        f"{namespace}), lower the replicas' requests (cpu, memory, gpus) or run fewer replicas")
     m = _LIMIT_RANGE.search(message) or _RATIO.search(message)

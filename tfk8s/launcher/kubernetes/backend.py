@@ -2,7 +2,8 @@
 
 Semantics follow the Kubeflow Training Operator's TFJob controller; the rules are :mod:`tfk8s.core.policy`'s
 (what a failure is) and :mod:`tfk8s.launcher.engine`'s (success and its grace periods, the group settle window,
-the restart budget, preemptions, the timeout), the same as the local backend's. This module observes and acts;
+the restart budget, preemptions, the timeout; and Kubernetes' own verdicts: an admission's refusal, the schedule
+deadlines, a node lost under ``spread=required``), the same as the local backend's. This module observes and acts;
 the work it calls lives beside it, as functions over the run's state
 (:class:`~tfk8s.launcher.kubernetes.state.KubeRun`): creating or re-attaching to the objects
 (:mod:`~tfk8s.launcher.kubernetes.creation`), what a pod's status means (:mod:`~tfk8s.launcher.kubernetes.classify`),
@@ -26,7 +27,11 @@ a failed replica's error (:mod:`~tfk8s.launcher.kubernetes.failures`) and the cl
   earliest failure is reported. Image pull and container config errors fail at once with the kubelet's
   message; a replica unscheduled after ``schedule_timeout_s`` fails with the scheduler's message, one scheduled
   but not started ``schedule_timeout_s`` later with the kubelet's Warning event (FailedMount...); a pod-less
-  Job's admission refusal (quota, LimitRange, Pod Security, a webhook's denial) fails at once; ``job.timeout_s`` fails the job.
+  Job's admission refusal (quota, LimitRange, Pod Security, a webhook's denial) fails at once; ``job.timeout_s``
+  fails the job. Each is the engine's verdict on what this module observed (the times a replica was created and
+  bound, the refusal read from its Job's events, the lost nodes of its pods:
+  :class:`~tfk8s.launcher.engine.ReplicaView`); this module turns the verdict into its error
+  (:func:`~tfk8s.launcher.kubernetes.failures.replica_error`).
 - **Logs.** Every replica's log is printed with a ``[worker-1]`` prefix (:mod:`~tfk8s.launcher.kubernetes.logs`):
   the coordinator's and up to ``LIVE_LOGS`` others followed live, the rest read whole when they end or before
   their pods are deleted (:func:`~tfk8s.launcher.kubernetes.failures.follow_log`); a failed replica's last lines
@@ -43,13 +48,13 @@ import queue
 from typing import Any
 
 from tfk8s.core.cluster import Replica
+from tfk8s.core.errors import JobTimeoutError
 from tfk8s.core.job import LaunchResult
 from tfk8s.core.policy import NO_PROGRESS
 from tfk8s.launcher import engine
 from tfk8s.launcher.kubernetes import objects
 from tfk8s.launcher.kubernetes.admission import refusal
 from tfk8s.launcher.kubernetes.classify import (
-    NODE_LOST,
     PEER_LOST,
     Failure,
     FailureKind,
@@ -62,17 +67,8 @@ from tfk8s.launcher.kubernetes.classify import (
 )
 from tfk8s.launcher.kubernetes.cleanup import cleanup, force_delete, wait_until
 from tfk8s.launcher.kubernetes.creation import create_job, launch
-from tfk8s.launcher.kubernetes.errors import AdmissionRefusedError, KubernetesApiError, QuotaExceededError
-from tfk8s.launcher.kubernetes.failures import (
-    drain_log,
-    follow_log,
-    print_events,
-    read_logs,
-    replica_error,
-    schedule_error,
-    start_error,
-    timeout_error,
-)
+from tfk8s.launcher.kubernetes.errors import KubernetesApiError
+from tfk8s.launcher.kubernetes.failures import drain_log, follow_log, print_events, read_logs, replica_error
 from tfk8s.launcher.kubernetes.kueue import note_pending
 from tfk8s.launcher.kubernetes.logs import LOG_READ_S
 from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState, parse_time
@@ -94,7 +90,8 @@ def run(run: KubeRun) -> LaunchResult:
 
     Raises:
         PermanentFailureError, ImagePullError, ContainerConfigError, RestartBudgetExhaustedError,
-        ScheduleTimeoutError: a replica failed (see :mod:`tfk8s.launcher.kubernetes.errors`).
+        ScheduleTimeoutError, QuotaExceededError, AdmissionRefusedError: a replica failed (see
+        :mod:`tfk8s.launcher.kubernetes.errors`).
         JobTimeoutError: ``job.timeout_s`` passed.
         LauncherTerminatedError: the launcher got SIGTERM or SIGINT (:mod:`tfk8s.launcher.stopping`).
         KubernetesApiError: an API call failed (e.g. forbidden: apply ``manifests/rbac.yaml``).
@@ -119,12 +116,16 @@ def run(run: KubeRun) -> LaunchResult:
 # -- observe -> decide -> act ---------------------------------------------------------------------------------------
 def wait(run: KubeRun) -> LaunchResult:
     """Until the engine says success (returned) or failure (raised): apply the watch events, observe every
-    replica, carry out the engine's decision."""
+    replica (and, for the Jobs without a pod, their admission refusals), carry out the engine's decision."""
     while True:
         pump(run, next_wait_s(run))
         now = run.clock()
-        views, observed = observe(run, now)
-        decision = engine.decide(run.job, views, now, run.engine, group_settle_s=settle_s(run))
+        if run.engine.success_at is None:
+            check_quota(run, now)
+        views, _ = observe(run, now)
+        decision = engine.decide(run.job, views, now, run.engine, group_settle_s=settle_s(run),
+                                 schedule_timeout_s=run.settings.schedule_timeout_s,
+                                 node_loss_permanent=node_loss_permanent(run))
         for note in decision.notes:
             run.log(note)
         if isinstance(decision, engine.Succeeded):
@@ -132,47 +133,40 @@ def wait(run: KubeRun) -> LaunchResult:
                                 decision.seconds, run.engine.restarts,
                                 objects.training_cluster_spec(run.job, run.settings), run.engine.preemptions)
         if isinstance(decision, engine.Restart):
-            lost = lost_nodes(run, decision.group)
-            if lost and run.settings.spread == "required":
-                cause = run.replicas[decision.cause]
-                raise replica_error(run, cause, Failure(
-                    FailureKind.PERMANENT, NODE_LOST, f"{decision.message.split('; ')[0]}; the node lost: "
-                    f"{', '.join(lost)}"))
             restart(run, decision)
         elif isinstance(decision, engine.Fail):
             raise replica_error(run, run.replicas[decision.replica], decision.failure, decision.budget)
         elif isinstance(decision, engine.TimedOut):
-            why = f"the Job {run.replicas[decision.replica].name} hit its activeDeadlineSeconds" \
-                if decision.replica is not None else ""
-            raise timeout_error(run, why)
+            raise JobTimeoutError(decision.message)
         elif run.engine.success_at is None:
-            check_quota(run, now)
             note_pending(run, now, run.kueue_said)
-            check_schedules(run, now, observed)
+
+
+def node_loss_permanent(run: KubeRun) -> bool:
+    """``spread=required``: no two chief/workers share a node, so the surviving nodes cannot take a lost one's
+    replicas (the engine fails the job instead of recreating them)."""
+    return run.settings.spread == "required"
 
 
 def next_wait_s(run: KubeRun) -> float:
     """Seconds until something may change without an event: the engine's times (grace periods, deadline, settle
-    windows) and the replicas' timers (:func:`replica_timer`: the schedule deadlines, the wait for a failed
-    pod's status, the next look at a progress file)."""
+    windows, schedule deadlines) and the replicas' timers (:func:`replica_timer`: the wait for a failed pod's
+    status, the next look at a progress file)."""
     now = run.clock()
-    times = [now + MAX_WAIT_S, *engine.wake_times(run.job, run.engine, group_settle_s=settle_s(run), now=now)]
+    times = [now + MAX_WAIT_S, *engine.wake_times(run.job, run.engine, group_settle_s=settle_s(run), now=now,
+                                                  views=run.views,
+                                                  schedule_timeout_s=run.settings.schedule_timeout_s)]
     if (t := run.next_timer()) is not None:
         times.append(t)
     return max(0.0, min(times) - now)
 
 
 def replica_timer(run: KubeRun, rep: ReplicaState, now: float) -> float | None:
-    """When ``rep`` must be observed again with no event about it (None: only on events): its schedule
-    deadline (not scheduled, or scheduled but not started, ``schedule_timeout_s`` after), its failed Job's wait
+    """When ``rep`` must be observed again with no event about it (None: only on events): its failed Job's wait
     for the pod's status (``log_wait_s``), and for a running replica with a progress file the next look at it
-    (:data:`MAX_WAIT_S` later, or its hang deadline if sooner)."""
+    (:data:`MAX_WAIT_S` later, or its hang deadline if sooner). The schedule deadlines need no new observation:
+    the engine judges them from the views' times (:func:`tfk8s.launcher.engine.wake_times`)."""
     s, view, times = run.settings, rep.view, []
-    if run.engine.success_at is None:
-        if not (view and view.scheduled):
-            times.append(rep.created_at + s.schedule_timeout_s)
-        elif rep.scheduled_at is not None and not (view.started or view.terminal):
-            times.append(rep.scheduled_at + s.schedule_timeout_s)
     if rep.job_failed_at is not None:
         times.append(rep.job_failed_at + s.log_wait_s)
     if view and view.started and not view.terminal and rep.progress is not None and rep.progress.enabled:
@@ -328,10 +322,14 @@ def observe(run: KubeRun, now: float) -> tuple[engine.Views, set[Replica]]:
             elif run.engine.success_at is not None:
                 run.log(f"{rep.replica.label} failed after the job succeeded ({rep.view.failure}); ignored")
         finished = parse_time(rep.view.finished_at if rep.view else None)
+        scheduled = bool(rep.view and rep.view.scheduled)
         views.set(engine.ReplicaView(
             r, terminal=rep.terminal, succeeded=bool(rep.view and rep.view.phase is Phase.SUCCEEDED),
             failure=failure_of(run, rep, now) if run.engine.success_at is None else None,
-            finished_at=finished.timestamp() if finished else None))
+            finished_at=finished.timestamp() if finished else None,
+            started=bool(rep.view and rep.view.started), created_at=rep.created_at,
+            scheduled_at=rep.scheduled_at if scheduled else None, refused=rep.refused,
+            lost_nodes=tuple(sorted({node for pod in rep.pods.values() if (node := lost_node(pod))}))))
         run.wake(r, replica_timer(run, rep, now))
     return views, todo
 
@@ -341,7 +339,10 @@ def failure_of(run: KubeRun, rep: ReplicaState, now: float) -> Failure | None:
     view = rep.view
     js = rep.job_state()
     if js and js.failed_reason == "DeadlineExceeded":  # the Job controller killed the pod: a timeout
-        return Failure(FailureKind.TIMEOUT, js.failed_reason, js.failed_message)
+        backstop = "" if run.job.timeout_s is not None else \
+            f"={run.settings.backstop_deadline_s}, the backstop of a job without timeout_s"
+        return Failure(FailureKind.TIMEOUT, js.failed_reason,
+                       f"the Job {rep.name} hit its activeDeadlineSeconds{backstop}")
     if view and view.failure:
         return view.failure
     if view and view.terminal:
@@ -367,16 +368,17 @@ def failure_of(run: KubeRun, rep: ReplicaState, now: float) -> Failure | None:
 
 
 def check_quota(run: KubeRun, now: float) -> None:
-    """Fail at once when an admission refused a replica's pod for good (the ResourceQuota's ``exceeded quota``,
-    a LimitRange, Pod Security, a webhook's denial, an invalid spec: :func:`~tfk8s.launcher.kubernetes.admission.
-    refusal`; a webhook that timed out keeps waiting): the Job controller's ``FailedCreate`` Warning event carries
-    the refusal's words. Looked at only for a
-    Job without a pod :data:`QUOTA_CHECK_S` after its creation, every :data:`QUOTA_CHECK_S` seconds, with one
-    request for all such Jobs (the namespace's ``FailedCreate`` events of Jobs), not one per replica."""
+    """Observe whether an admission refused a replica's pod for good (the ResourceQuota's ``exceeded quota``, a
+    LimitRange, Pod Security, a webhook's denial, an invalid spec: :func:`~tfk8s.launcher.kubernetes.admission.
+    refusal`; a webhook that timed out is no refusal): the Job controller's ``FailedCreate`` Warning event carries
+    the refusal's words, kept as the replica's ``refused`` (its view's, which the engine fails at once). Looked at
+    only for a Job without a pod :data:`QUOTA_CHECK_S` after its creation, every :data:`QUOTA_CHECK_S` seconds,
+    with one request for all such Jobs (the namespace's ``FailedCreate`` events of Jobs), not one per replica."""
     if now - run.quota_scan_at < QUOTA_SCAN_S:
         return  # the replicas are looked at this often, not after every batch of events
     run.quota_scan_at = now
-    due = [rep for rep in run.replicas.values() if not rep.pods and now - rep.created_at >= QUOTA_CHECK_S
+    due = [rep for rep in run.replicas.values() if not rep.pods and rep.refused is None
+           and now - rep.created_at >= QUOTA_CHECK_S
            and (rep.quota_checked_at is None or now - rep.quota_checked_at >= QUOTA_CHECK_S)]
     if not due:
         return
@@ -390,27 +392,12 @@ def check_quota(run: KubeRun, now: float) -> None:
     for rep in due:
         found = [e for e in events if (e.get("involvedObject") or {}).get("name") == rep.name
                  and e.get("reason") == "FailedCreate"]
-        for event in reversed(found):  # the latest refusal decides
+        for event in reversed(found):  # the latest refusal counts
             said = refusal(event.get("message") or "", rep.replica, rep.name, run.settings.namespace)
             if said is not None:
-                print_events(run, rep)
-                error = QuotaExceededError if said.reason == "QuotaExceeded" else AdmissionRefusedError
-                raise error(rep.replica, said.reason, None, (), said.message)
-
-
-def check_schedules(run: KubeRun, now: float, observed: set[Replica]) -> None:
-    """Fail a replica of ``observed`` (those just observed: every replica is, by its timer, when its deadline
-    comes) not scheduled, or scheduled but not started, ``schedule_timeout_s`` after it was created (bound)."""
-    timeout = run.settings.schedule_timeout_s
-    for r in run.views.in_order(observed) if run.views else ():
-        rep = run.replicas[r]
-        view = rep.view
-        if not (view and view.scheduled):
-            if now - rep.created_at >= timeout:
-                raise schedule_error(run, rep)
-        elif (not (view.started or view.terminal) and rep.scheduled_at is not None
-              and now - rep.scheduled_at >= timeout):
-            raise start_error(run, rep)
+                rep.refused = (said.reason, said.message)
+                run.changed.add(rep.replica)
+                break
 
 
 def settle_s(run: KubeRun) -> float:

@@ -44,6 +44,7 @@ from typing import Any
 
 from tfk8s.core.policy import (  # Failure, FailureKind: shared by both backends
     DEFAULT_RESTART_EXIT_CODE,
+    NODE_LOST,
     PREEMPTION_POD_REASONS,
     RESTART_REQUESTED,
     Failure,
@@ -57,7 +58,7 @@ IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImag
                                 "RegistryUnavailable", "SignatureValidationFailed"})
 CONTAINER_CONFIG_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
 START_FAILURE_REASONS = frozenset({"StartError", "ContainerCannotRun"})
-NODE_LOST = "NodeLost"  # Failure.reason of a replica whose node was lost (node_lost_failure)
+# NODE_LOST (tfk8s.core.policy): Failure.reason of a replica whose node was lost (node_lost_failure)
 PEER_LOST = "PeerLost"  # Failure.reason of a replica that exited because TensorFlow lost one of its peers
 # What TensorFlow says when a peer stopped answering, as seen on two real nodes: the coordination service's leader
 # (task 0) about a task whose heartbeats stopped; a task whose heartbeat RPC to a lost leader timed out; MWMS's own
@@ -140,25 +141,25 @@ def signal_name(exit_code: int) -> str:
 def _terminated_failure(term: Mapping[str, Any], restart_exit_code: int = DEFAULT_RESTART_EXIT_CODE) -> Failure:
     code = term.get("exitCode")
     reason = term.get("reason") or ""
-    message = (term.get("message") or "").strip()
+    text = (term.get("message") or "").strip()  # its termination message (on failure, the log tail)
     if reason == "OOMKilled":
         return Failure(FailureKind.RETRYABLE, "OOMKilled",
                        "the container exceeded its memory limit", code)
     if reason in START_FAILURE_REASONS:
-        return Failure(FailureKind.PERMANENT, reason, message or "the container could not start", code)
+        return Failure(FailureKind.PERMANENT, reason, text or "the container could not start", code)
     if restart_requested(code, restart_exit_code):
         return Failure(FailureKind.RETRYABLE, RESTART_REQUESTED,
                        f"exit code {code}: the program saved on SIGTERM and asks to be restarted", code)
     kind = exit_code_kind(code, restart_exit_code) if code is not None and code > 0 else None
     if kind is FailureKind.PERMANENT:
-        said = next((line.strip() for line in message.splitlines() if any(m in line for m in PEER_LOST_MARKERS)), "")
+        said = next((line.strip() for line in text.splitlines() if any(m in line for m in PEER_LOST_MARKERS)), "")
         if said:
             return Failure(FailureKind.PERMANENT, PEER_LOST, f"TensorFlow lost a peer: {said}", code)
         return Failure(FailureKind.PERMANENT, reason or "Error", "", code)
     if kind is FailureKind.RETRYABLE:
         named = reason if reason and reason != "Error" else "Signal"
         return Failure(FailureKind.RETRYABLE, named, f"killed by {signal_name(code)}", code)
-    return Failure(FailureKind.RETRYABLE, reason or "PodFailed", message, code)
+    return Failure(FailureKind.RETRYABLE, reason or "PodFailed", text, code)
 
 
 def node_lost_failure(pod: Mapping[str, Any] | None) -> Failure | None:

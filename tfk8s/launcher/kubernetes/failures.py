@@ -1,7 +1,8 @@
 """A failed replica's error, as a person needs it: the reason, its last log lines (captured before its pod is
 deleted), the latest events of its pod and Job, and what to do; the error class says which way it failed
-(:mod:`tfk8s.launcher.kubernetes.errors`). Also the errors of a replica never scheduled, never started, and of a
-job past its deadline. Functions over the run (:class:`~tfk8s.launcher.kubernetes.state.KubeRun`).
+(:mod:`tfk8s.launcher.kubernetes.errors`). Also the errors of a replica whose pod an admission refused, and of one
+never scheduled or never started (the engine's verdicts, with what the cluster said). Functions over the run
+(:class:`~tfk8s.launcher.kubernetes.state.KubeRun`).
 """
 
 from __future__ import annotations
@@ -9,14 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from tfk8s.core.diagnosis import LogTail
-from tfk8s.core.errors import JobTimeoutError, ReplicaFailedError
+from tfk8s.core.errors import ReplicaFailedError
+from tfk8s.launcher import engine
 from tfk8s.launcher.kubernetes import objects
+from tfk8s.launcher.kubernetes.admission import QUOTA_EXCEEDED
 from tfk8s.launcher.kubernetes.classify import NODE_LOST, Failure, FailureKind, Phase, classify_job
 from tfk8s.launcher.kubernetes.errors import (
+    AdmissionRefusedError,
     ContainerConfigError,
     ImagePullError,
     KubernetesApiError,
     PermanentFailureError,
+    QuotaExceededError,
     RestartBudgetExhaustedError,
     ScheduleTimeoutError,
 )
@@ -31,6 +36,8 @@ ERROR_CLASSES: dict[FailureKind, type[ReplicaFailedError]] = {
     FailureKind.CONTAINER_CONFIG: ContainerConfigError,
     FailureKind.RETRYABLE: RestartBudgetExhaustedError,
     FailureKind.PREEMPTED: RestartBudgetExhaustedError,  # max_preemptions reached
+    FailureKind.REFUSED: AdmissionRefusedError,  # QuotaExceededError for the reason QuotaExceeded
+    FailureKind.SCHEDULE_TIMEOUT: ScheduleTimeoutError,
 }
 
 
@@ -109,8 +116,8 @@ def drain_log(run: KubeRun, rep: ReplicaState) -> LogTail:
             run.log(f"cannot read the log of {rep.replica.label}: {e}")
     if not tail:  # terminationMessagePolicy FallbackToLogsOnError keeps the log's tail here
         for cs in ((rep.pod() or {}).get("status") or {}).get("containerStatuses") or []:
-            message = ((cs.get("state") or {}).get("terminated") or {}).get("message") or ""
-            tail.extend(message.splitlines())
+            kept = ((cs.get("state") or {}).get("terminated") or {}).get("message") or ""
+            tail.extend(kept.splitlines())
     return tail
 
 
@@ -131,9 +138,15 @@ def print_events(run: KubeRun, rep: ReplicaState) -> list[dict[str, Any]]:
 
 
 def replica_error(run: KubeRun, rep: ReplicaState, failure: Failure, budget: str = "") -> ReplicaFailedError:
-    """The error of the job failed by ``rep``'s ``failure`` (its class by the failure's kind, :data:`ERROR_CLASSES`):
-    the reason, its last log lines, the events printed, and what to do; ``budget`` is the engine's sentence for a
-    retryable failure with the restart budget used up (:func:`tfk8s.launcher.engine.budget_used_up`)."""
+    """The error of the job failed by ``rep``'s ``failure`` (the engine's :class:`~tfk8s.launcher.engine.Fail`;
+    its class by the failure's kind, :data:`ERROR_CLASSES`): the reason, its last log lines, the events printed,
+    and what to do; ``budget`` is the engine's sentence for a retryable failure with the restart budget used up
+    (:func:`tfk8s.launcher.engine.budget_used_up`). An admission's refusal and a schedule deadline have no log:
+    :func:`refused_error`, :func:`schedule_error` and :func:`start_error`."""
+    if failure.kind is FailureKind.REFUSED:
+        return refused_error(run, rep, failure)
+    if failure.kind is FailureKind.SCHEDULE_TIMEOUT:
+        return (start_error if failure.reason == engine.NOT_STARTED else schedule_error)(run, rep, failure)
     lines = drain_log(run, rep)
     print_events(run, rep)
     cls = ERROR_CLASSES[failure.kind]
@@ -144,7 +157,7 @@ def replica_error(run: KubeRun, rep: ReplicaState, failure: Failure, budget: str
                   "imagePullSecrets of the service account")
     elif failure.kind is FailureKind.CONTAINER_CONFIG:
         advice = "fix the pod's configuration (a missing Secret or ConfigMap, an invalid command or env)"
-    elif failure.reason == NODE_LOST:  # spread=required (backend.wait)
+    elif failure.reason == NODE_LOST:  # spread=required (the engine's node_loss_permanent)
         advice = ("spread=required never lets two chief/workers share a node, so the group cannot be recreated "
                   "on the surviving nodes: the step fails at once instead of waiting schedule_timeout_s for a node "
                   "to replace the lost one; use spread=preferred to recreate it on the surviving nodes")
@@ -165,7 +178,19 @@ def replica_error(run: KubeRun, rep: ReplicaState, failure: Failure, budget: str
     return cls(rep.replica, failure.reason, failure.exit_code, lines, detail)
 
 
-def schedule_error(run: KubeRun, rep: ReplicaState) -> ScheduleTimeoutError:
+def refused_error(run: KubeRun, rep: ReplicaState, failure: Failure) -> ReplicaFailedError:
+    """An admission refused ``rep``'s pod for good (the engine's verdict on the refusal read from its Job's
+    ``FailedCreate`` event, :func:`tfk8s.launcher.kubernetes.admission.refusal`): :class:`QuotaExceededError`
+    for a ResourceQuota, else :class:`AdmissionRefusedError`, with the refusal's message; the events printed."""
+    print_events(run, rep)
+    cls = QuotaExceededError if failure.reason == QUOTA_EXCEEDED else AdmissionRefusedError
+    return cls(rep.replica, failure.reason, None, (), failure.message)
+
+
+def schedule_error(run: KubeRun, rep: ReplicaState, failure: Failure) -> ScheduleTimeoutError:
+    """A replica not scheduled within ``schedule_timeout_s`` (the engine's ``failure``, whose message says so and
+    what to do): the reason and message are what the cluster said, from the Job (suspended by Kueue, and why),
+    the pod (the scheduler's condition) or the latest Warning event, after them the engine's sentence."""
     events = print_events(run, rep)
     warnings = [e for e in events if e.get("type") == "Warning"]
     view = rep.view
@@ -177,22 +202,18 @@ def schedule_error(run: KubeRun, rep: ReplicaState) -> ScheduleTimeoutError:
     elif view and view.waiting_message:
         reason, message = view.waiting_reason, view.waiting_message
     elif warnings:
-        reason, message = warnings[-1].get("reason") or "Unschedulable", warnings[-1].get("message") or ""
+        reason, message = warnings[-1].get("reason") or failure.reason, warnings[-1].get("message") or ""
     elif rep.pod() is None:
         reason, message = "NoPod", "the Job controller created no pod"
     else:
-        reason, message = "Unschedulable", "the pod was not bound to a node"
-    t = run.settings.schedule_timeout_s
-    return ScheduleTimeoutError(
-        rep.replica, reason, None, (),
-        f"{message}; not scheduled within schedule_timeout_s={t:g}s: free capacity or quota, lower the "
-        f"requests (cpu, memory, gpus), check node_selector and tolerations, or raise schedule_timeout_s")
+        reason, message = failure.reason, "the pod was not bound to a node"
+    return ScheduleTimeoutError(rep.replica, reason, None, (), f"{message}; {failure.message}")
 
 
-def start_error(run: KubeRun, rep: ReplicaState) -> ScheduleTimeoutError:
-    """A pod bound to a node whose container has not started within ``schedule_timeout_s`` (a volume that
-    cannot be attached or mounted, a sandbox that cannot be created...): the kubelet's Warning events say
-    why."""
+def start_error(run: KubeRun, rep: ReplicaState, failure: Failure) -> ScheduleTimeoutError:
+    """A pod bound to a node whose container has not started within ``schedule_timeout_s`` (the engine's
+    ``failure``; a volume that cannot be attached or mounted, a sandbox that cannot be created...): the kubelet's
+    Warning events say why, then where the pod was scheduled and the engine's sentence."""
     events = print_events(run, rep)
     warnings = [e for e in events if e.get("type") == "Warning"]
     pod = rep.pod() or {}
@@ -202,24 +223,9 @@ def start_error(run: KubeRun, rep: ReplicaState) -> ScheduleTimeoutError:
         if cs.get("name") == objects.CONTAINER_NAME:
             waiting = (cs.get("state") or {}).get("waiting") or {}
     if warnings:
-        reason, message = warnings[-1].get("reason") or "NotStarted", warnings[-1].get("message") or ""
+        reason, message = warnings[-1].get("reason") or failure.reason, warnings[-1].get("message") or ""
     else:
-        reason = waiting.get("reason") or "NotStarted"
+        reason = waiting.get("reason") or failure.reason
         message = waiting.get("message") or f"the container is still waiting ({reason})"
-    t = run.settings.schedule_timeout_s
-    return ScheduleTimeoutError(
-        rep.replica, reason, None, (),
-        f"{message}; pod {rep.pod_name} was scheduled on {node} but its container did not start within "
-        f"schedule_timeout_s={t:g}s: check the events above (a volume that cannot be attached or mounted, "
-        f"e.g. a ReadWriteOnce PVC in use on another node or an NFS server down; a missing ConfigMap or "
-        f"Secret volume), or raise schedule_timeout_s for very large images")
-
-
-def timeout_error(run: KubeRun, why: str) -> JobTimeoutError:
-    """The error of a job past its deadline (``why``: what said so, when not the launcher's own deadline)."""
-    running = [rep.replica.label for rep in run.replicas.values() if not rep.terminal]
-    limit = run.job.timeout_s or run.settings.backstop_deadline_s
-    return JobTimeoutError(
-        f"{run.job.name} did not finish within its timeout of {limit:g}s"
-        f"{f' ({why})' if why else ''}; still running: {running}. Raise timeout_s or train for less "
-        f"(fewer epochs)")
+    return ScheduleTimeoutError(rep.replica, reason, None, (),
+                                f"{message}; pod {rep.pod_name} was scheduled on {node} but {failure.message}")

@@ -51,6 +51,7 @@ class ReplicaState:
     job_failed_at: float | None = None
     failure_seen_at: float | None = None  # monotonic seconds when the launcher first saw this attempt fail
     quota_checked_at: float | None = None  # monotonic seconds of the last look for a quota refusal
+    refused: tuple[str, str] | None = None  # (reason, message) of an admission's refusal of its pod, once seen
     reported: bool = False
     view: PodState | None = None
     progress: ProgressWatch | None = None  # its progress file (tfk8s.launcher.watchdog)
@@ -103,7 +104,7 @@ class ReplicaState:
         self.job, self.pods, self.gone_pods = None, {}, set()
         self.job_seen = self.job_deleted = self.reported = self.suspended_after_pod = False
         self.job_failed_at, self.view, self.scheduled_at = None, None, None
-        self.failure_seen_at = self.quota_checked_at = None
+        self.failure_seen_at = self.quota_checked_at = self.refused = None
         if self.progress is not None:
             self.progress.new_attempt()
 
