@@ -1,4 +1,5 @@
 """The launch semantics, written once: from what the replicas are doing, decide wait, success, restart or failure.
+The module is over 500 lines on purpose: every rule of a launch is here, beside the others it is weighed against.
 
 Both backends run the same loop, *observe -> decide -> act*: the local backend polls its processes
 (:mod:`tfk8s.launcher.local`), the Kubernetes backend pumps its watch events
