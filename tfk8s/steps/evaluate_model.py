@@ -230,6 +230,8 @@ def evaluate_model_step(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     from tfk8s.steps.summary import run_files, run_summary_markdown
 
     name = model_name or exported["model_name"]
+    if exported.get("serving_signature") is None:  # unknown (the CLI's --model-dir, the Argo export): read it here
+        exported = {**exported, "serving_signature": _signature_or_none(exported["path"])}
     if serving_base is None:
         serving_base = str(VolumeLayout(volume_root).serving_base(name)) if volume_root else None
     summary_file = training.get("training_summary", "")
@@ -273,6 +275,17 @@ def evaluate_model_step(*, exported: Mapping[str, Any], dataset: Mapping[str, An
         confusion_metadata = {"confusion_classes": capped.describe(),
                               "full_confusion_matrix": str(Path(page).parent / EVALUATION_FILE) if page else ""}
     return EvaluateOutputs(outcome, metrics, metadata, confusion, text, page, confusion_metadata=confusion_metadata)
+
+
+def _signature_or_none(model_dir: str) -> dict | None:
+    """The export's ``serving_default`` signature (``{}``: it has none), or None when it cannot be read here (the
+    evaluation says why)."""
+    from tfk8s.steps.model_versions import ExportError, serving_signature
+
+    try:
+        return serving_signature(model_dir, required=False)
+    except ExportError:
+        return None
 
 
 def ui_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
