@@ -9,6 +9,7 @@ copies the result into its artifacts and the CLI prints it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Mapping
@@ -224,6 +225,7 @@ def evaluate_model_step(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     Returns:
         :class:`EvaluateOutputs`.
     """
+    from tfk8s.core.data_store import reading
     from tfk8s.core.layout import EVALUATION_FILE, VolumeLayout
     from tfk8s.steps.evaluation import cap_confusion
     from tfk8s.steps.launch_training import read_summary_file
@@ -236,11 +238,15 @@ def evaluate_model_step(*, exported: Mapping[str, Any], dataset: Mapping[str, An
         serving_base = str(VolumeLayout(volume_root).serving_base(name)) if volume_root else None
     summary_file = training.get("training_summary", "")
     train_dir = os.path.dirname(summary_file) or None
-    outcome = evaluate_and_gate(
-        model_dir=exported["path"], data_dir=dataset["path"], min_accuracy=min_accuracy,
-        max_accuracy_drop=max_accuracy_drop, serving_base=serving_base, gate_metric=gate_metric,
-        eval_command=eval_command, training_summary=read_summary_file(summary_file), train_dir=train_dir,
-        split=split)
+    # the run's data is held until this step, the last that reads it, ends (tfk8s datasets delete refuses it)
+    record = dataset.get("data_record")
+    run_dir = Path(record).parent if record else (Path(train_dir).parent if train_dir else None)
+    with reading(run_dir, "evaluate-model", last=True) if run_dir else contextlib.nullcontext():
+        outcome = evaluate_and_gate(
+            model_dir=exported["path"], data_dir=dataset["path"], min_accuracy=min_accuracy,
+            max_accuracy_drop=max_accuracy_drop, serving_base=serving_base, gate_metric=gate_metric,
+            eval_command=eval_command, training_summary=read_summary_file(summary_file), train_dir=train_dir,
+            split=split)
     metrics: dict[str, float] = {}
     left_out = []  # a NaN/inf value (e.g. the test loss of a diverged model) would make the artifact invalid JSON
     for key, value in outcome.metrics.items():

@@ -76,9 +76,9 @@ def serving_signature(saved_model_dir: str | os.PathLike, required: bool = True)
     Raises:
         ExportError: the folder holds no loadable SavedModel, or (``required``) it has no ``serving_default``.
     """
-    if not any((Path(saved_model_dir) / f).is_file() for f in ("saved_model.pb", "saved_model.pbtxt")):
-        if keras := keras_files_instead(saved_model_dir):  # the evaluate step on a Keras-only folder: the fix
-            raise ExportError(keras)
+    no_pb = not any((Path(saved_model_dir) / f).is_file() for f in ("saved_model.pb", "saved_model.pbtxt"))
+    if no_pb and (keras := keras_files_instead(saved_model_dir)):  # the evaluate step on a Keras-only folder
+        raise ExportError(keras)
     import tensorflow as tf
 
     try:
