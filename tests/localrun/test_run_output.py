@@ -125,3 +125,8 @@ def test_an_unblessed_run_ends_saying_why_in_words(tmp_path):
     assert "quality gate  : NOT blessed, not pushed" in done.stdout
     logs = "".join(p.read_text() for p in tmp_path.glob("runs/*/train/replica-logs/*.log"))
     assert logs and "cuda" not in logs.lower(), logs[:2000]
+    # the run held its data set until its evaluate step ended, and holds it no more
+    (hold,) = [json.loads(p.read_text()) for p in tmp_path.glob("runs/*/data-hold.json")]
+    assert (hold["state"], hold["why"]) == ("released", "its evaluate-model step, the last that reads it, ended")
+    code, out = tfk8s(tmp_path, "datasets", "-o", "json")
+    assert code == 0 and [d["in_use_by"] for d in json.loads(out)] == [[]]
