@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tfk8s.cmd import main as tfk8s_main
-from tfk8s.core import data_store
+from tfk8s.core import data_hold, data_store
 from tfk8s.core.data_manifest import read_manifest, verify
 from tfk8s.core.layout import VolumeLayout
 
@@ -290,7 +290,7 @@ def test_tfk8s_datasets_delete_never_removes_what_a_running_job_reads(tmp_path):
 
 
 def _released(volume: Path, run_id: str) -> None:
-    with data_store.reading(VolumeLayout(volume).run(run_id).run_dir, "evaluate-model", last=True):
+    with data_hold.reading(VolumeLayout(volume).run(run_id).run_dir, "evaluate-model", last=True):
         pass
 
 
@@ -307,10 +307,10 @@ def test_the_run_not_its_training_job_holds_its_data_until_its_evaluate_step_end
     done = _prepare(tmp_path, "run-1", Writer())
     _used_by(tmp_path, "run-1", done, age_s=7200)  # a long training: its data record is two hours old
     run_dir = VolumeLayout(tmp_path).run("run-1").run_dir
-    with data_store.reading(run_dir, "launch-training", last=False):  # what the launch step does around the job
+    with data_hold.reading(run_dir, "launch-training", last=False):  # what the launch step does around the job
         _job_record(tmp_path, "run-1", "Running")
     _job_record(tmp_path, "run-1", "Succeeded")  # training ended: export and evaluate are still to come
-    assert data_store.read_hold(run_dir)["state"] == "between steps"
+    assert data_hold.read_hold(run_dir)["state"] == "between steps"
     code, out, err = _tfk8s("datasets", "delete", done.key, "--volume", str(tmp_path))
     assert (code, out) == (1, "")
     assert err.startswith(f"tfk8s: error: {done.key} ({done.path}) is read by run run-1 (its training ended 0s ago; "
@@ -320,12 +320,12 @@ def test_the_run_not_its_training_job_holds_its_data_until_its_evaluate_step_end
     assert json.loads(out)[0]["in_use_by"] == [
         "run run-1 (its training ended 0s ago; its evaluate step, still to come, reads it)"]
 
-    with data_store.reading(run_dir, "evaluate-model", last=True):  # the evaluate step reads it now: not even --force
+    with data_hold.reading(run_dir, "evaluate-model", last=True):  # the evaluate step reads it now: not even --force
         code, out, err = _tfk8s("datasets", "delete", done.key, "--volume", str(tmp_path), "--force")
         assert code == 1 and err == (f"tfk8s: error: {done.key} ({done.path}) is read by run run-1 (its evaluate-model "
                                      f"step reads it now): not deleted: wait for run run-1's evaluate-model step to "
                                      f"end, then delete again\n")
-    assert data_store.read_hold(run_dir)["state"] == "released"
+    assert data_hold.read_hold(run_dir)["state"] == "released"
     code, out, err = _tfk8s("datasets", "delete", done.key, "--volume", str(tmp_path))
     assert (code, err) == (0, "") and not done.path.exists()
 
@@ -337,17 +337,17 @@ def test_a_hold_whose_run_is_gone_lapses_and_a_failed_step_releases_it(tmp_path)
     done = _prepare(tmp_path, "run-1", Writer())
     _used_by(tmp_path, "run-1", done, age_s=7200)
     run_dir = VolumeLayout(tmp_path).run("run-1").run_dir
-    with pytest.raises(RuntimeError), data_store.reading(run_dir, "launch-training", last=False):
+    with pytest.raises(RuntimeError), data_hold.reading(run_dir, "launch-training", last=False):
         raise RuntimeError("the training failed")
-    hold = data_store.read_hold(run_dir)
-    assert (hold["state"], hold["why"]) == ("released", "its launch-training step failed (the run's later steps do "
-                                                        "not run)")
+    hold = data_hold.read_hold(run_dir)
+    assert (hold["state"], hold["why"]) == (
+        "released", "its launch-training step failed (the run's later steps do not run)")
     _job_record(tmp_path, "run-1", "Failed")
     assert _tfk8s("datasets", "--volume", str(tmp_path), "-o", "json")[1].count('"in_use_by": []') == 1
 
     _used_by(tmp_path, "run-2", done, age_s=7200)
     run2 = VolumeLayout(tmp_path).run("run-2").run_dir
-    with data_store.reading(run2, "evaluate-model", last=True):
+    with data_hold.reading(run2, "evaluate-model", last=True):
         _hold_age(tmp_path, "run-2", 600)  # killed (SIGKILL: no release) 10 minutes ago, its heartbeat stopped
         _job_record(tmp_path, "run-2", "Succeeded")
         rec = VolumeLayout(tmp_path).run("run-2").train.record
@@ -357,7 +357,7 @@ def test_a_hold_whose_run_is_gone_lapses_and_a_failed_step_releases_it(tmp_path)
         assert code == 1 and "run run-2 (its evaluate-model step, last heard from 10m ago, may still read it): " \
                              "not deleted: delete it once that run has ended, or now with --force if that run is " \
                              "gone (its hold lapses by itself in 49m)" in err, err
-        _hold_age(tmp_path, "run-2", data_store.HOLD_S)  # no sign of it for over an hour: gone
+        _hold_age(tmp_path, "run-2", data_hold.HOLD_S)  # no sign of it for over an hour: gone
         code, out, err = _tfk8s("datasets", "delete", done.key, "--volume", str(tmp_path))
         assert (code, err) == (0, "") and "deleted" in out
 
@@ -374,19 +374,19 @@ def test_the_launch_step_holds_the_runs_data_and_releases_it_when_the_training_f
     seen = []
 
     def run_job(job, backend, train_dir, **kw):
-        seen.append(data_store.read_hold(run_dir)["state"])
+        seen.append(data_hold.read_hold(run_dir)["state"])
         if len(seen) == 2:
             raise LaunchError("worker-0 failed")
         return "outcome"
 
     monkeypatch.setattr(launch_training, "run_job", run_job)
-    step = dict(data_dir=str(data), volume_root=str(tmp_path), run_id="r1", backend="local",
-                params={"command": "python t.py"})
+    step = {"data_dir": str(data), "volume_root": str(tmp_path), "run_id": "r1", "backend": "local",
+            "params": {"command": "python t.py"}}
     assert launch_training.launch_training_step(**step) == "outcome"
-    assert data_store.read_hold(run_dir)["state"] == "between steps"
+    assert data_hold.read_hold(run_dir)["state"] == "between steps"
     with pytest.raises(LaunchError):
         launch_training.launch_training_step(**step)
-    assert seen == ["reading", "reading"] and data_store.read_hold(run_dir)["state"] == "released"
+    assert seen == ["reading", "reading"] and data_hold.read_hold(run_dir)["state"] == "released"
 
 
 def test_tfk8s_datasets_verify_says_what_it_checked(tmp_path):

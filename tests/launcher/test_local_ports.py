@@ -122,6 +122,6 @@ def test_a_port_retry_is_told_on_the_console(tmp_path, monkeypatch, thief):
     lines: list[str] = []
     run_local(_job(tmp_path, max_restarts=0), log_sink=ConsoleStory("worker-0").wrap(lines.append))
     told = [line for line in lines if line.startswith("tfk8s: ")]
-    assert told == [f"tfk8s: port retry 1 of {MAX_PORT_RETRIES}: worker-1 on 127.0.0.1:{thief} could not bind its "
-                    f"port (taken by another process between pick and bind); restarting every replica on new ports "
-                    f"(not counted against max_restarts)"]
+    assert told == [(f"tfk8s: port retry 1 of {MAX_PORT_RETRIES}: worker-1 on 127.0.0.1:{thief} could not bind its "
+                     f"port (taken by another process between pick and bind); restarting every replica on new ports "
+                     f"(not counted against max_restarts)")]

@@ -100,13 +100,13 @@ def test_a_stop_during_another_step_names_that_step_not_the_launch_step():
         step.kill()
         step.wait()
     assert e.value.code == 143
-    assert lines == ["tfk8s: got SIGTERM: stopping 1 child processes (the prepare-dataset step); exiting with 143 "
-                     "once they have ended"]
+    assert lines == [("tfk8s: got SIGTERM: stopping 1 child processes (the prepare-dataset step); exiting with 143 "
+                      "once they have ended")]
     lines.clear()
     with pytest.raises(SystemExit), stops_reach_children(5.0, lines.append, current_step=lambda: "export-model"):
         os.kill(os.getpid(), signal.SIGINT)
-    assert lines == ["tfk8s: interrupted (SIGINT): stopping 0 child processes (the export-model step); exiting "
-                     "with 130 once they have ended"]
+    assert lines == [("tfk8s: interrupted (SIGINT): stopping 0 child processes (the export-model step); exiting "
+                      "with 130 once they have ended")]
     assert stop_line("interrupted (SIGINT)", 3, 130, "launch-training") == (
         "tfk8s: interrupted (SIGINT): stopping 3 child processes (the launch step stops its replicas and records the "
         "job); exiting with 130 once they have ended")

@@ -432,5 +432,5 @@ def test_a_negative_replica_count_says_the_rule_and_the_fix_once():
     assert done.returncode != 0
     assert (done.stdout + done.stderr).strip().splitlines()[-2:] == [
         "tfk8s: invalid pipeline parameters:",
-        "  - workers=-1: workers (the number of worker replicas) must be an integer >= 0, e.g. workers=2 "
-        "(workers=0 needs chief=1)"]
+        ("  - workers=-1: workers (the number of worker replicas) must be an integer >= 0, e.g. workers=2 "
+         "(workers=0 needs chief=1)")]

@@ -8,10 +8,10 @@ still read it, not only while its training job runs (:func:`holds`):
 - its job record has not ended (``tfk8s get``'s state: Running, with the cluster's live replicas laid over for a
   Kubernetes job asked with ``-n``): never deleted, even with ``--force``;
 - a step of the run reads it now (its hold, ``runs/<run id>/data-hold.json``, refreshed within
-  :data:`tfk8s.core.data_store.READING_FRESH_S`; :func:`tfk8s.core.data_store.reading`): never deleted either;
+  :data:`tfk8s.core.data_hold.READING_FRESH_S`; :func:`tfk8s.core.data_hold.reading`): never deleted either;
 - the run is between steps that read it: no job record yet (between its prepare and launch steps), or its job
   succeeded and its evaluate step has not released the hold (its export and evaluate steps are still to come),
-  within :data:`tfk8s.core.data_store.HOLD_S` of the run's last sign of life. ``--force`` deletes it anyway, for a
+  within :data:`tfk8s.core.data_hold.HOLD_S` of the run's last sign of life. ``--force`` deletes it anyway, for a
   run known to be gone.
 
 A run whose job failed or was stopped, or whose last reading step released its hold, holds nothing.
@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfk8s.cmd.context import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, Context, CtlError, age, dump, table
-from tfk8s.core import data_store
+from tfk8s.core import data_hold, data_store
 from tfk8s.core.data_manifest import verify
 from tfk8s.core.layout import VolumeLayout
 from tfk8s.tracking import records
 
-STARTING_S = data_store.HOLD_S
+STARTING_S = data_hold.HOLD_S
 """A run that read a folder and has no job record yet counts as starting (in use) for this long after its data
 record was written."""
 
@@ -81,7 +81,7 @@ def holds(ctx: Context, stored: data_store.StoredDataset, now: float | None = No
     for run_id in stored.runs:
         run = layout.run(run_id)
         record = records.read_record(run.train.record)
-        hold = data_store.read_hold(run.run_dir) or {}
+        hold = data_hold.read_hold(run.run_dir) or {}
         state = None
         if record is not None:
             live = ctx.live(record.get("namespace") or ctx.namespace) if ctx.in_cluster(record) and ctx.namespace else None
@@ -98,15 +98,15 @@ def holds(ctx: Context, stored: data_store.StoredDataset, now: float | None = No
             continue  # its job did not succeed: the launch step failed, the run's later steps do not run
         step = hold.get("step") or "?"
         updated = float(hold.get("updated") or 0)
-        if hold.get("state") == "reading" and now - updated < data_store.READING_FRESH_S:
+        if hold.get("state") == "reading" and now - updated < data_hold.READING_FRESH_S:
             found.append(Hold(f"run {run_id} (its {step} step reads it now)", True,
                               f"wait for run {run_id}'s {step} step to end, then delete again"))
             continue
         last = max(created.get(run_id, 0), updated, *(float((record or {}).get(k) or 0)
                                                          for k in ("created", "finished", "updated")))
-        if now - last >= data_store.HOLD_S:
+        if now - last >= data_hold.HOLD_S:
             continue  # no sign of the run for that long: it is gone
-        left = age(data_store.HOLD_S - (now - last))
+        left = age(data_hold.HOLD_S - (now - last))
         if record is None and not hold:
             what = f"run {run_id} (starting: no job record yet)"
         elif hold.get("state") == "reading":

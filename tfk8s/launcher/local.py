@@ -37,7 +37,6 @@ Every replica still running at the end (success, failure, timeout, SIGTERM or SI
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -57,6 +56,7 @@ from tfk8s.core.job import LaunchResult, TrainingJob
 from tfk8s.core.proxy import LOCAL_HOSTS, no_proxy_env
 from tfk8s.launcher import engine
 from tfk8s.launcher.backends import DryRun
+from tfk8s.launcher.gpu_noise import has_nvidia_gpu, without_cuda_noise
 from tfk8s.launcher.stopping import StopState, stop_signals
 from tfk8s.launcher.watchdog import ProgressWatch
 
@@ -105,44 +105,11 @@ class _Proc:
     failed_at: float | None = None  # monotonic seconds when its exit was first seen
 
 
-NO_GPU_NOISE = re.compile(
-    r"^[IWE]\d{4} [\d:.]+ +\d+ (cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine, GPU will not be "
-    r"used\.|cuda_platform\.cc:\d+\] failed call to cuInit: INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN "
-    r"ERROR \(303\))$")
-"""What TensorFlow's CUDA build says on every start on a machine without an NVIDIA driver (every ``make run``
-replica's log opened with it): left out of the replicas' output there (:func:`has_nvidia_gpu` false), never on a
-machine with a GPU, where a CUDA line may be the one that says why the GPU is not used."""
-ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
-"""absl's line just before the first of those (left out with it, kept before anything else)."""
-
-
-def has_nvidia_gpu() -> bool:
-    """Whether this machine has an NVIDIA driver loaded (``/proc/driver/nvidia`` or a ``/dev/nvidia*`` device): then
-    TensorFlow's CUDA lines are kept."""
-    return os.path.exists("/proc/driver/nvidia") or any(
-        os.path.exists(f"/dev/{d}") for d in ("nvidiactl", "nvidia0"))
-
-
 def _stream(proc: _Proc, sink: LogSink, drop_cuda_noise: bool = False) -> None:
-    held = None  # absl's preamble, emitted unless the next line is CUDA noise
-    for raw in proc.popen.stdout:  # type: ignore[union-attr]
-        line = raw.rstrip("\n")
-        if drop_cuda_noise:
-            if line == ABSL_PREAMBLE and held is None:
-                held = line
-                continue
-            if NO_GPU_NOISE.match(line):
-                held = None
-                continue
-            if held is not None:
-                line_before, held = held, None
-                proc.tail.append(line_before)
-                sink(f"[{proc.replica.label}] {line_before}")
+    lines = (raw.rstrip("\n") for raw in proc.popen.stdout)  # type: ignore[union-attr]
+    for line in without_cuda_noise(lines) if drop_cuda_noise else lines:
         proc.tail.append(line)
         sink(f"[{proc.replica.label}] {line}")
-    if held is not None:
-        proc.tail.append(held)
-        sink(f"[{proc.replica.label}] {held}")
 
 
 def _stop(procs: list[_Proc], grace_s: float) -> None:

@@ -225,7 +225,7 @@ def evaluate_model_step(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     Returns:
         :class:`EvaluateOutputs`.
     """
-    from tfk8s.core.data_store import reading
+    from tfk8s.core.data_hold import reading
     from tfk8s.core.layout import EVALUATION_FILE, VolumeLayout
     from tfk8s.steps.evaluation import cap_confusion
     from tfk8s.steps.launch_training import read_summary_file

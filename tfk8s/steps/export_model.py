@@ -62,7 +62,7 @@ def export_model_step(*, saved_model_dir: str, volume_root: str, model_name: str
     except BaseException:  # the run ends here: its evaluate step will not read the data it holds
         from pathlib import Path
 
-        from tfk8s.core.data_store import release_hold
+        from tfk8s.core.data_hold import release_hold
         from tfk8s.core.layout import TrainLayout
 
         release_hold(TrainLayout(Path(saved_model_dir).parent).run_dir,

@@ -370,7 +370,7 @@ def launch_training_step(
         for note in rendered.notes:  # stderr: the YAML on stdout stays ready for kubectl apply -f -
             print(f"# {note}", file=sys.stderr, flush=True)
         return rendered.documents
-    from tfk8s.core.data_store import reading
+    from tfk8s.core.data_hold import reading
 
     # the run holds its data from here to its evaluate step (tfk8s datasets delete): released here if it fails
     with volume_writes(layout.train_dir, "the training's files"), reading(layout.run_dir, "launch-training", last=False):
