@@ -61,14 +61,15 @@ test-argo: $(STAMP)
 # five KFP Go programs from it (cached under ~/.cache/tfk8s/kfp/2.17.0/), hack/kfp/mlmd_venv.sh makes ML Metadata's
 # environment (the PyPI ml-metadata wheel, served by hack/kfp/mlmd_server.py), hack/kfp/mariadb.sh unpacks Debian's
 # MariaDB 10.11 (the API server's database; nothing installed), hack/kfp/ui.sh builds KFP's UI from the same tree
-# (npm; cached) and Playwright is installed into .venv to drive Debian's Chromium, then the tests marked `kfp`
-# run: the adapter's own test, tests/realnode/test_kfp.py and test_kfp_ui.py on the cluster of test-e2e.
+# (npm; cached), Debian's Chromium is installed when missing (hack/kfp/chromium.sh, first: apt-get; where it cannot
+# be, the target fails at once saying what to install) and Playwright is installed into .venv to drive it, then the tests
+# marked `kfp` run: the adapter's own test, tests/realnode/test_kfp.py and test_kfp_ui.py on the cluster of test-e2e.
 PLAYWRIGHT_VERSION = 1.65.2
 KFP_SRC_HINT = set KFP_SRC=<a checkout of kubeflow/pipelines at 2.17.0> (or unpack one at ~/.cache/tfk8s/kfp/src-2.17.0)
 test-kfp: $(STAMP)
 	@if ! bash hack/kfp/build.sh --src >/dev/null 2>&1; then \
 	    echo "test-kfp skipped: no Kubeflow Pipelines source tree: $(KFP_SRC_HINT)"; exit 0; fi; \
-	set -e; bash hack/kfp/build.sh; bash hack/kfp/mlmd_venv.sh; bash hack/kfp/mariadb.sh; $(E2E_BUILD); set +e; \
+	set -e; bash hack/kfp/chromium.sh; bash hack/kfp/build.sh; bash hack/kfp/mlmd_venv.sh; bash hack/kfp/mariadb.sh; $(E2E_BUILD); set +e; \
 	bash hack/kfp/ui.sh || echo "test-kfp: the KFP UI could not be built (above); tests/realnode/test_kfp_ui.py skips"; \
 	$(PY) -m pip install --quiet playwright==$(PLAYWRIGHT_VERSION) \
 	    || echo "test-kfp: playwright could not be installed; tests/realnode/test_kfp_ui.py skips"; \

@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     mode.add_argument("--local", action="store_true", help="run the whole pipeline on this machine")
     p.add_argument("--output", default=str(DEFAULT_OUTPUT),
                    help="--compile: where to write (default: %(default)s; with --format argo: "
-                   "compiled/train.argo.yaml)")
+                   "compiled/train.argo.yaml; with --format argo --schedule CRON: compiled/train.cron.yaml)")
     p.add_argument("--volume", default=str(REPO / "volume"),
                    help="--local: folder standing for the shared volume (default: %(default)s)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",

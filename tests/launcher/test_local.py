@@ -236,3 +236,40 @@ def test_the_watchdog_spares_programs_that_never_report_keep_reporting_or_left_a
                       startup_timeout_s=0.5)  # the start-up deadline too: only a program that said "starting"
     result = run_local(job, log_sink=lambda _: None, stop_grace_s=2)
     assert result.restarts == 0 and result.exit_codes == {"worker-0": 0, "worker-1": 0, "worker-2": 0}
+
+
+CUDA_PREAMBLE = r'''
+import sys
+for line in ["WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+             "I0000 00:00:1796535723.808627   11112 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.",
+             "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+             "I0000 00:00:1796535737.433733   11112 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.",
+             "E0000 00:00:1796535738.140269   11112 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)",
+             "training starts",
+             "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+             "done"]:
+    print(line, file=sys.stderr, flush=True)
+'''
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_tensorflows_cuda_lines_are_left_out_of_a_replicas_log_only_on_a_machine_without_a_gpu(
+        tmp_path, monkeypatch, gpu):
+    """Issue 34: every local replica's log opened with TensorFlow's CUDA lines ("Could not find cuda drivers...",
+    "failed call to cuInit") on a machine without a GPU (no environment variable silences them in TF 2.21); they
+    are left out there, and kept where a GPU is, where they may say why it is not used."""
+    from tfk8s.launcher import local
+
+    monkeypatch.setattr(local, "has_nvidia_gpu", lambda: gpu)
+    job = TrainingJob(name="test-job", counts=ReplicaCounts(worker=1),
+                      command=(sys.executable, "-c", CUDA_PREAMBLE))
+    lines: list[str] = []
+    run_local(job, log_sink=_kept(job, tmp_path / "logs", lines))
+    kept = (tmp_path / "logs" / "worker-0.log").read_text().splitlines()
+    if gpu:
+        assert len(kept) == 8 and "cuda" in "".join(kept)
+    else:
+        assert kept == ["training starts",
+                        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+                        "done"]
+        assert not any("cuda" in line.lower() for line in lines)

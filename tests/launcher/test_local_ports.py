@@ -111,3 +111,17 @@ def test_a_restart_of_every_replica_picks_new_ports(tmp_path):
     second = [a.rsplit(":", 1)[1] for a in result.cluster_spec["worker"]]
     assert second == [(tmp_path / "worker-0-1").read_text(), (tmp_path / "worker-1-1").read_text()]
     assert set(second).isdisjoint(json.loads(first))
+
+
+def test_a_port_retry_is_told_on_the_console(tmp_path, monkeypatch, thief):
+    """Issue 34: a port retry (new ports for every replica) was never shown on the console, which sat at
+    `replicas 2/2 up` meanwhile; the console's story (the `tfk8s: ` lines a short `make run` shows) says it."""
+    from tfk8s.tracking.progress_view import ConsoleStory
+
+    _taken_first(monkeypatch, thief)
+    lines: list[str] = []
+    run_local(_job(tmp_path, max_restarts=0), log_sink=ConsoleStory("worker-0").wrap(lines.append))
+    told = [line for line in lines if line.startswith("tfk8s: ")]
+    assert told == [(f"tfk8s: port retry 1 of {MAX_PORT_RETRIES}: worker-1 on 127.0.0.1:{thief} could not bind its "
+                     f"port (taken by another process between pick and bind); restarting every replica on new ports "
+                     f"(not counted against max_restarts)")]

@@ -108,3 +108,25 @@ def test_a_failing_replica_still_prints_its_last_lines(tmp_path):
                                                                   "loading shards", "boom"]
     assert "\x1b" not in done.stdout + done.stderr
     assert "Inner task failed: 'launch-training'" in done.stderr
+
+
+def test_an_unblessed_run_ends_saying_why_in_words(tmp_path):
+    """The README's `make run ARGS="--param epochs=1"` whose accuracy falls under the gate: the closing block's
+    `why` line is the failed check as a sentence (it was once printed one character at a time, "a; c; c; u; ..."),
+    and no replica's log opens with TensorFlow's CUDA lines on a machine without a GPU."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "pipelines" / "train.py"), "--local", "--volume", str(tmp_path),
+         "--param", "max_examples=1000", "--param", "epochs=1", "--param", "min_accuracy=0.999"],
+        capture_output=True, text=True, timeout=540, check=False, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (why,) = [line for line in done.stdout.splitlines() if line.startswith("  why ")]
+    assert re.fullmatch(r"  why           : accuracy 0\.\d{4} < min_accuracy 0\.9990 "
+                        r"\(built-in evaluation on the test split\)", why), done.stdout
+    assert "quality gate  : NOT blessed, not pushed" in done.stdout
+    logs = "".join(p.read_text() for p in tmp_path.glob("runs/*/train/replica-logs/*.log"))
+    assert logs and "cuda" not in logs.lower(), logs[:2000]
+    # the run held its data set until its evaluate step ended, and holds it no more
+    (hold,) = [json.loads(p.read_text()) for p in tmp_path.glob("runs/*/data-hold.json")]
+    assert (hold["state"], hold["why"]) == ("released", "its evaluate-model step, the last that reads it, ended")
+    code, out = tfk8s(tmp_path, "datasets", "-o", "json")
+    assert code == 0 and [d["in_use_by"] for d in json.loads(out)] == [[]]

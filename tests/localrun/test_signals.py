@@ -81,3 +81,32 @@ def test_an_interrupted_local_run_prints_one_line_exits_130_and_leaves_nothing_r
                                         "every replica of tfk8s-")
     assert set(record["replica_states"].values()) == {"Stopped"}
     assert "worker-1 step " in (record_file.parent / "replica-logs" / "worker-1.log").read_text()
+
+
+def test_a_stop_during_another_step_names_that_step_not_the_launch_step():
+    """Issue 34: the interrupt line printed during the prepare step spoke of a launch step that was not running
+    ("the launch step stops its replicas and records the job"); it names the step running, from the quiet run's
+    own knowledge or from kfp.local's command line of the step's process."""
+    from tfk8s.localrun.signals import stop_line, stops_reach_children
+
+    step = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--executor_input", "{}",
+                             "--function_to_execute", "prepare_dataset"])
+    lines: list[str] = []
+    try:
+        with pytest.raises(SystemExit) as e, stops_reach_children(5.0, lines.append):
+            os.kill(os.getpid(), signal.SIGTERM)
+            step.wait(timeout=10)  # told SIGTERM by the handler
+    finally:
+        step.kill()
+        step.wait()
+    assert e.value.code == 143
+    assert lines == [("tfk8s: got SIGTERM: stopping 1 child processes (the prepare-dataset step); exiting with 143 "
+                      "once they have ended")]
+    lines.clear()
+    with pytest.raises(SystemExit), stops_reach_children(5.0, lines.append, current_step=lambda: "export-model"):
+        os.kill(os.getpid(), signal.SIGINT)
+    assert lines == [("tfk8s: interrupted (SIGINT): stopping 0 child processes (the export-model step); exiting "
+                      "with 130 once they have ended")]
+    assert stop_line("interrupted (SIGINT)", 3, 130, "launch-training") == (
+        "tfk8s: interrupted (SIGINT): stopping 3 child processes (the launch step stops its replicas and records the "
+        "job); exiting with 130 once they have ended")

@@ -426,3 +426,52 @@ def test_upstream_metadata_unwraps_what_a_real_kfp_wrapped_and_keeps_the_rest():
         "reasons": ["a", {"b": 1}], "list": "kept", "labels": {"list": "not a list: kept"}}
     plain = {"path": "/mnt/tfk8s/models/mnist/1", "serving_signature": {"inputs": {"x": "uint8"}}}
     assert upstream_metadata(plain) == plain and upstream_metadata(None) == {}
+
+
+def test_the_argo_exports_evaluate_step_says_nothing_of_a_missing_signature_for_a_servable_model(
+        tmp_path, mnist_subset_dir, capsys):
+    """Issue 34: `python -m components.evaluate_model` (what compiled/train.argo.yaml runs) wrote "no
+    serving_default signature" into the summary of a model that has one, next to "pushed to ..."; the summary
+    now describes its signature, and says "no signature" only of a model that has none."""
+    import json
+    import shutil
+
+    import tensorflow as tf
+
+    from components import evaluate_model
+
+    train = tmp_path / "runs" / "r1" / "train"
+    train.mkdir(parents=True)
+    (train / "training_summary.json").write_text(json.dumps({"job": {"name": "j"}, "metrics": {"accuracy": 0.99}}))
+    fits = _signature_model(tmp_path / "fits", tf.TensorSpec([None, 28, 28, 1], tf.uint8), heads=2)
+    shutil.copytree(fits, tmp_path / "models" / "m" / "1")
+    args = ["--data-dir", str(mnist_subset_dir), "--saved-model-dir", str(train / "saved_model"),
+            "--volume-root", str(tmp_path), "--min-accuracy", "0.9"]
+    evaluate_model.main(["--model-dir", str(tmp_path / "models" / "m" / "1"), *args])
+    out = json.loads(capsys.readouterr().out)
+    assert out["blessed"] is True
+    assert f"pushed to `{tmp_path}/serving/m/1`" in out["summary"]
+    assert "serving signature `serving_default`: inputs " in out["summary"]
+    assert "no `serving_default` signature" not in out["summary"]
+
+    shutil.copytree(_signature_model(tmp_path / "nosig"), tmp_path / "models" / "m" / "2")
+    evaluate_model.main(["--model-dir", str(tmp_path / "models" / "m" / "2"), *args])
+    out = json.loads(capsys.readouterr().out)
+    assert out["blessed"] is False
+    assert "no `serving_default` signature (TF Serving needs one to serve this model)" in out["summary"]
+
+
+def test_the_evaluate_step_on_a_keras_only_folder_names_model_export(tmp_path, capsys):
+    """Issue 34: the evaluate step on a folder holding only a `.keras` file said a bare "SavedModel file does not
+    exist"; like the launch and export steps it now names the file and `model.export(...)`."""
+    from components import evaluate_model
+
+    model = tmp_path / "models" / "m" / "1"
+    model.mkdir(parents=True)
+    (model / "model.keras").write_bytes(b"PK")
+    with pytest.raises(SystemExit):
+        evaluate_model.main(["--model-dir", str(model), "--data-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "it holds the Keras model file(s) ['model.keras']" in err
+    assert "with Keras 3 export the model with model.export(os.environ['TFK8S_MODEL_DIR'])" in err
+    assert "SavedModel file does not exist" not in err

@@ -541,3 +541,20 @@ def component_tf_config(chain: list[tuple[str, dict]]) -> str:
 
     args = chain[-1][1]
     return tf_config_json(args["spec"], args["replica"])
+
+
+def test_a_negative_replica_count_says_the_rule_and_the_fix_once():
+    """Issue 34: `--param workers=-1` said "replica count for worker must be an integer >= 0, got -1" (the
+    parameter is `workers`, and no fix); it names the parameter, the rule and an example once."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, str(repo / "pipelines" / "train.py"), "--local", "--param", "workers=-1"],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=repo)
+    assert done.returncode != 0
+    assert (done.stdout + done.stderr).strip().splitlines()[-2:] == [
+        "tfk8s: invalid pipeline parameters:",
+        ("  - workers=-1: workers (the number of worker replicas) must be an integer >= 0, e.g. workers=2 "
+         "(workers=0 needs chief=1)")]

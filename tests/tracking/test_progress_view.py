@@ -60,3 +60,34 @@ def test_the_live_eta_comes_from_the_step_rate_since_the_job_was_first_seen_runn
     took = time.monotonic() - before_first
     assert 8 * 0.2 <= eta <= 8 * took, (eta, took)
 
+
+
+def test_no_eta_while_the_job_stops_restarts_or_does_not_step(monkeypatch):
+    """Issue 34: the ETA grew while a job stopped or restarted (the step count stood still, the time ran on); it is
+    left out while a replica is down, while a new attempt reports no step yet, and once no step came for a few step
+    times; a new attempt's rate is measured from its own steps."""
+    from tfk8s.tracking import progress_view
+
+    clock = [1000.0]
+    monkeypatch.setattr(progress_view.time, "monotonic", lambda: clock[0])
+    feed: list[JobStatus] = []
+    m = ProgressMonitor(lambda: feed[-1], io.StringIO(), tty=False, interval_s=100)
+
+    def at(t: float, **kw) -> str:
+        clock[0] = 1000.0 + t
+        feed.append(_status(steps=100, **kw))
+        return plain_line(m._current())
+
+    at(0, step=10, fraction=0.10)
+    at(1, step=11, fraction=0.11)
+    assert "ETA 1m28s" in at(2, step=12, fraction=0.12)  # 1 step/s, 88 to go
+    assert "ETA" not in at(3, step=12, fraction=0.12, ready={"worker": 1})  # stopping: worker-1 is down
+    assert "ETA" not in at(4, step=12, fraction=0.12, ready={"worker": 0})
+    # recreated (attempt 2): it reports no step while it starts up; the line keeps its place, without an ETA
+    line = at(30, step=None, fraction=None, epoch=None, restarts=1, ready={"worker": 2})
+    assert "12%" in line and "step 12/100" in line and "ETA" not in line and "attempt 2 (restarts 1)" in line
+    at(40, step=12, fraction=0.12, restarts=1)  # resumed: the rate is measured again, from this attempt's steps
+    at(42, step=13, fraction=0.13, restarts=1)
+    assert "ETA 2m52s" in at(44, step=14, fraction=0.14, restarts=1)  # 0.5 step/s, 86 to go
+    assert "ETA 2m52s" in at(46, step=14, fraction=0.14, restarts=1)  # a step takes 2 s: not stalled yet
+    assert "ETA" not in at(60, step=14, fraction=0.14, restarts=1)  # nothing for 16 s (> 10 s, > 3 step times)

@@ -72,6 +72,15 @@ class Replica:
         return f"{self.replica_type.value}-{self.index}"
 
 
+_COUNT_RULES = {
+    # each count's pipeline parameter (workers for worker) and its rule with the fix, said once
+    "chief": ("chief", "0 or 1 (1: a chief coordinates the job; 0: worker-0 does)"),
+    "worker": ("workers", "an integer >= 0, e.g. workers=2 (workers=0 needs chief=1)"),
+    "ps": ("ps", "an integer >= 0 (0: no parameter servers; ps >= 1 needs chief=1 and workers >= 1)"),
+    "evaluator": ("evaluator", "0 or 1"),
+}
+
+
 @dataclass(frozen=True)
 class ReplicaCounts:
     """How many replicas of each type a training job has.
@@ -96,7 +105,8 @@ class ReplicaCounts:
         for rtype in ReplicaType:
             n = self.count(rtype)
             if not isinstance(n, int) or n < 0:
-                raise ClusterConfigError(f"replica count for {rtype} must be an integer >= 0, got {n!r}")
+                name, rule = _COUNT_RULES[str(rtype)]
+                raise ClusterConfigError(f"{name}={n!r}: {name} (the number of {rtype} replicas) must be {rule}")
         if self.chief > 1:
             raise ClusterConfigError(f"chief must be 0 or 1, got {self.chief}: use more workers instead")
         if self.evaluator > 1:

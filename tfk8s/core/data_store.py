@@ -25,7 +25,8 @@ check; why that and not a full sha256 is said there). A folder that fails is mov
 
 Each run writes its data record ``<root>/runs/<run id>/data.json`` (:func:`write_data_record`): the folder its
 replicas read, its key and who prepared it, so a run stays reproducible after later runs, and ``tfk8s datasets``
-can say which runs used a folder. Plain Python (standard library only).
+can say which runs used a folder; the run holds that folder while a step of it can still read it
+(:mod:`tfk8s.core.data_hold`). Plain Python (standard library only).
 """
 
 from __future__ import annotations
@@ -465,3 +466,4 @@ def read_data_records(volume: str | os.PathLike) -> list[dict[str, Any]]:
             doc["run_id"] = p.parent.name
             out.append(doc)
     return out
+

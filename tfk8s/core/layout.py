@@ -46,6 +46,7 @@ DEFAULT_ROOT = "/mnt/tfk8s"
 RUNS_DIR = "runs"
 DATA_DIR = "data"
 DATA_RECORD_FILE = "data.json"  # under the run dir: which prepared folder the run read
+DATA_HOLD_FILE = "data-hold.json"  # under the run dir: the run's hold on that folder (tfk8s.core.data_store.reading)
 DATASETS_DIR = "datasets"  # the prepared-data store
 RESOLVED_DIR = ".resolved"  # under DATASETS_DIR: prepare requests resolved (data_store.remember_resolution)
 MANIFEST_FILE = "manifest.json"  # in a store folder: its key's identity and every file's size, mtime, sha256
@@ -334,6 +335,12 @@ class RunLayout:
     def data_record(self) -> Path:
         """``<run dir>/data.json``: the folder the run's replicas read, its key and who prepared it."""
         return self.run_dir / DATA_RECORD_FILE
+
+    @property
+    def data_hold(self) -> Path:
+        """``<run dir>/data-hold.json``: whether a step of the run still reads its data (:mod:`tfk8s.core.data_store`,
+        "holds")."""
+        return self.run_dir / DATA_HOLD_FILE
 
     @property
     def train_dir(self) -> Path:

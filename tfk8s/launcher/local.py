@@ -56,6 +56,7 @@ from tfk8s.core.job import LaunchResult, TrainingJob
 from tfk8s.core.proxy import LOCAL_HOSTS, no_proxy_env
 from tfk8s.launcher import engine
 from tfk8s.launcher.backends import DryRun
+from tfk8s.launcher.gpu_noise import has_nvidia_gpu, without_cuda_noise
 from tfk8s.launcher.stopping import StopState, stop_signals
 from tfk8s.launcher.watchdog import ProgressWatch
 
@@ -104,9 +105,9 @@ class _Proc:
     failed_at: float | None = None  # monotonic seconds when its exit was first seen
 
 
-def _stream(proc: _Proc, sink: LogSink) -> None:
-    for raw in proc.popen.stdout:  # type: ignore[union-attr]
-        line = raw.rstrip("\n")
+def _stream(proc: _Proc, sink: LogSink, drop_cuda_noise: bool = False) -> None:
+    lines = (raw.rstrip("\n") for raw in proc.popen.stdout)  # type: ignore[union-attr]
+    for line in without_cuda_noise(lines) if drop_cuda_noise else lines:
         proc.tail.append(line)
         sink(f"[{proc.replica.label}] {line}")
 
@@ -162,6 +163,7 @@ class _LocalRun:
         self.replicas = list(job.counts.replicas())
         self.spec = self._pick_ports()
         self.port_retries = 0  # restarts on new ports after a bind failure
+        self.no_gpu = not has_nvidia_gpu()  # TensorFlow's CUDA lines are noise here (NO_GPU_NOISE)
         self.procs: dict[Replica, _Proc] = {}
         self.finished: list[_Proc] = []  # earlier attempts, for the final cleanup
         self.watches = {r: ProgressWatch.for_replica(
@@ -225,7 +227,7 @@ class _LocalRun:
                       f"(on the PATH, or a path relative to {self.cwd or os.getcwd()}), e.g. python train.py")
             self.sink(f"[{replica.label}] tfk8s: StartError: {detail}")  # its kept log, which the error names
             raise ReplicaFailedError(replica, "StartError", detail=detail) from None
-        proc.reader = threading.Thread(target=_stream, args=(proc, self.sink), daemon=True,
+        proc.reader = threading.Thread(target=_stream, args=(proc, self.sink, self.no_gpu), daemon=True,
                                        name=f"log-{replica.label}")
         proc.reader.start()
 

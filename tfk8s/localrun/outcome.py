@@ -7,6 +7,17 @@ from pathlib import Path
 from typing import Any
 
 
+def why_not_blessed(metrics: dict[str, Any]) -> str:
+    """Why the gate did not bless, as a person reads it, from the Metrics artifact's metadata: its ``not_blessed``
+    ("not blessed: <the failed checks>") without the prefix, else its ``reasons``: one string (what KFP's UI
+    shows, :func:`tfk8s.steps.evaluate_model.ui_metadata`) or a list of sentences ("; "-joined)."""
+    why = metrics.get("not_blessed") or ""
+    if isinstance(why, str) and why.strip():
+        return why.removeprefix("not blessed: ").strip()
+    reasons = metrics.get("reasons") or ""
+    return reasons if isinstance(reasons, str) else "; ".join(str(x) for x in reasons)
+
+
 def print_outcome(r: dict[str, Any]) -> None:
     """Print the block for ``r``, the result of :func:`tfk8s.localrun.runner.run_local`."""
     job = r["job"]
@@ -23,8 +34,8 @@ def print_outcome(r: dict[str, Any]) -> None:
     print(f"  exported model: {r['export_path']}  (version {r['version']})")
     verdict = "blessed, pushed to the serving base" if r["blessed"] else "NOT blessed, not pushed"
     print(f"  quality gate  : {verdict}  (summary: {r['summary']})")
-    if not r["blessed"] and m.get("reasons"):
-        print(f"  why           : {'; '.join(m['reasons'])}")
+    if not r["blessed"] and (why := why_not_blessed(m)):
+        print(f"  why           : {why}")
     print(f"  report        : {r['report']}  (training curves, confusion matrix, throughput)")
     print(f"  run folder    : {r['run_dir']}  (data, checkpoints, TensorBoard logs, replica logs)")
     if job:

@@ -119,7 +119,8 @@ def run_local(pipeline_func: Any, volume: str | os.PathLike, params: dict, verbo
     with contextlib.ExitStack() as stack:
         steps = None if verbose else stack.enter_context(quiet_steps(volume, step_server))
         # SIGTERM or Ctrl-C: every step told, the launch step stops its replicas and records the job; exit 143/130
-        stack.enter_context(stops_reach_children(grace, steps.say if steps is not None else _print))
+        stack.enter_context(stops_reach_children(grace, steps.say if steps is not None else _print,
+                                                 (lambda: steps.current) if steps is not None else None))
         task = pipeline_func(**args)
     out = task.outputs
     metrics, exported = out["metrics"].metadata, out["exported_model"].metadata

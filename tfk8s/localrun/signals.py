@@ -84,8 +84,37 @@ def _stop_all(signum: int, steps: list, everything: list, grace_s: float, state:
         state.done.set()
 
 
+LAUNCH_STEP = "launch-training"
+
+
+def _step_of(processes: list) -> str | None:
+    """The step a process of ``processes`` runs, from kfp.local's command line (``--function_to_execute <name>``,
+    the component's function: ``launch_training`` -> ``launch-training``), when one says it; else None."""
+    import psutil
+
+    for p in processes:
+        with contextlib.suppress(psutil.Error, OSError):
+            argv = p.cmdline()
+            if "--function_to_execute" in argv[:-1]:
+                return argv[argv.index("--function_to_execute") + 1].replace("_", "-")
+    return None
+
+
+def stop_line(what: str, children: int, code: int, step: str | None) -> str:
+    """The one line a stop prints: what came, how many child processes are stopped, and what the step running
+    does about it (only the launch step has replicas to stop and a job to record)."""
+    if step == LAUNCH_STEP:
+        doing = " (the launch step stops its replicas and records the job)"
+    elif step:
+        doing = f" (the {step} step)"
+    else:
+        doing = ""
+    return f"tfk8s: {what}: stopping {children} child processes{doing}; exiting with {code} once they have ended"
+
+
 @contextmanager
-def stops_reach_children(grace_s: float = 40.0, log_sink: Callable[[str], None] = _print) -> Iterator[Stopping]:
+def stops_reach_children(grace_s: float = 40.0, log_sink: Callable[[str], None] = _print,
+                         current_step: Callable[[], str | None] | None = None) -> Iterator[Stopping]:
     """While inside, SIGTERM or SIGINT to this process is passed on to this run's step processes (its
     descendants in its own session, those that do not ignore the signal; the replicas, in sessions of their
     own, are stopped by the launch step), which get ``grace_s`` seconds to end; then whatever is left of this
@@ -97,7 +126,8 @@ def stops_reach_children(grace_s: float = 40.0, log_sink: Callable[[str], None] 
     server), and the launch step stops its replicas on either signal (:func:`tfk8s.launcher.local.run_local`),
     but only if the signal reaches it. ``grace_s`` must exceed the job's ``stop_grace_s``. A second signal is
     noted and ignored. Main thread only; elsewhere this does nothing. A SIGINT the process was started ignoring
-    (in the background) stays ignored.
+    (in the background) stays ignored. ``current_step``: the step running now (``prepare-dataset``...), which the
+    line names (else the one a child's kfp.local command line names, else none).
 
     Raises:
         SystemExit: ``128 + signum`` after a stop signal, once the steps have ended.
@@ -123,8 +153,10 @@ def stops_reach_children(grace_s: float = 40.0, log_sink: Callable[[str], None] 
                 if os.getsid(p.pid) == session and not _ignores(p.pid, signum):
                     steps.append(p)
         what = "interrupted (SIGINT)" if signum == signal.SIGINT else f"got {name}"
-        log_sink(f"tfk8s: {what}: stopping {len(everything)} child processes (the launch step stops its replicas "
-                 f"and records the job); exiting with {128 + signum} once they have ended")
+        step = None
+        with contextlib.suppress(Exception):
+            step = (current_step() if current_step is not None else None) or _step_of(steps)
+        log_sink(stop_line(what, len(everything), 128 + signum, step))
         for p in steps:
             with contextlib.suppress(psutil.Error):
                 p.send_signal(signum)

@@ -107,6 +107,7 @@ class QuietSteps:
         self.tty = self.stream.isatty() if tty is None else tty
         self.logs: list[Path] = []
         self._monitor: ProgressMonitor | None = None  # the live bar of the step running
+        self.current: str | None = None  # the step running now (what a stop's line names)
 
     def _job_since(self, t0: float) -> Any:
         """The status of the newest job recorded since ``t0`` (None: none yet)."""
@@ -128,6 +129,7 @@ class QuietSteps:
             self.logs.append(log_path)
         monitor = ProgressMonitor(lambda: self._job_since(t0), self.stream, tty=self.tty) if self.tty else None
         self._monitor = monitor
+        self.current = name
         try:
             if monitor:
                 monitor.__enter__()
@@ -154,6 +156,7 @@ class QuietSteps:
                     tail, log, monitor)
         finally:
             self._monitor = None
+            self.current = None
             if monitor:
                 monitor.stop()
             if log:

@@ -9,6 +9,7 @@ copies the result into its artifacts and the CLI prints it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Mapping
@@ -224,21 +225,28 @@ def evaluate_model_step(*, exported: Mapping[str, Any], dataset: Mapping[str, An
     Returns:
         :class:`EvaluateOutputs`.
     """
+    from tfk8s.core.data_hold import reading
     from tfk8s.core.layout import EVALUATION_FILE, VolumeLayout
     from tfk8s.steps.evaluation import cap_confusion
     from tfk8s.steps.launch_training import read_summary_file
     from tfk8s.steps.summary import run_files, run_summary_markdown
 
     name = model_name or exported["model_name"]
+    if exported.get("serving_signature") is None:  # unknown (the CLI's --model-dir, the Argo export): read it here
+        exported = {**exported, "serving_signature": _signature_or_none(exported["path"])}
     if serving_base is None:
         serving_base = str(VolumeLayout(volume_root).serving_base(name)) if volume_root else None
     summary_file = training.get("training_summary", "")
     train_dir = os.path.dirname(summary_file) or None
-    outcome = evaluate_and_gate(
-        model_dir=exported["path"], data_dir=dataset["path"], min_accuracy=min_accuracy,
-        max_accuracy_drop=max_accuracy_drop, serving_base=serving_base, gate_metric=gate_metric,
-        eval_command=eval_command, training_summary=read_summary_file(summary_file), train_dir=train_dir,
-        split=split)
+    # the run's data is held until this step, the last that reads it, ends (tfk8s datasets delete refuses it)
+    record = dataset.get("data_record")
+    run_dir = Path(record).parent if record else (Path(train_dir).parent if train_dir else None)
+    with reading(run_dir, "evaluate-model", last=True) if run_dir else contextlib.nullcontext():
+        outcome = evaluate_and_gate(
+            model_dir=exported["path"], data_dir=dataset["path"], min_accuracy=min_accuracy,
+            max_accuracy_drop=max_accuracy_drop, serving_base=serving_base, gate_metric=gate_metric,
+            eval_command=eval_command, training_summary=read_summary_file(summary_file), train_dir=train_dir,
+            split=split)
     metrics: dict[str, float] = {}
     left_out = []  # a NaN/inf value (e.g. the test loss of a diverged model) would make the artifact invalid JSON
     for key, value in outcome.metrics.items():
@@ -273,6 +281,17 @@ def evaluate_model_step(*, exported: Mapping[str, Any], dataset: Mapping[str, An
         confusion_metadata = {"confusion_classes": capped.describe(),
                               "full_confusion_matrix": str(Path(page).parent / EVALUATION_FILE) if page else ""}
     return EvaluateOutputs(outcome, metrics, metadata, confusion, text, page, confusion_metadata=confusion_metadata)
+
+
+def _signature_or_none(model_dir: str) -> dict | None:
+    """The export's ``serving_default`` signature (``{}``: it has none), or None when it cannot be read here (the
+    evaluation says why)."""
+    from tfk8s.steps.model_versions import ExportError, serving_signature
+
+    try:
+        return serving_signature(model_dir, required=False)
+    except ExportError:
+        return None
 
 
 def ui_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -56,5 +56,15 @@ def export_model_step(*, saved_model_dir: str, volume_root: str, model_name: str
 
     volume = VolumeLayout(volume_root)
     export_base = volume.export_base(model_name)
-    with volume_writes(export_base, "the exported model"):
-        return export_saved_model(saved_model_dir, export_base, reserved_bases=(volume.serving_base(model_name),))
+    try:
+        with volume_writes(export_base, "the exported model"):
+            return export_saved_model(saved_model_dir, export_base, reserved_bases=(volume.serving_base(model_name),))
+    except BaseException:  # the run ends here: its evaluate step will not read the data it holds
+        from pathlib import Path
+
+        from tfk8s.core.data_hold import release_hold
+        from tfk8s.core.layout import TrainLayout
+
+        release_hold(TrainLayout(Path(saved_model_dir).parent).run_dir,
+                     "its export-model step failed (its evaluate step does not run)")
+        raise

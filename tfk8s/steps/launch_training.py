@@ -350,7 +350,10 @@ def launch_training_step(*, data_dir: str, run_id: str, spec: LaunchSpec, dry_ru
         for note in rendered.notes:  # stderr: the YAML on stdout stays ready for kubectl apply -f -
             print(f"# {note}", file=sys.stderr, flush=True)
         return rendered.documents
-    with volume_writes(layout.train_dir, "the training's files"):
+    from tfk8s.core.data_hold import reading
+
+    # the run holds its data from here to its evaluate step (tfk8s datasets delete): released here if it fails
+    with volume_writes(layout.train_dir, "the training's files"), reading(layout.run_dir, "launch-training", last=False):
         return run_job(job, backend, layout.train_dir, options=spec.options, log_sink=log_sink)
 
 

@@ -49,6 +49,20 @@ def next_version(export_base: str | os.PathLike, *other_bases: str | os.PathLike
     return max(versions) + 1 if versions else 1
 
 
+def keras_files_instead(folder: str | os.PathLike) -> str:
+    """Why ``folder``, which has no ``saved_model.pb``, is not a SavedModel when it holds Keras model files (a
+    Keras 3 ``model.save("x.keras")``: ``model.save(dir)`` refuses a folder), with ``model.export(...)`` as the
+    fix; ``""`` when it holds none."""
+    src = Path(folder)
+    keras = sorted(p.name for p in src.glob("*") if p.suffix in (".keras", ".h5")) if src.is_dir() else []
+    if not keras:
+        return ""
+    return (f"no SavedModel at {src} (no saved_model.pb; it holds the Keras model file(s) {keras}, which TF "
+            f"Serving cannot load): with Keras 3 export the model with model.export(os.environ['TFK8S_MODEL_DIR']) "
+            f"(a SavedModel with a serving_default signature); with tf-keras save it with "
+            f"model.save(os.environ['TFK8S_MODEL_DIR'])")
+
+
 def serving_signature(saved_model_dir: str | os.PathLike, required: bool = True) -> dict:
     """Load a SavedModel and describe its ``serving_default`` signature.
 
@@ -62,6 +76,9 @@ def serving_signature(saved_model_dir: str | os.PathLike, required: bool = True)
     Raises:
         ExportError: the folder holds no loadable SavedModel, or (``required``) it has no ``serving_default``.
     """
+    no_pb = not any((Path(saved_model_dir) / f).is_file() for f in ("saved_model.pb", "saved_model.pbtxt"))
+    if no_pb and (keras := keras_files_instead(saved_model_dir)):  # the evaluate step on a Keras-only folder
+        raise ExportError(keras)
     import tensorflow as tf
 
     try:
@@ -103,13 +120,8 @@ def export_saved_model(saved_model_dir: str | os.PathLike, export_base: str | os
     """
     src = Path(saved_model_dir)
     if not (src / "saved_model.pb").is_file():
-        keras = sorted(p.name for p in src.glob("*") if p.suffix in (".keras", ".h5")) if src.is_dir() else []
-        if keras:  # Keras 3: model.save(dir) refuses a folder, model.save("x.keras") writes a Keras file
-            raise ExportError(
-                f"no SavedModel at {src} (no saved_model.pb; it holds the Keras model file(s) {keras}, which TF "
-                f"Serving cannot load): with Keras 3 export the model with model.export(os.environ['TFK8S_MODEL_DIR']) "
-                f"(a SavedModel with a serving_default signature); with tf-keras save it with "
-                f"model.save(os.environ['TFK8S_MODEL_DIR'])")
+        if keras := keras_files_instead(src):
+            raise ExportError(keras)
         raise ExportError(f"no SavedModel at {src} (no saved_model.pb): did training finish on the chief?")
     base = Path(export_base)
     base.mkdir(parents=True, exist_ok=True)

@@ -96,7 +96,7 @@ def run_summary_markdown(*, training: Mapping, export: Mapping, evaluation: Eval
     if sig:
         inputs, outputs = json.dumps(sig.get("inputs")), json.dumps(sig.get("outputs"))
         lines += ["", f"serving signature `serving_default`: inputs `{inputs}`, outputs `{outputs}`"]
-    else:
+    elif sig is not None:  # {}: read, and none there (None: not known here, so nothing is claimed)
         lines += ["", "no `serving_default` signature (TF Serving needs one to serve this model)"]
     lines += ["", "## Quality gate", ""]
     if baseline:

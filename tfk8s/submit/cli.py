@@ -54,12 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser, mode_group) -> None:
     ``--param`` (train.py's)."""
     mode_group.required = False
     mode_group.add_argument(
-        "--run", action="store_true", help="compile, then start one run on a KFP cluster (needs --host)"
+        "--run", action="store_true",
+        help=f"compile, then start one run on a KFP cluster (needs --host URL or ${kfp_client.HOST_ENV})"
     )
     parser.add_argument(
         "--schedule",
         metavar="CRON",
-        help="compile, then create a recurring run on a KFP cluster (needs --host). KFP cron has 6 fields, "
+        help=f"compile, then create a recurring run on a KFP cluster (needs --host URL or ${kfp_client.HOST_ENV}). "
+        "KFP cron has 6 fields, "
         "seconds minutes hours day-of-month month day-of-week, in the scheduler's time zone (usually UTC): "
         "'0 0 2 * * *' is 02:00 daily. One run at a time, no backfill of missed runs, enabled. With --compile "
         "--format argo: export an Argo CronWorkflow (compiled/train.cron.yaml) instead; Argo's cron has 5 fields "

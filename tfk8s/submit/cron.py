@@ -77,11 +77,10 @@ def validate_cron(expr: str) -> str:
         )
     fields = expr.split()
     if len(fields) != 6:
-        hint = f" (a 5-field Unix cron? prepend the seconds: {'0 ' + expr!r})" if len(fields) == 5 else ""
-        raise CronError(
-            f"cron {expr!r} has {len(fields)} fields; KFP cron has 6: {' '.join(CRON_FIELDS)}, "
-            f"e.g. {CRON_EXAMPLE}{hint}"
-        )
+        # a 5-field Unix cron: its own fix is the one example (for '0 2 * * *' it is CRON_EXAMPLE itself)
+        fix = (f"; a 5-field Unix cron takes the seconds first: {'0 ' + expr!r}" if len(fields) == 5
+               else f", e.g. {CRON_EXAMPLE}")
+        raise CronError(f"cron {expr!r} has {len(fields)} fields; KFP cron has 6: {' '.join(CRON_FIELDS)}{fix}")
     _check_fields(expr, fields, CRON_FIELDS, CRON_EXAMPLE)
     return expr
 

@@ -13,8 +13,13 @@ step until its first; the coordinator's resumed epoch then takes over).
 
 :class:`ConsoleStory` adds the lines a person needs besides the bar, with the same ``tfk8s: `` prefix that a
 short ``make run`` shows (:mod:`tfk8s.localrun.step_output`): each recreation with its cause (``tfk8s: restart 1
-of max_restarts=3: replica worker-1 exited -9 (killed by signal SIGKILL); recreating worker-0, worker-1``) and
-where the coordinator resumed (``tfk8s: worker-0 resumed from epoch 1 of 3``).
+of max_restarts=3: replica worker-1 exited -9 (killed by signal SIGKILL); recreating worker-0, worker-1``), each
+port retry of the local backend (``tfk8s: port retry 1 of 5: worker-1 on 127.0.0.1:4001 could not bind its
+port (...); restarting every replica on new ports (not counted against max_restarts)``) and where the
+coordinator resumed (``tfk8s: worker-0 resumed from epoch 1 of 3``).
+
+The ETA is shown only while the job steps: not while a replica is down (stopping, restarting), a new attempt
+reports no step yet, or no step came for a few step times.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ INTERVAL_ENV = "TFK8S_PROGRESS_INTERVAL_S"
 PLAIN_PREFIX = "tfk8s: "  # the lines a short `make run` shows from a step
 PROGRESS_PREFIX = PLAIN_PREFIX + "progress "  # a plain progress line
 BAR_WIDTH = 24
+STALL_STEPS = 3.0  # no new step for this many step times: the job is not stepping now, so no ETA is shown
+STALL_MIN_S = 10.0
 _CLEAR = "\r\x1b[K"
 
 
@@ -126,6 +133,8 @@ class ProgressMonitor:
         self._last_plain: tuple[str, float] = ("", 0.0)
         self._first: tuple[float, int] | None = None  # (monotonic s, step) when first seen running
         self._place: JobStatus | None = None  # the last status with a known place (fraction, epoch, step)
+        self._attempt = 1  # the attempt the rate is measured on (a recreation starts it again)
+        self._moved: tuple[float, int] | None = None  # (monotonic s, step) when the step last changed
 
     def __enter__(self) -> Self:
         self._thread.start()
@@ -139,11 +148,15 @@ class ProgressMonitor:
             status = self._status()
         except Exception:  # noqa: BLE001 - a display must never fail the job
             return None
-        return self._with_rate_eta(self._keep_place(status)) if status is not None else None
+        if status is None:
+            return None
+        kept = self._keep_place(status)
+        return kept if kept is not status else self._with_rate_eta(status)
 
     def _keep_place(self, status: JobStatus) -> JobStatus:
         """A running job whose new attempt reports no place yet (starting up) keeps the last one shown, rather
-        than dropping back to no percentage or to epoch 1 of an attempt that is about to resume."""
+        than dropping back to no percentage or to epoch 1 of an attempt that is about to resume (without an ETA:
+        nothing runs at a rate then)."""
         if status.fraction is not None or status.state != "Running":
             if status.fraction is not None:
                 self._place = status
@@ -152,22 +165,33 @@ class ProgressMonitor:
             return status
         p = self._place
         return dataclasses.replace(status, fraction=p.fraction, epoch=p.epoch, epochs=p.epochs, step=p.step,
-                                   steps=p.steps)
+                                   steps=p.steps, eta_s=None, examples_per_sec=None)
 
     def _with_rate_eta(self, status: JobStatus) -> JobStatus:
-        """The ETA from the steps done since this monitor first saw the job running (start-up excluded),
-        rather than :func:`~tfk8s.tracking.records.job_status`'s estimate from the job's whole age."""
+        """The ETA from the steps done since this monitor first saw the current attempt running (start-up
+        excluded), rather than :func:`~tfk8s.tracking.records.job_status`'s estimate from the job's whole age.
+
+        No ETA while the job is not stepping: a replica down (stopping, restarting, a port retry), a new attempt
+        that reports no step yet, or no new step for :data:`STALL_STEPS` times the measured step time (at least
+        :data:`STALL_MIN_S`): the rate of the steps before says nothing then, and an ETA from it would only grow."""
         if status.state != "Running" or status.step is None or not status.steps:
             return status
         now = time.monotonic()
-        if status.step < 1:  # the first step includes tracing and the peers' handshake: not a rate
-            return dataclasses.replace(status, eta_s=None)
+        if status.attempt != self._attempt:  # recreated: its rate is measured again from its own steps
+            self._attempt, self._first, self._moved = status.attempt, None, None
+        up, total = status.replicas_up
+        if status.step < 1 or up < total:
+            return dataclasses.replace(status, eta_s=None)  # the first step includes tracing and handshakes
+        if self._moved is None or status.step != self._moved[1]:
+            self._moved = (now, status.step)
         if self._first is None or status.step < self._first[1]:
             self._first = (now, status.step)
             return dataclasses.replace(status, eta_s=None)
         t0, s0 = self._first
         if status.step >= s0 + 2 and now > t0:
-            rate = (status.step - s0) / (now - t0)
+            rate = (status.step - s0) / (self._moved[0] - t0 or now - t0)  # up to the last step seen
+            if now - self._moved[0] > max(STALL_MIN_S, STALL_STEPS / rate):
+                return dataclasses.replace(status, eta_s=None)  # stalled (stopping, hung, a slow checkpoint)
             return dataclasses.replace(status, eta_s=max(0.0, status.steps - status.step) / rate)
         return dataclasses.replace(status, eta_s=None)
 
@@ -222,6 +246,9 @@ class ProgressMonitor:
 _RECREATED = re.compile(r"^(?:\[launcher\] )?(?P<cause>.+?); (?:retryable|preempted): recreating (?P<group>.+?) "
                         r"\((?P<note>(?:restart \d+ of (?:max_restarts=)?\d+)|(?:preemption \d+, not counted against "
                         r"max_restarts=\d+))\)$")
+_PORT_RETRY = re.compile(r"^(?:\[launcher\] )?replica (?P<was>.+?) could not bind its port \((?P<why>[^)]*)\): new "
+                         r"ports for every replica, restarting all, not counted against max_restarts "
+                         r"\(port retry (?P<n>\d+) of (?P<max>\d+)\)$")
 _RESUMED = re.compile(r"^\[(?P<label>[a-z]+-\d+)\] resumed from epoch (?P<done>\d+) of (?P<epochs>\d+)\b")
 CAUSE_CHARS = 240  # a recreation's cause as the console shows it (the record keeps it whole)
 
@@ -250,6 +277,11 @@ class ConsoleStory:
             note = m.group("note").replace(", not counted against", " (not counted against") + (
                 ")" if "not counted" in m.group("note") else "")
             return f"{PLAIN_PREFIX}{note}: {cause}; recreating {m.group('group')}"
+        m = _PORT_RETRY.match(line)
+        if m:  # not a recreation the program caused: its replicas start again at once, from where they were
+            return (f"{PLAIN_PREFIX}port retry {m.group('n')} of {m.group('max')}: {m.group('was')} could not bind "
+                    f"its port ({m.group('why')}); restarting every replica on new ports (not counted against "
+                    f"max_restarts)")
         m = _RESUMED.match(line)
         if m and m.group("label") == self.coordinator and self._resumed_at < self._recreations:
             self._resumed_at = self._recreations
