@@ -433,6 +433,8 @@ def _matches(selector: dict, labels: dict) -> bool:
 
 
 def test_the_network_policy_admits_only_the_jobs_pods_selects_every_replica_and_goes_with_the_job(kube):
+    """As the API server stored it: every port between the job's own pods (NCCL's ports too), the gRPC port only
+    from the user's peers. And the pods the Job controller made: gpus 0, so NVIDIA_VISIBLE_DEVICES=void."""
     peer = {"podSelector": {"matchLabels": {"app": "tensorboard"}}}
     job = make_job(evaluator=1)
     seen: dict = {}
@@ -442,6 +444,8 @@ def test_the_network_policy_admits_only_the_jobs_pods_selects_every_replica_and_
         seen["policies"] = c.custom.list_namespaced_custom_object("networking.k8s.io", "v1", c.namespace,
                                                                   "networkpolicies")["items"]
         seen["labels"] = [p["metadata"]["labels"] for p in pods.values()]
+        seen["gpu_env"] = {label: [e for e in p["spec"]["containers"][0]["env"]
+                                   if e["name"] == "NVIDIA_VISIBLE_DEVICES"] for label, p in pods.items()}
         c.succeed("chief-0")
 
     kube.launch(job, make_settings(kube, network_policy_from=(peer,)), script)
@@ -449,9 +453,11 @@ def test_the_network_policy_admits_only_the_jobs_pods_selects_every_replica_and_
     spec = policy["spec"]
     assert all(_matches(spec["podSelector"], labels) for labels in seen["labels"])
     assert spec["policyTypes"] == ["Ingress"]
-    (rule,) = spec["ingress"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": 2222}]
-    assert rule["from"] == [{"podSelector": {"matchLabels": {"tfk8s.dev/job-name": JOB}}}, peer]
+    own, users = spec["ingress"]
+    assert own == {"from": [{"podSelector": {"matchLabels": {"tfk8s.dev/job-name": JOB}}}]}  # no ports: all
+    assert users == {"from": [peer], "ports": [{"protocol": "TCP", "port": 2222}]}
+    assert set(seen["gpu_env"]) == {"chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0"}
+    assert all(env == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}] for env in seen["gpu_env"].values())
     assert not kube.custom.list_namespaced_custom_object("networking.k8s.io", "v1", kube.namespace,
                                                          "networkpolicies")["items"]
 
