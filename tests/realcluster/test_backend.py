@@ -326,6 +326,33 @@ def test_ensure_volume_against_real_claims_and_the_persistent_volume_binder(kube
         kube.core.delete_persistent_volume(pv)
 
 
+def test_ensure_volume_refuses_a_real_terminating_claim(kube):
+    """A claim deleted while a finalizer holds it (here a test's own; kubernetes.io/pvc-protection does the same
+    while a pod uses it) is Terminating through the real API: ensure-volume refuses it, naming it and the fix."""
+    from tfk8s.launcher.kubernetes.api import KubeApi
+    from tfk8s.launcher.kubernetes.errors import VolumeError
+    from tfk8s.launcher.kubernetes.objects import pvc_manifest
+    from tfk8s.launcher.kubernetes.volume import ensure_pvc
+
+    hold = "tfk8s.dev/test-hold"
+    claim = pvc_manifest("old", kube.namespace, size="1Gi")
+    claim["metadata"]["finalizers"] = [hold]
+    kube.core.create_namespaced_persistent_volume_claim(kube.namespace, claim)
+    kube.core.delete_namespaced_persistent_volume_claim("old", kube.namespace)
+    try:
+        wait(lambda: kube.core.read_namespaced_persistent_volume_claim("old", kube.namespace).metadata
+             .deletion_timestamp, "the claim Terminating")
+        with pytest.raises(VolumeError) as e:
+            ensure_pvc(KubeApi(kube.launcher_client(), kube.namespace), "old", create=True, log=lambda _: None,
+                       bind_timeout_s=1, poll_s=0.2)
+        msg = str(e.value)
+        assert f"PersistentVolumeClaim 'old' in namespace '{kube.namespace}' is being deleted (Terminating since" in msg
+        assert hold in msg and "run again with create_pvc=true" in msg
+    finally:
+        kube.core.patch_namespaced_persistent_volume_claim("old", kube.namespace, [
+            {"op": "remove", "path": "/metadata/finalizers"}])
+
+
 # -- tenancy and scheduling ---------------------------------------------------------------------------------------------
 def test_a_resource_quota_smaller_than_the_job_fails_fast_with_the_quotas_message(kube):
     """The real quota admission refuses the third replica's pod (1 CPU for 3 x 500m): the Job controller's
