@@ -45,7 +45,13 @@ def check_local_queue(run: KubeRun) -> None:
     name, ns = run.settings.kueue_queue, run.settings.namespace
     if not name:
         return
-    served = run.api.kueue_versions()
+    try:
+        served = run.api.kueue_versions()
+    except KubernetesApiError as e:
+        if e.status == 403:  # a cluster that took system:discovery away from service accounts
+            run.log(f"cannot check Kueue LocalQueue {name} ({e})")
+            return
+        raise
     version = kueue_version_of(served)
     if served is None:
         raise KueueQueueError(f"kueue_queue={name!r}: the API server does not serve Kueue's API ({KUEUE_GROUP}): "
