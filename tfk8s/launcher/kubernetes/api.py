@@ -30,11 +30,11 @@ GANG_HINT = ("the API server does not serve scheduling.k8s.io/v1beta1 PodGroups 
 STRICT = "Strict"  # fieldValidation of every create: an unknown or duplicate field is an error, not dropped
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
-"""The versions of Kueue's API the launcher reads, best first: ``v1beta2`` (served since Kueue 0.15, its storage
-version), else ``v1beta1`` (the only one before 0.15; no longer served from 0.20, removed in 0.21:
-kubernetes-sigs/kueue#13957). What the launcher reads is spelled the same in both: a LocalQueue's
-``spec.clusterQueue`` and ``Active`` condition, a Workload's ``metadata.ownerReferences`` and its
-``QuotaReserved`` / ``Admitted`` conditions."""
+"""The versions of Kueue's API the launcher reads, best first: ``v1beta2`` (served since Kueue 0.15, stored since
+0.16), else ``v1beta1`` (the only one before 0.15; no longer served from 0.20, removed in 0.21:
+kubernetes-sigs/kueue#13957). What the launcher reads is spelled the same in both (Kueue v0.17.8's
+``apis/kueue/v1beta2``): a LocalQueue's ``spec.clusterQueue`` and ``Active`` condition, a Workload's
+``metadata.ownerReferences`` and its ``QuotaReserved`` / ``Admitted`` conditions."""
 
 
 @dataclass(frozen=True, order=True)
@@ -450,8 +450,8 @@ class KubeApi:
 
     @_uses("kueue.x-k8s.io", "localqueues", "get")
     def read_local_queue(self, name: str) -> dict[str, Any] | None:
-        """The LocalQueue ``name`` (in :func:`kueue_version_of` the served versions), or None if there is none (a 404 of an API server
-        that does not serve the kind at all is raised)."""
+        """The LocalQueue ``name`` (in :func:`kueue_version_of` the served versions), or None if there is none
+        (a 404 of an API server that does not serve the kind at all is raised)."""
         try:
             return self._kueue_call(f"reading Kueue LocalQueue {name}", self._custom.get_namespaced_custom_object,
                                     "localqueues", name)
