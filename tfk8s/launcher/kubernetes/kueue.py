@@ -9,7 +9,7 @@ to be blamed on capacity. While a Job waits, its Workload's ``QuotaReserved``/``
 it when it changes, and :func:`pending_reason` puts it in the schedule deadline's error.
 
 API: ``kueue.x-k8s.io`` ``localqueues`` (get) and ``workloads`` (list), in ``v1beta2`` where the API server serves
-it (Kueue >= 0.15), else ``v1beta1`` (Kueue < 0.21): the group's discovery document says which
+it (Kueue >= 0.15), else ``v1beta1`` (Kueue < 0.20): the group's discovery document says which
 (:data:`~tfk8s.launcher.kubernetes.api.KUEUE_VERSIONS`). No such group: Kueue is not installed; the group served in
 neither version: the step fails naming the versions served and those tfk8s reads. A launcher whose Role lacks
 the rules (an older ``manifests/rbac.yaml``) says so once and goes on without the check.

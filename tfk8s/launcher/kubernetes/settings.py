@@ -226,7 +226,7 @@ class KubernetesParams:
                            "v1beta1, Kubernetes >= 1.37 with the GenericWorkload gate); empty: none")
     network_policy: bool = _param(True, "a NetworkPolicy per job: only the job's own pods reach the replicas "
                                         "(every port: NCCL's too; enforced where the network plugin supports it)")
-    network_policy_from: Any = _param([], "more NetworkPolicyPeers allowed to reach the replicas' port, e.g. "
+    network_policy_from: Any = _param([], "more NetworkPolicyPeers allowed to reach the replicas' gRPC port, e.g. "
                                           '[{"podSelector": {"matchLabels": {"app": "tensorboard"}}}]')
     node_lost_toleration_s: int = _param(NODE_LOST_TOLERATION_S, "tolerationSeconds of the replicas' pods on an "
                                          "unreachable or not-ready node before their eviction (Kubernetes: 300)")
