@@ -53,6 +53,8 @@ NETWORK_POLICIES = kmock.resource("networking.k8s.io", "v1", "networkpolicies")
 POD_GROUPS = kmock.resource("scheduling.k8s.io", "v1beta1", "podgroups")
 LOCAL_QUEUES = kmock.resource("kueue.x-k8s.io", "v1beta1", "localqueues")
 WORKLOADS = kmock.resource("kueue.x-k8s.io", "v1beta1", "workloads")
+KUEUE_KINDS = {"localqueues": "LocalQueue", "workloads": "Workload"}
+KUEUE_OF_TODAY = ("v1beta2", "v1beta1")  # what Kueue 0.15 to 0.19 serve (kubernetes-sigs/kueue#13957)
 RESOURCES = {"pods": PODS, "jobs": JOBS, "services": SERVICES, "events": EVENTS, "persistentvolumeclaims": PVCS,
              "networkpolicies": NETWORK_POLICIES, "podgroups": POD_GROUPS, "localqueues": LOCAL_QUEUES,
              "workloads": WORKLOADS}
@@ -445,6 +447,26 @@ class FakeCluster:
         server.on_change = self._changed
         self._clients: list[Any] = []
         self.launching = False  # a launcher runs (launch()): wait_pods also waits for its pods watch
+        self.kueue_versions: tuple[str, ...] = ()
+        self.serve_kueue(*KUEUE_OF_TODAY)
+
+    def serve_kueue(self, *versions: str) -> None:
+        """Serve Kueue's LocalQueues and Workloads in ``versions`` only (its discovery document lists them; none:
+        Kueue is not installed); :meth:`local_queue` and :meth:`workload` create theirs in each, as a
+        conversion would show one object in every served version."""
+        for version in self.kueue_versions:
+            for plural in KUEUE_KINDS:
+                del self.server.resources[kmock.resource("kueue.x-k8s.io", version, plural)]
+        for version in versions:
+            for plural, kind in KUEUE_KINDS.items():
+                self.server.resources[kmock.resource("kueue.x-k8s.io", version, plural)] = kmock.ResourceInfo(
+                    kind=kind, namespaced=True)
+        self.kueue_versions = versions
+
+    def _kueue_create(self, plural: str, manifest: dict[str, Any]) -> None:
+        for version in self.kueue_versions:
+            self._run(self.server.put(kmock.resource("kueue.x-k8s.io", version, plural),
+                                      {**copy.deepcopy(manifest), "apiVersion": f"kueue.x-k8s.io/{version}"}))
 
     def _changed(self) -> None:
         with self._cond:
@@ -716,20 +738,19 @@ class FakeCluster:
 
     def local_queue(self, name: str, active: bool = True, reason: str = "", message: str = "") -> None:
         """A Kueue LocalQueue in the namespace (``active`` False: its ``Active`` condition False)."""
-        self.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
-                     "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"clusterQueue": "cq"},
-                     "status": {"conditions": [{"type": "Active", "status": str(active), "reason": reason or (
-                         "Ready" if active else "ClusterQueueIsInactive"), "message": message}]}})
+        self._kueue_create("localqueues", {
+            "kind": "LocalQueue", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"clusterQueue": "cq"},
+            "status": {"conditions": [{"type": "Active", "status": str(active), "reason": reason or (
+                "Ready" if active else "ClusterQueueIsInactive"), "message": message}]}})
 
     def workload(self, job_name: str, reason: str, message: str) -> None:
         """Kueue's Workload of Job ``job_name``, not admitted (``QuotaReserved`` False with reason, message)."""
-        self.create({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
-                     "metadata": {"name": f"job-{job_name}", "namespace": NAMESPACE,
-                                  "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name,
-                                                       "uid": "u", "controller": True}]},
-                     "spec": {"queueName": "team-a"},
-                     "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": reason,
-                                                "message": message}]}})
+        self._kueue_create("workloads", {
+            "kind": "Workload", "metadata": {"name": f"job-{job_name}", "namespace": NAMESPACE, "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": "u", "controller": True}]},
+            "spec": {"queueName": "team-a"},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": reason,
+                                       "message": message}]}})
 
     def deny_pods(self, job_name: str, message: str) -> None:
         """The Job controller cannot create the Job's pod (e.g. quota exceeded): a FailedCreate event."""

@@ -9,7 +9,9 @@ test, zero Jobs, pods and Services of the job remain (listed through the API).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
 import signal
 import time
@@ -26,6 +28,7 @@ from tfk8s.launcher.kubernetes.errors import (
     AdmissionRefusedError,
     ImagePullError,
     KubernetesApiError,
+    KueueQueueError,
     LauncherTerminatedError,
     PermanentFailureError,
     QuotaExceededError,
@@ -326,6 +329,115 @@ def test_ensure_volume_against_real_claims_and_the_persistent_volume_binder(kube
         kube.core.delete_persistent_volume(pv)
 
 
+def test_ensure_volume_refuses_a_real_terminating_claim(kube):
+    """A claim deleted while a finalizer holds it (here a test's own; kubernetes.io/pvc-protection does the same
+    while a pod uses it) is Terminating through the real API: ensure-volume refuses it, naming it and the fix."""
+    from tfk8s.launcher.kubernetes.api import KubeApi
+    from tfk8s.launcher.kubernetes.errors import VolumeError
+    from tfk8s.launcher.kubernetes.objects import pvc_manifest
+    from tfk8s.launcher.kubernetes.volume import ensure_pvc
+
+    hold = "tfk8s.dev/test-hold"
+    claim = pvc_manifest("old", kube.namespace, size="1Gi")
+    claim["metadata"]["finalizers"] = [hold]
+    kube.core.create_namespaced_persistent_volume_claim(kube.namespace, claim)
+    kube.core.delete_namespaced_persistent_volume_claim("old", kube.namespace)
+    try:
+        wait(lambda: kube.core.read_namespaced_persistent_volume_claim("old", kube.namespace).metadata
+             .deletion_timestamp, "the claim Terminating")
+        with pytest.raises(VolumeError) as e:
+            ensure_pvc(KubeApi(kube.launcher_client(), kube.namespace), "old", create=True, log=lambda _: None,
+                       bind_timeout_s=1, poll_s=0.2)
+        msg = str(e.value)
+        assert f"PersistentVolumeClaim 'old' in namespace '{kube.namespace}' is being deleted (Terminating since" in msg
+        assert hold in msg and "run again with create_pvc=true" in msg
+    finally:
+        kube.core.patch_namespaced_persistent_volume_claim("old", kube.namespace, [
+            {"op": "remove", "path": "/metadata/finalizers"}])
+
+
+# -- Kueue's API versions -------------------------------------------------------------------------------------------------
+KUEUE = "kueue.x-k8s.io"
+
+
+def _kueue_discovery(kube: RealCluster) -> set[str] | None:
+    """The versions of kueue.x-k8s.io the real API server's discovery lists (None: no such group)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        resp = kube.admin.call_api(f"/apis/{KUEUE}", "GET", auth_settings=["BearerToken"],
+                                   _return_http_data_only=True, _preload_content=False)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    return {v["version"] for v in json.loads(resp.data).get("versions") or []}
+
+
+@contextlib.contextmanager
+def kueue_crds(kube: RealCluster, *versions: str):
+    """Kueue's API without Kueue: CRDs of LocalQueues and Workloads served in ``versions`` (the first one stored;
+    conversion ``None``: one object in every version, as Kueue's webhook gives for the fields the launcher reads),
+    no status subresource (a test writes a queue's status with it). Deleted afterwards, waiting until the group
+    is no longer discovered (they are cluster-wide; the next test may want other versions)."""
+    from kubernetes import client
+
+    ext = client.ApiextensionsV1Api(kube.admin)
+    names = []
+    for plural, kind in (("localqueues", "LocalQueue"), ("workloads", "Workload")):
+        ext.create_custom_resource_definition({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{KUEUE}"},
+            "spec": {"group": KUEUE, "scope": "Namespaced",
+                     "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
+                     "versions": [{"name": v, "served": True, "storage": i == 0, "schema": {"openAPIV3Schema": {
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+                         for i, v in enumerate(versions)]}}, _preload_content=False)
+        names.append(f"{plural}.{KUEUE}")
+    try:
+        wait(lambda: _kueue_discovery(kube) == set(versions), f"{KUEUE} discovered in {versions}", 30)
+        yield
+    finally:
+        for name in names:
+            ext.delete_custom_resource_definition(name, _preload_content=False)
+        wait(lambda: _kueue_discovery(kube) is None, f"{KUEUE} no longer discovered", 60)
+
+
+@pytest.mark.parametrize(("served", "read"), [(("v1beta2", "v1beta1"), "v1beta2"), (("v1beta1",), "v1beta1")],
+                         ids=["kueue-0.15-0.19", "kueue-before-0.15"])
+def test_kueue_is_read_in_v1beta2_where_the_real_api_serves_it_else_v1beta1(kube, served, read):
+    """Through the real API server's discovery and the launcher's Role: the version read is v1beta2 where served,
+    else v1beta1 (with a warning); an inactive LocalQueue is refused before any Job, its reason quoted."""
+    from tfk8s.launcher.kubernetes.api import KubeApi, kueue_version_of
+
+    with kueue_crds(kube, *served):
+        kube.custom.create_namespaced_custom_object(KUEUE, served[0], kube.namespace, "localqueues", {
+            "apiVersion": f"{KUEUE}/{served[0]}", "kind": "LocalQueue", "metadata": {"name": "q"},
+            "spec": {"clusterQueue": "gone"}, "status": {"conditions": [{
+                "type": "Active", "status": "False", "reason": "ClusterQueueDoesNotExist",
+                "message": "Can't submit new workloads to clusterQueue", "lastTransitionTime": "2026-12-06T05:00:00Z"}]}})
+        assert kueue_version_of(KubeApi(kube.launcher_client(), kube.namespace).kueue_versions()) == read
+        with pytest.raises(KueueQueueError) as e:
+            kube.launch(make_job(chief=0, worker=1, ps=0), make_settings(kube, kueue_queue="q"))
+    assert (f"LocalQueue q in namespace {kube.namespace} is inactive (ClusterQueueDoesNotExist: Can't submit new "
+            f"workloads to clusterQueue)") in str(e.value)
+    assert any("Kueue serves kueue.x-k8s.io/v1beta1, not v1beta2" in line for line in kube.output) == (
+        read == "v1beta1")
+    assert not kube.batch.list_namespaced_job(kube.namespace).items
+
+
+def test_kueue_not_installed_and_kueue_in_a_version_tfk8s_does_not_read_fail_apart(kube):
+    """No kueue.x-k8s.io at all: "Kueue is not installed". Only v1alpha1 served: the versions served and those
+    tfk8s reads, not "not installed"."""
+    assert _kueue_discovery(kube) is None
+    with pytest.raises(KueueQueueError, match="Kueue is not installed"):
+        kube.launch(make_job(chief=0, worker=1, ps=0), make_settings(kube, kueue_queue="q"))
+    with kueue_crds(kube, "v1alpha1"), pytest.raises(KueueQueueError) as e:
+        kube.launch(make_job(chief=0, worker=1, ps=0), make_settings(kube, kueue_queue="q"))
+    assert "Kueue is not installed" not in str(e.value)
+    assert "in version(s) v1alpha1 only, and tfk8s reads v1beta2 or v1beta1" in str(e.value)
+
+
 # -- tenancy and scheduling ---------------------------------------------------------------------------------------------
 def test_a_resource_quota_smaller_than_the_job_fails_fast_with_the_quotas_message(kube):
     """The real quota admission refuses the third replica's pod (1 CPU for 3 x 500m): the Job controller's
@@ -433,6 +545,8 @@ def _matches(selector: dict, labels: dict) -> bool:
 
 
 def test_the_network_policy_admits_only_the_jobs_pods_selects_every_replica_and_goes_with_the_job(kube):
+    """As the API server stored it: every port between the job's own pods (NCCL's ports too), the gRPC port only
+    from the user's peers. And the pods the Job controller made: gpus 0, so NVIDIA_VISIBLE_DEVICES=void."""
     peer = {"podSelector": {"matchLabels": {"app": "tensorboard"}}}
     job = make_job(evaluator=1)
     seen: dict = {}
@@ -442,6 +556,8 @@ def test_the_network_policy_admits_only_the_jobs_pods_selects_every_replica_and_
         seen["policies"] = c.custom.list_namespaced_custom_object("networking.k8s.io", "v1", c.namespace,
                                                                   "networkpolicies")["items"]
         seen["labels"] = [p["metadata"]["labels"] for p in pods.values()]
+        seen["gpu_env"] = {label: [e for e in p["spec"]["containers"][0]["env"]
+                                   if e["name"] == "NVIDIA_VISIBLE_DEVICES"] for label, p in pods.items()}
         c.succeed("chief-0")
 
     kube.launch(job, make_settings(kube, network_policy_from=(peer,)), script)
@@ -449,9 +565,11 @@ def test_the_network_policy_admits_only_the_jobs_pods_selects_every_replica_and_
     spec = policy["spec"]
     assert all(_matches(spec["podSelector"], labels) for labels in seen["labels"])
     assert spec["policyTypes"] == ["Ingress"]
-    (rule,) = spec["ingress"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": 2222}]
-    assert rule["from"] == [{"podSelector": {"matchLabels": {"tfk8s.dev/job-name": JOB}}}, peer]
+    own, users = spec["ingress"]
+    assert own == {"from": [{"podSelector": {"matchLabels": {"tfk8s.dev/job-name": JOB}}}]}  # no ports: all
+    assert users == {"from": [peer], "ports": [{"protocol": "TCP", "port": 2222}]}
+    assert set(seen["gpu_env"]) == {"chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0"}
+    assert all(env == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}] for env in seen["gpu_env"].values())
     assert not kube.custom.list_namespaced_custom_object("networking.k8s.io", "v1", kube.namespace,
                                                          "networkpolicies")["items"]
 

@@ -509,7 +509,8 @@ def test_rbac_is_namespaced_and_grants_exactly_the_calls_the_launcher_makes():
 
 def test_every_api_method_is_in_the_rbac_table_and_nothing_else_calls_the_client():
     public = {n for n, f in inspect.getmembers(kube_api.KubeApi, inspect.isfunction) if not n.startswith("_")}
-    assert public == set(kube_api.API_CALLS)
+    assert public == set(kube_api.API_CALLS) | set(kube_api.NON_RESOURCE_CALLS)  # discovery: no Role rule
+    assert kube_api.NON_RESOURCE_CALLS == {"kueue_versions": "/apis/kueue.x-k8s.io"}
     package = Path(kube_backend.__file__).parent
     for module in package.glob("*.py"):
         if module.name in ("api.py", "__init__.py"):  # __init__: load_api_client builds the ApiClient
@@ -651,15 +652,41 @@ def test_gang_native_adds_a_pod_group_of_the_whole_replica_set_and_opts_every_po
             assert m["spec"]["template"]["spec"]["schedulingGroup"] == {"podGroupName": "tfk8s-run-42"}
 
 
-def test_network_policy_admits_the_jobs_own_pods_and_the_users_peers_on_the_port_only():
+def test_network_policy_admits_every_port_between_the_jobs_pods_and_only_the_port_from_the_users_peers():
+    """NCCL connects ranks on ports of its own (NVIDIA/nccl#388): between the job's pods every port is open (a
+    rule without ``ports``); the user's peers reach the gRPC port only; no one else gets in."""
     peer = {"namespaceSelector": {"matchLabels": {"team": "ml"}}}
     (policy,) = [m for m in render_manifests(make_job(), make_settings(network_policy_from=[peer]))
                  if m["kind"] == "NetworkPolicy"]
     own = {"matchLabels": {"tfk8s.dev/job-name": "tfk8s-run-42"}}
     assert policy["spec"] == {"podSelector": own, "policyTypes": ["Ingress"], "ingress": [
-        {"from": [{"podSelector": own}, peer], "ports": [{"protocol": "TCP", "port": 2222}]}]}
+        {"from": [{"podSelector": own}]},
+        {"from": [peer], "ports": [{"protocol": "TCP", "port": 2222}]}]}
+    (alone,) = [m for m in render_manifests(make_job(), make_settings()) if m["kind"] == "NetworkPolicy"]
+    assert alone["spec"]["ingress"] == [{"from": [{"podSelector": own}]}]  # no peers: no second rule
     assert [m["kind"] for m in render_manifests(make_job(), make_settings(network_policy=False))].count(
         "NetworkPolicy") == 0
+
+
+def test_replicas_without_gpus_see_no_gpu_whatever_their_image_and_the_users_value_wins():
+    """A CUDA image's NVIDIA_VISIBLE_DEVICES=all would show a gpus-0 pod every GPU of a node whose default
+    runtime is NVIDIA's (NVIDIA/k8s-device-plugin#61): such replicas get ``void``, the GPU image included; a type
+    with GPUs gets no value (the device plugin sets it); the user's own value (the type's env, the job's) wins."""
+    settings = make_settings(gpus=0, replica_overrides={
+        "worker": {"gpus": 2, "image": "ghcr.io/tfk8s/tfk8s:0.1.0-gpu"},
+        "evaluator": {"image": "ghcr.io/tfk8s/tfk8s:0.1.0-gpu", "env": {"NVIDIA_VISIBLE_DEVICES": "none"}}})
+    jobs = by_name(render_manifests(make_job(evaluator=1), settings))
+    assert env_of(jobs["Job", "tfk8s-run-42-chief-0"])["NVIDIA_VISIBLE_DEVICES"] == "void"
+    assert env_of(jobs["Job", "tfk8s-run-42-ps-0"])["NVIDIA_VISIBLE_DEVICES"] == "void"
+    worker = jobs["Job", "tfk8s-run-42-worker-0"]
+    assert "NVIDIA_VISIBLE_DEVICES" not in env_of(worker)
+    assert container(worker)["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert env_of(jobs["Job", "tfk8s-run-42-evaluator-0"])["NVIDIA_VISIBLE_DEVICES"] == "none"
+    job = TrainingJob("tfk8s-run-42", ReplicaCounts(chief=0, worker=1, ps=0), COMMAND,
+                      env={"NVIDIA_VISIBLE_DEVICES": "0"})
+    job_wide = render_manifests(job, make_settings())
+    (worker,) = [m for m in job_wide if m["kind"] == "Job"]
+    assert env_of(worker)["NVIDIA_VISIBLE_DEVICES"] == "0"
 
 
 def test_a_replica_classifies_its_pod_and_job_again_only_when_the_watch_replaced_them(monkeypatch):

@@ -208,6 +208,51 @@ def test_an_inadmissible_workloads_reason_shows_while_held_and_in_the_schedule_e
     assert f"queue team-a has not admitted it (Kueue: Inadmissible: {why})" in str(e.value)
 
 
+@pytest.mark.parametrize(("served", "read"), [(("v1beta2", "v1beta1"), "v1beta2"), (("v1beta2",), "v1beta2"),
+                                              (("v1beta1",), "v1beta1")], ids=["kueue-0.15-0.19", "kueue-0.20+",
+                                                                               "kueue-before-0.15"])
+def test_kueue_is_read_in_v1beta2_where_served_else_v1beta1(cluster, served, read):
+    """Kueue serves v1beta2 since 0.15 and stops serving v1beta1 in 0.20 (kubernetes-sigs/kueue#13957): the
+    LocalQueue and the Workloads are read in v1beta2 where the API server serves it, in v1beta1 where only it is
+    (with a warning), never in a version not served; the held Job's reason comes through either way."""
+    why = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default"
+    cluster.serve_kueue(*served)
+    cluster.local_queue("team-a")
+    cluster.server.kueue_hold = True
+
+    def script(c: FakeCluster) -> None:
+        (held,) = c.wait_for(lambda: c.held_jobs(), "the Job held by the queue")
+        c.workload(held, "Inadmissible", why)
+
+    with pytest.raises(ScheduleTimeoutError) as e:
+        cluster.launch(make_job(chief=0, worker=1, ps=0), make_settings(schedule_timeout_s=3, kueue_queue="team-a"),
+                       script)
+    assert f"queue team-a has not admitted it (Kueue: Inadmissible: {why})" in str(e.value)
+    kueue = [(r.resource.plural, r.resource.version) for r in cluster.requests()
+             if r.resource is not None and r.resource.group == "kueue.x-k8s.io" and r.resource.plural]
+    assert ("localqueues", read) in kueue and ("workloads", read) in kueue
+    assert {v for _, v in kueue} == {read}
+    warned = [line for line in cluster.output if "Kueue serves kueue.x-k8s.io/v1beta1, not v1beta2" in line]
+    assert bool(warned) == (read == "v1beta1")
+
+
+@pytest.mark.parametrize("served", [(), ("v1alpha1",)], ids=["not-installed", "no-version-tfk8s-reads"])
+def test_kueue_not_installed_is_told_apart_from_kueue_in_versions_tfk8s_does_not_read(cluster, served):
+    """No kueue.x-k8s.io group at all: Kueue is not installed. The group served, but in neither v1beta2 nor
+    v1beta1: not "not installed" but the versions served and those tfk8s reads. Either way before any Job."""
+    cluster.serve_kueue(*served)
+    with pytest.raises(KueueQueueError) as e:
+        cluster.launch(make_job(chief=0, worker=1, ps=0), make_settings(kueue_queue="team-a"))
+    msg = str(e.value)
+    if served:
+        assert "Kueue is not installed" not in msg
+        assert ("the API server serves Kueue's API (kueue.x-k8s.io) in version(s) v1alpha1 only, and tfk8s reads "
+                "v1beta2 or v1beta1") in msg
+    else:
+        assert "the API server does not serve Kueue's API (kueue.x-k8s.io): Kueue is not installed" in msg
+    assert cluster.count("POST", "jobs") == 0
+
+
 def test_the_restart_exit_code_after_a_preemption_notice_is_retryable_and_counted(cluster):
     """TensorFlow's PreemptionCheckpointHandler saved on SIGTERM and exited 42: recreated, from the budget (no
     preemption shows on the pod); with restart_exit_code=0, exit 42 is a program error like any 1-127."""

@@ -137,3 +137,36 @@ def test_a_claim_waiting_for_its_first_consumer_is_fine(cluster):
     status = ensure_pvc(KubeApi(cluster.api_client(), NAMESPACE), "wffc", log=lines.append, bind_timeout_s=0.5)
     assert status["phase"] == "Pending"
     assert "Pending until the first pod mounts it (storage class local-path binds on WaitForFirstConsumer)" in lines[0]
+
+
+@pytest.mark.parametrize("phase", ["Bound", "Pending"])
+def test_a_claim_being_deleted_fails_at_once_naming_it_its_finalizers_and_the_fix(cluster, phase):
+    """Terminating (deletionTimestamp set, kept by kubernetes.io/pvc-protection while a pod uses it): a new pod
+    that mounts it would never start, so ensure-volume refuses it, even with create_pvc (it exists, as far as a
+    create goes)."""
+    claim = pvc_manifest("old", NAMESPACE, size="1Gi")
+    claim["metadata"].update(deletionTimestamp="2026-12-06T05:00:00Z", finalizers=["kubernetes.io/pvc-protection"])
+    cluster.create({**claim, "status": {"phase": phase}})
+    cluster.add_event("PersistentVolumeClaim", "old", "WaitForFirstConsumer", WFFC, "Normal")
+    for create in (False, True):
+        with pytest.raises(VolumeError) as err:
+            ensure_pvc(KubeApi(cluster.api_client(), NAMESPACE), "old", create=create, log=lambda _: None,
+                       bind_timeout_s=0.5, poll_s=0.1)
+        msg = str(err.value)
+        assert (f"PersistentVolumeClaim 'old' in namespace '{NAMESPACE}' is being deleted (Terminating since "
+                "2026-12-06T05:00:00Z, held by its finalizers kubernetes.io/pvc-protection)") in msg
+        assert "while a pod still mounts it" in msg and "a pod that mounts it would never start" in msg
+        assert "run again with create_pvc=true" in msg and "another claim as pvc_name" in msg
+    assert [m for m, _ in _pvc_requests(cluster)] == ["GET", "GET"]  # nothing created
+
+
+def test_a_lost_claim_fails_naming_it_its_volume_and_the_fix(cluster):
+    claim = pvc_manifest("gone", NAMESPACE, size="1Gi")
+    claim["spec"]["volumeName"] = "pv-gone"
+    cluster.create({**claim, "status": {"phase": "Lost"}})
+    with pytest.raises(VolumeError) as err:
+        ensure_volume_step(backend="kubernetes", volume_root="/mnt/tfk8s", pvc_name="gone", namespace=NAMESPACE,
+                           api_client=cluster.api_client())
+    msg = str(err.value)
+    assert f"PersistentVolumeClaim 'gone' in namespace '{NAMESPACE}' is Lost: its PersistentVolume pv-gone" in msg
+    assert f"kubectl delete pvc -n {NAMESPACE} gone" in msg and "create_pvc=true" in msg

@@ -28,6 +28,13 @@ GANG_HINT = ("the API server does not serve scheduling.k8s.io/v1beta1 PodGroups 
              "GenericWorkload feature gate and --runtime-config=scheduling.k8s.io/v1beta1=true): enable them, "
              "or leave gang empty")
 STRICT = "Strict"  # fieldValidation of every create: an unknown or duplicate field is an error, not dropped
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+"""The versions of Kueue's API the launcher reads, best first: ``v1beta2`` (served since Kueue 0.15, stored since
+0.16), else ``v1beta1`` (the only one before 0.15; no longer served from 0.20, removed in 0.21:
+kubernetes-sigs/kueue#13957). What the launcher reads is spelled the same in both (Kueue v0.17.8's
+``apis/kueue/v1beta2``): a LocalQueue's ``spec.clusterQueue`` and ``Active`` condition, a Workload's
+``metadata.ownerReferences`` and its ``QuotaReserved`` / ``Admitted`` conditions."""
 
 
 @dataclass(frozen=True, order=True)
@@ -49,6 +56,25 @@ def _uses(group: str, resource: str, verb: str) -> Callable[[_F], _F]:
         return fn
 
     return register
+
+
+NON_RESOURCE_CALLS: dict[str, str] = {}
+"""Methods that read a discovery document (method name -> URL path): every authenticated user may, by the
+``system:discovery`` ClusterRole, so they need no rule in the Role."""
+
+
+def _discovers(path: str) -> Callable[[_F], _F]:
+    def register(fn: _F) -> _F:
+        NON_RESOURCE_CALLS[fn.__name__] = path
+        return fn
+
+    return register
+
+
+def kueue_version_of(served: list[str] | None) -> str | None:
+    """The version of ``kueue.x-k8s.io`` the launcher reads among those ``served``: the first of
+    :data:`KUEUE_VERSIONS` there; None when neither is."""
+    return next((v for v in KUEUE_VERSIONS if v in (served or [])), None)
 
 
 def required_rules() -> dict[tuple[str, str], set[str]]:
@@ -123,6 +149,8 @@ class KubeApi:
         self._batch = client.BatchV1Api(api_client)
         self._networking = client.NetworkingV1Api(api_client)
         self._custom = client.CustomObjectsApi(api_client)
+        self._kueue_served: list[str] | None = None
+        self._kueue_discovered = False
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -391,23 +419,53 @@ class KubeApi:
         return sorted(items or [], key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
 
     # -- Kueue (kueue_queue set): the LocalQueue checked, the held Workloads' reasons read ----------------------
+    @_discovers(f"/apis/{KUEUE_GROUP}")
+    def kueue_versions(self) -> list[str] | None:
+        """The versions of ``kueue.x-k8s.io`` the API server serves, from its discovery document (``GET
+        /apis/kueue.x-k8s.io``, which every authenticated user may read: ``system:discovery``, no Role rule);
+        None when it serves no such group (Kueue is not installed). Asked once per :class:`KubeApi`."""
+        if not self._kueue_discovered:
+            try:
+                resp = self._call(f"discovering Kueue's API (GET /apis/{KUEUE_GROUP})", self._client.call_api,
+                                  f"/apis/{KUEUE_GROUP}", "GET", auth_settings=["BearerToken"],
+                                  header_params={"Accept": "application/json"}, _return_http_data_only=True,
+                                  _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S)
+                doc = json.loads(resp.data or b"{}")
+                self._kueue_served = [v["version"] for v in doc.get("versions") or [] if v.get("version")]
+            except KubernetesApiError as e:
+                if e.status != 404:
+                    raise
+                self._kueue_served = None
+            self._kueue_discovered = True
+        return self._kueue_served
+
+    def _kueue_call(self, what: str, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
+        served = self.kueue_versions()
+        version = kueue_version_of(served)
+        if version is None:
+            raise KubernetesApiError(f"{what} in namespace {self.namespace} failed: the API server serves "
+                                     f"{KUEUE_GROUP} in no version the launcher reads ({' or '.join(KUEUE_VERSIONS)}; "
+                                     f"served: {', '.join(served or []) or 'none'})", 404)
+        return self._json(what, fn, KUEUE_GROUP, version, self.namespace, *args)
+
     @_uses("kueue.x-k8s.io", "localqueues", "get")
     def read_local_queue(self, name: str) -> dict[str, Any] | None:
-        """The ``kueue.x-k8s.io/v1beta1`` LocalQueue ``name``, or None if there is none (a 404 of an API server
-        that does not serve the kind at all is raised: Kueue is not installed)."""
+        """The LocalQueue ``name`` (in :func:`kueue_version_of` the served versions), or None if there is none
+        (a 404 of an API server that does not serve the kind at all is raised)."""
         try:
-            return self._json(f"reading Kueue LocalQueue {name}", self._custom.get_namespaced_custom_object,
-                              "kueue.x-k8s.io", "v1beta1", self.namespace, "localqueues", name)
+            return self._kueue_call(f"reading Kueue LocalQueue {name}", self._custom.get_namespaced_custom_object,
+                                    "localqueues", name)
         except KubernetesApiError as e:
-            if e.status == 404 and "could not find the requested resource" not in str(e):
+            if e.status == 404 and "could not find the requested resource" not in str(e) \
+                    and "in no version the launcher reads" not in str(e):
                 return None
             raise
 
     @_uses("kueue.x-k8s.io", "workloads", "list")
     def list_workloads(self) -> list[dict[str, Any]]:
-        """The namespace's ``kueue.x-k8s.io/v1beta1`` Workloads."""
-        return self._json("listing Kueue Workloads", self._custom.list_namespaced_custom_object, "kueue.x-k8s.io",
-                          "v1beta1", self.namespace, "workloads").get("items") or []
+        """The namespace's Kueue Workloads (in :func:`kueue_version_of` the served versions)."""
+        return self._kueue_call("listing Kueue Workloads", self._custom.list_namespaced_custom_object,
+                                "workloads").get("items") or []
 
     # -- persistent volume claims (the ensure-volume step) -------------------------------------------------------
     @_uses("", "persistentvolumeclaims", "get")

@@ -104,9 +104,10 @@ def create_job_level(run: KubeRun) -> None:
         try:
             create(manifests[kind])
             if kind == "NetworkPolicy":
-                run.log(f"NetworkPolicy {run.job.name}: ingress to port {run.job.port} of the replicas only "
-                         f"from pods of {run.job.name}"
-                         f"{' and network_policy_from' if run.settings.network_policy_from else ''}")
+                peers = f" and, to port {run.job.port}, from network_policy_from" \
+                    if run.settings.network_policy_from else ""
+                run.log(f"NetworkPolicy {run.job.name}: ingress to the replicas only from pods of {run.job.name} "
+                        f"(every port: NCCL's too){peers}")
             else:
                 run.log(f"PodGroup {run.job.name}: gang scheduling, none of the {run.job.counts.total} "
                          f"replicas is bound to a node unless all can be")

@@ -8,14 +8,18 @@ to be blamed on capacity. While a Job waits, its Workload's ``QuotaReserved``/``
 (``couldn't assign flavors to pod set main: insufficient unused quota for cpu...``): :func:`note_pending` prints
 it when it changes, and :func:`pending_reason` puts it in the schedule deadline's error.
 
-API: ``kueue.x-k8s.io/v1beta1`` ``localqueues`` (get) and ``workloads`` (list); a launcher whose Role lacks
-them (an older ``manifests/rbac.yaml``) says so once and goes on without the check.
+API: ``kueue.x-k8s.io`` ``localqueues`` (get) and ``workloads`` (list), in ``v1beta2`` where the API server serves
+it (Kueue >= 0.15), else ``v1beta1`` (Kueue < 0.20): the group's discovery document says which
+(:data:`~tfk8s.launcher.kubernetes.api.KUEUE_VERSIONS`). No such group: Kueue is not installed; the group served in
+neither version: the step fails naming the versions served and those tfk8s reads. A launcher whose Role lacks
+the rules (an older ``manifests/rbac.yaml``) says so once and goes on without the check.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from tfk8s.launcher.kubernetes.api import KUEUE_GROUP, KUEUE_VERSIONS, kueue_version_of
 from tfk8s.launcher.kubernetes.errors import KubernetesApiError, KueueQueueError
 from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState
 
@@ -33,22 +37,44 @@ def check_local_queue(run: KubeRun) -> None:
     """Fail at once if ``settings.kueue_queue`` names no LocalQueue of the namespace, or an inactive one.
 
     Raises:
-        KueueQueueError: missing (404) or inactive (``Active`` False: its reason and message quoted).
+        KueueQueueError: Kueue's API not served (Kueue not installed), served in no version tfk8s reads
+            (:data:`~tfk8s.launcher.kubernetes.api.KUEUE_VERSIONS`), the queue missing (404) or inactive (``Active``
+            False: its reason and message quoted).
         KubernetesApiError: another API error (a 403 is logged instead: the Role predates the check).
     """
     name, ns = run.settings.kueue_queue, run.settings.namespace
     if not name:
         return
     try:
+        served = run.api.kueue_versions()
+    except KubernetesApiError as e:
+        if e.status == 403:  # a cluster that took system:discovery away from service accounts
+            run.log(f"cannot check Kueue LocalQueue {name} ({e})")
+            return
+        raise
+    version = kueue_version_of(served)
+    if served is None:
+        raise KueueQueueError(f"kueue_queue={name!r}: the API server does not serve Kueue's API ({KUEUE_GROUP}): "
+                              f"Kueue is not installed; install it, or leave kueue_queue empty")
+    if version is None:
+        raise KueueQueueError(
+            f"kueue_queue={name!r}: the API server serves Kueue's API ({KUEUE_GROUP}) in version(s) "
+            f"{', '.join(served) or 'none'} only, and tfk8s reads {' or '.join(KUEUE_VERSIONS)} (v1beta2: Kueue "
+            f">= 0.15; v1beta1: Kueue < 0.20): run a Kueue that serves one of them (or a tfk8s that reads this "
+            f"Kueue's version), or leave kueue_queue empty")
+    if version != KUEUE_VERSIONS[0]:
+        run.log(f"Kueue serves {KUEUE_GROUP}/{version}, not {KUEUE_VERSIONS[0]} (Kueue < 0.15): reading {version}, "
+                f"which Kueue 0.20 stops serving; upgrade Kueue before then")
+    try:
         queue = run.api.read_local_queue(name)
     except KubernetesApiError as e:
         if e.status == 403:
             run.log(f"cannot check Kueue LocalQueue {name} ({e}); apply the current manifests/rbac.yaml")
             return
-        if e.status == 404:  # the API server does not serve kueue.x-k8s.io: Kueue is not installed
-            raise KueueQueueError(f"kueue_queue={name!r}: the API server does not serve Kueue's LocalQueues "
-                                  f"(kueue.x-k8s.io/v1beta1): Kueue is not installed; install it, or leave "
-                                  f"kueue_queue empty") from None
+        if e.status == 404:  # the group is served, its LocalQueues are not: Kueue's CRDs half installed
+            raise KueueQueueError(f"kueue_queue={name!r}: the API server serves {KUEUE_GROUP}/{version} but not "
+                                  f"its LocalQueues ({e}): is Kueue's CRD localqueues.{KUEUE_GROUP} installed? "
+                                  f"Install Kueue whole, or leave kueue_queue empty") from None
         raise
     if queue is None:
         raise KueueQueueError(f"kueue_queue={name!r}: there is no LocalQueue {name} in namespace {ns}, so Kueue "

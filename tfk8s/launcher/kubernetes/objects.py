@@ -204,19 +204,40 @@ def pod_group_manifest(job: TrainingJob, settings: KubernetesSettings) -> dict[s
 
 
 def network_policy_manifest(job: TrainingJob, settings: KubernetesSettings) -> dict[str, Any]:
-    """The job's NetworkPolicy: ingress to the replicas' port only from the job's own pods (and
-    ``settings.network_policy_from``), nothing else in.
+    """The job's NetworkPolicy: ingress on every port from the job's own pods, on the replicas' gRPC port only
+    from ``settings.network_policy_from``, nothing else in.
 
     TensorFlow's ``tf.train.Server`` has no authentication and runs the graphs it is sent (TensorFlow's
-    SECURITY.md): only the job's peers may reach it. Enforced by the cluster's network plugin (Calico,
-    Cilium...); without one the object is inert.
+    SECURITY.md): only the job's peers may reach it. Among themselves the replicas need more than the gRPC port:
+    NCCL's bootstrap and its socket transport listen on ports of their own choosing (NVIDIA/nccl#388), so a
+    policy admitting only ``job.port`` between the job's pods hangs a multi-worker GPU job's first all-reduce.
+    The user's peers (a TensorBoard, a profiler) get the gRPC port only. Enforced by the cluster's network plugin
+    (Calico, Cilium...); without one the object is inert.
     """
     own = {"matchLabels": {LABEL_JOB_NAME: job.name}}
+    ingress: list[dict[str, Any]] = [{"from": [{"podSelector": own}]}]  # no "ports": every port and protocol
+    if settings.network_policy_from:
+        ingress.append({"from": [dict(p) for p in settings.network_policy_from],
+                        "ports": [{"protocol": "TCP", "port": job.port}]})
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": _metadata(job.name, settings, job_labels(job.name)),
-            "spec": {"podSelector": own, "policyTypes": ["Ingress"],
-                     "ingress": [{"from": [{"podSelector": own}, *[dict(p) for p in settings.network_policy_from]],
-                                  "ports": [{"protocol": "TCP", "port": job.port}]}]}}
+            "spec": {"podSelector": own, "policyTypes": ["Ingress"], "ingress": ingress}}
+
+
+ENV_NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+NO_GPU_DEVICES = "void"  # the NVIDIA container runtime's "no GPU and no driver mounted" (as empty or unset)
+
+
+def gpu_hygiene_env(gpus: int) -> dict[str, str]:
+    """``{"NVIDIA_VISIBLE_DEVICES": "void"}`` for a replica type with ``gpus`` 0, else ``{}``.
+
+    A CUDA image sets ``NVIDIA_VISIBLE_DEVICES=all``; on a node whose container runtime defaults to NVIDIA's, a
+    pod that requests no ``nvidia.com/gpu`` would then see every GPU of the node, in use by other pods or not
+    (NVIDIA/k8s-device-plugin#61). ``void`` gives it none, whatever its image. A type with GPUs gets nothing
+    here: the device plugin sets the variable to the devices it allocated. The user's own value (the job's
+    ``env`` or the type's ``replica_overrides`` env, e.g. ``none``: no GPU but the driver's libraries) wins.
+    """
+    return {} if gpus else {ENV_NVIDIA_VISIBLE_DEVICES: NO_GPU_DEVICES}
 
 
 def default_active_deadline_s(job: TrainingJob, settings: KubernetesSettings) -> int:
@@ -240,14 +261,15 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
     name = replica_name(job.name, replica)
     labels = {**replica_labels(job.name, replica), LABEL_ATTEMPT: str(attempt)}
     job_labels = {**labels, KUEUE_QUEUE_LABEL: settings.kueue_queue} if settings.kueue_queue else labels
-    # The job's env, this type's, then the contract's (tfk8s.core.contract.replica_env), NO_PROXY (the user's entries and
-    # the peers') and TF_CONFIG: the launcher's win.
+    # NVIDIA_VISIBLE_DEVICES=void without GPUs (gpu_hygiene_env: the user's value wins), the job's env, this
+    # type's, then the contract's (tfk8s.core.contract.replica_env), NO_PROXY (the user's entries and the peers')
+    # and TF_CONFIG: the launcher's win.
     # SM_NUM_GPUS (SageMaker's "GPUs available in the current container") is this type's gpus: only this
     # backend knows it (locally the replicas share the host's GPUs, and it is not set).
     contract_env = job.contract_env(replica)
     if contract_env:
         contract_env[ENV_SM_NUM_GPUS] = str(rs.gpus)
-    env = {k: v for k, v in {**job.env, **rs.env, **contract_env,
+    env = {k: v for k, v in {**gpu_hygiene_env(rs.gpus), **job.env, **rs.env, **contract_env,
                              **no_proxy_env(no_proxy_hosts(job, settings), job.env, rs.env)}.items() if k != "TF_CONFIG"}
     env_list = [{"name": k, "value": v} for k, v in env.items()]
     env_list.append({"name": "TF_CONFIG", "value": tf_config_json(training_cluster_spec(job, settings), replica)})

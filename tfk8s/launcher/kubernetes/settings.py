@@ -224,9 +224,9 @@ class KubernetesParams:
                                       "scheduler can), required (never share a node: pending instead), none")
     gang: str = _param("", "native: all-or-nothing scheduling with a Kubernetes PodGroup (scheduling.k8s.io/"
                            "v1beta1, Kubernetes >= 1.37 with the GenericWorkload gate); empty: none")
-    network_policy: bool = _param(True, "a NetworkPolicy per job: only the job's pods reach the replicas' port "
-                                        "(enforced where the network plugin supports it)")
-    network_policy_from: Any = _param([], "more NetworkPolicyPeers allowed to reach the replicas' port, e.g. "
+    network_policy: bool = _param(True, "a NetworkPolicy per job: only the job's own pods reach the replicas "
+                                        "(every port: NCCL's too; enforced where the network plugin supports it)")
+    network_policy_from: Any = _param([], "more NetworkPolicyPeers allowed to reach the replicas' gRPC port, e.g. "
                                           '[{"podSelector": {"matchLabels": {"app": "tensorboard"}}}]')
     node_lost_toleration_s: int = _param(NODE_LOST_TOLERATION_S, "tolerationSeconds of the replicas' pods on an "
                                          "unreachable or not-ready node before their eviction (Kubernetes: 300)")
@@ -319,11 +319,13 @@ class KubernetesSettings:
             and each pod's ``schedulingGroup`` pointing at it, so no replica is bound to a node unless all
             can be (Kubernetes >= 1.37, feature gate ``GenericWorkload`` and API
             ``scheduling.k8s.io/v1beta1`` enabled); empty: none (each replica is scheduled on its own).
-        network_policy: create a NetworkPolicy per job admitting ingress to the replicas' port only from
-            the job's own pods (TensorFlow's gRPC server has no authentication); deleted with the job.
-            Enforced only where the cluster's network plugin implements NetworkPolicy.
+        network_policy: create a NetworkPolicy per job admitting ingress to the replicas only from the job's
+            own pods, on every port (TensorFlow's gRPC server has no authentication; NCCL connects ranks on
+            ports of its own); deleted with the job. Enforced only where the cluster's network plugin implements
+            NetworkPolicy.
         network_policy_from: more NetworkPolicyPeer objects (``podSelector``, ``namespaceSelector``,
-            ``ipBlock``) allowed to reach the replicas' port, e.g. a TensorBoard or profiler pod.
+            ``ipBlock``) allowed to reach the replicas' gRPC port (that port only), e.g. a TensorBoard or
+            profiler pod.
         node_lost_toleration_s: ``tolerationSeconds`` of the replicas' ``NoExecute`` tolerations of
             ``node.kubernetes.io/unreachable`` and ``not-ready`` (:func:`~.objects.tolerations`), not the 300 s of
             the ``DefaultTolerationSeconds`` admission: a lost node's pods are evicted (a preemption) soon.

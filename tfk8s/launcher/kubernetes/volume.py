@@ -11,6 +11,10 @@ A claim that is ``Pending``:
 - otherwise (a class with ``Immediate`` binding, or no class at all): waited for up to ``bind_timeout_s``
   (default :data:`BIND_TIMEOUT_S`), then fails with the claim's last events.
 
+A claim being deleted (``deletionTimestamp`` set: Terminating, e.g. held by ``kubernetes.io/pvc-protection``
+while a pod still mounts it) or ``Lost`` (its PersistentVolume gone) fails at once, naming it and the fix: a pod
+that mounts it would never start.
+
 The binding mode is read from the claim's events rather than its StorageClass: StorageClasses are cluster-scoped,
 and the launcher's Role (``manifests/rbac.yaml``) is namespaced on purpose.
 """
@@ -49,7 +53,8 @@ def ensure_pvc(api: KubeApi, name: str, *, create: bool = False, size: str = "20
         ``{"name", "namespace", "created": bool, "phase", "access_modes"}``.
 
     Raises:
-        VolumeError: it does not exist and ``create`` is False; it is ``Lost``; ``size`` is not a quantity; it
+        VolumeError: it does not exist and ``create`` is False; it is being deleted (``deletionTimestamp``:
+            Terminating) or ``Lost``; ``size`` is not a quantity; it
             is Pending with a ``ProvisioningFailed`` event (the provisioner's message), or Pending without a
             WaitForFirstConsumer event for ``bind_timeout_s`` (its last events).
         tfk8s.launcher.kubernetes.errors.KubernetesApiError: the API refused (e.g. RBAC: the message says what to apply).
@@ -74,19 +79,49 @@ def ensure_pvc(api: KubeApi, name: str, *, create: bool = False, size: str = "20
                 f"{storage_class or 'default'}) in namespace {api.namespace}")
         except AlreadyExistsError:  # created concurrently (another run): use it
             pvc = api.read_pvc(name) or {}
+    _refuse_terminating(api, name, pvc)
     phase = (pvc.get("status") or {}).get("phase", "Pending")
     modes = list((pvc.get("spec") or {}).get("accessModes") or [])
     if phase == "Pending":
         phase = _wait_bound(api, name, pvc, bind_timeout_s, poll_s, log)
     if phase == "Lost":
-        raise VolumeError(f"PersistentVolumeClaim {name!r} is Lost (its PersistentVolume is gone): "
-                          "recreate it or use another pvc_name")
+        _refuse_lost(api, name, api.read_pvc(name) or pvc)
     if modes and not set(modes) & set(SHARED_ACCESS_MODES):
         log(f"WARNING: PersistentVolumeClaim {name} is {', '.join(modes)}, not ReadWriteMany: the launcher and "
             "replicas on different nodes cannot all mount it")
     if not created:
         log(f"using PersistentVolumeClaim {name} in namespace {api.namespace} (phase {phase})")
     return {"name": name, "namespace": api.namespace, "created": created, "phase": phase, "access_modes": modes}
+
+
+def _refuse_terminating(api: KubeApi, name: str, pvc: dict[str, Any]) -> None:
+    """A claim being deleted (``metadata.deletionTimestamp`` set, ``kubectl get pvc`` says Terminating) cannot be
+    mounted by a new pod: the pod stays ContainerCreating/Pending until the claim is gone, then fails. Its
+    finalizers keep it meanwhile (``kubernetes.io/pvc-protection``: while a pod still uses it)."""
+    meta = pvc.get("metadata") or {}
+    since = meta.get("deletionTimestamp")
+    if not since:
+        return
+    finalizers = list(meta.get("finalizers") or [])
+    held = (f", held by its finalizers {', '.join(finalizers)}" if finalizers else "")
+    protection = (" (kubernetes.io/pvc-protection stays while a pod still mounts it: kubectl get pods -n "
+                  f"{api.namespace} -o wide lists them)" if "kubernetes.io/pvc-protection" in finalizers else "")
+    raise VolumeError(
+        f"PersistentVolumeClaim {name!r} in namespace {api.namespace!r} is being deleted (Terminating since "
+        f"{since}{held}){protection}: a pod that mounts it would never start. Let the deletion finish (kubectl get "
+        f"pvc -n {api.namespace} {name}), then run again with create_pvc=true to get a new, empty claim, or pass "
+        f"the name of another claim as pvc_name")
+
+
+def _refuse_lost(api: KubeApi, name: str, pvc: dict[str, Any]) -> None:
+    """A ``Lost`` claim's PersistentVolume is gone: no pod mounting it will start, and its data is not there."""
+    volume = (pvc.get("spec") or {}).get("volumeName") or "?"
+    raise VolumeError(
+        f"PersistentVolumeClaim {name!r} in namespace {api.namespace!r} is Lost: its PersistentVolume {volume} is "
+        f"gone, so a pod that mounts it would never start. Restore that volume (an administrator can recreate "
+        f"the PersistentVolume {volume} with the same data), or delete the claim (kubectl delete pvc -n "
+        f"{api.namespace} {name}) and run again with create_pvc=true (a new, empty volume), or pass the name of "
+        f"another claim as pvc_name")
 
 
 def _wait_bound(api: KubeApi, name: str, pvc: dict[str, Any], bind_timeout_s: float, poll_s: float,
