@@ -279,6 +279,9 @@ def _main(a: argparse.Namespace, server) -> None:
         if a.local:
             raise SystemExit("tfk8s: --steps sets the steps' pods in a cluster (--compile, --run, --schedule); "
                              "--local runs no pods")
+        if getattr(a, "package", None):
+            raise SystemExit("tfk8s: --steps is compiled in: it cannot change a --package compiled before; drop "
+                             "--package (the pipeline is compiled with --steps) or compile that package with it")
         try:
             STEP_PODS = step_pods.step_pods(a.steps)
         except ValueError as e:

@@ -106,5 +106,7 @@ def test_train_py_steps_flag_compiles_the_overrides_in_and_refuses_a_local_run(t
                for s in STEP_PODS)
     with pytest.raises(SystemExit, match="--steps sets the steps' pods in a cluster"):
         train.main(["--local", "--steps", "{}"])
+    with pytest.raises(SystemExit, match="--steps is compiled in: it cannot change a --package compiled before"):
+        train.main(["--run", "--host", "http://127.0.0.1:9", "--package", str(out), "--steps", "{}"])
     with pytest.raises(SystemExit, match=r"^tfk8s: --steps has unknown steps \['prep'\]"):
         train.main(["--compile", "--output", str(out), "--steps", '{"prep": {}}'])
