@@ -37,7 +37,9 @@ def test_mwms_chief_and_two_workers_train_in_pods_then_export_evaluate_and_push_
     wait_for(lambda: p.volume.host(train / "job.json").is_file(), "the job record on the volume", 120)
     p.run("follow", ["tfk8s", "logs", job, "-f", "--volume", MOUNT])
     live = wait_for(lambda: "[worker-1] replica=worker-1 strategy=multi_worker_mirrored" in (log := _follower_log(
-        p, "follow")) and p.e2e.pod(launcher)["status"]["phase"] == "Running" and log, "a live replica line", 240)
+        p, "follow")) and p.e2e.pod(launcher)["status"]["phase"] == "Running" and log, "a live replica line", 240,
+        explain=lambda: (f"launcher {p.e2e.pod(launcher)['status']['phase']}:\n{p.e2e.log(launcher)[-4000:]}\n"
+                         f"--- follower:\n{_follower_log(p, 'follow')[-4000:]}"))
     assert "epoch 1/1" not in live.split("[worker-1] replica=worker-1")[0]  # it came before training ended
     pod = p.wait_done(launcher, 300)
     log = p.e2e.log(launcher)
