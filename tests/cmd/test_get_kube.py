@@ -102,3 +102,38 @@ def test_a_running_record_whose_objects_are_gone_reads_as_lost(cluster, tmp_path
     jobs.write_record(train / "job.json", {**record, "updated": time.time()})  # just written: give it time
     assert ctl(cluster, tmp_path, "get")[1].splitlines()[1].split()[4] == "Running"
 
+
+
+def test_logs_f_of_every_replica_started_before_any_log_follows_until_the_job_ends(cluster, tmp_path):
+    """A `tfk8s logs JOB -f` started as the job starts (its pods there, no line on the volume yet) read each pod's
+    log as it was then, printed nothing and exited 0 (seen on the real node: the follower of
+    tests/realnode/test_training.py); it follows the volume's logs, which the launcher writes line by line, until
+    the job ends."""
+    import threading
+
+    train = tmp_path / "runs" / "run-7" / "train"
+    job = TrainingJob(JOB, ReplicaCounts(worker=2), ("python", "-m", "trainer.task"), grace_period_s=0.2,
+                      stop_grace_s=0)
+    followed: dict[str, tuple[int, str]] = {}
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.wait_for(lambda: (jobs.find_record(tmp_path, JOB) or {}).get("state") == "Running", "the job record")
+        follower = threading.Thread(target=lambda: followed.update(f=ctl(c, tmp_path, "logs", JOB, "-f")))
+        follower.start()
+        time.sleep(1.0)  # it has looked at the pods (no line yet) and must still be following
+        assert follower.is_alive(), followed
+        c.run("worker-0")
+        c.run("worker-1")
+        c.log("worker-0", "epoch 1/1 step 1")
+        c.log("worker-1", "worker-1 training")
+        c.wait_for(lambda: "[worker-1] worker-1 training" in c.output, "the lines")
+        c.succeed("worker-1")
+        c.succeed("worker-0")
+        followed["thread"] = follower  # type: ignore[assignment]
+
+    launch(cluster, job, settings(), train, script)
+    followed["thread"].join(timeout=20)  # type: ignore[union-attr]
+    code, out = followed["f"]
+    assert code == EXIT_OK
+    assert "[worker-0] epoch 1/1 step 1" in out and "[worker-1] worker-1 training" in out, out

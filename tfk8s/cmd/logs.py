@@ -50,7 +50,10 @@ class Options:
         log_dir = Path((r.get("paths") or {}).get("replica_logs") or "/nonexistent")
         files = {label: TrainLayout(log_dir.parent).replica_log(label) for label in chosen}
         on_volume = [label for label, f in files.items() if f.is_file()]
-        if not on_volume and _from_replicas(ctx, r, chosen, self.follow):
+        # the live pods when the volume has no log yet; but following every replica, the volume is followed: the
+        # launcher keeps their logs there line by line, while a pod's log read now ends with what it has (a
+        # follower started as the job starts printed nothing and exited)
+        if not on_volume and (not self.follow or len(chosen) == 1) and _from_replicas(ctx, r, chosen, self.follow):
             return EXIT_OK
         if not on_volume and not self.follow:
             ctx.warn(f"no log of {', '.join(chosen)} under {log_dir} yet")
