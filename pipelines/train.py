@@ -82,6 +82,8 @@ def train_pipeline(
     num_shards: int = 0,
     max_examples: int = 0,
     reuse_data: bool = True,
+    data_uri: str = "",
+    s3_endpoint: str = "",
     command: str = "",
     eval_command: str = "",
     image: str = "ghcr.io/tfk8s/tfk8s:0.1.0",
@@ -106,6 +108,8 @@ def train_pipeline(
     gate_metric: str = "accuracy",
     min_accuracy: float = 0.98,
     max_accuracy_drop: float = -1.0,
+    model_uri: str = "",
+    kserve: str = "",
     fail_on_unblessed: bool = False,
     backend: str = "kubernetes",
     volume_root: str = VOLUME_MOUNT_PATH,
@@ -133,7 +137,8 @@ def train_pipeline(
     prepare = prepare_dataset(
         dataset_name=dataset_name, tfds_data_dir=tfds_data_dir, volume_root=volume_root, run_id=run_id,
         num_shards=num_shards, num_workers=workers, chief=chief, max_examples=max_examples,
-        download=tfds_download, data_dir=data_dir, reuse_data=reuse_data,
+        download=tfds_download, data_dir=data_dir, reuse_data=reuse_data, data_uri=data_uri,
+        s3_endpoint=s3_endpoint,
     ).set_display_name("prepare dataset").after(volume)
 
     launch = launch_training(
@@ -162,7 +167,8 @@ def train_pipeline(
     # Only a blessed model becomes the served version (TFX Evaluator -> Pusher).
     with dsl.If(evaluate.outputs["blessed"] == True, name="blessed"):
         push = push_model(
-            exported_model=export.outputs["exported_model"], volume_root=volume_root,
+            exported_model=export.outputs["exported_model"], volume_root=volume_root, model_uri=model_uri,
+            s3_endpoint=s3_endpoint, kserve=kserve, pvc_name=pvc_name, namespace=namespace,
         ).set_display_name("push model")
     with dsl.Else(name="not-blessed"), dsl.If(fail_on_unblessed == True, name="fail-on-unblessed"):
         reject = reject_model(reasons=evaluate.outputs["reasons"]).set_display_name("reject model")

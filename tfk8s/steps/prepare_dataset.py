@@ -389,6 +389,8 @@ def prepare_dataset_step(
     download: bool = True,
     data_dir: str = "",
     reuse_data: bool = True,
+    data_uri: str = "",
+    s3_endpoint: str = "",
 ) -> dict:
     """Prepare the data set in the volume's store (reusing a preparation of the same key), or check the user's
     ``data_dir``; writes the run's data record ``<volume_root>/runs/<run_id>/data.json``.
@@ -409,6 +411,9 @@ def prepare_dataset_step(
         data_dir: a folder the user prepared (TFRecords + metadata.json, or a ``tf.data`` snapshot), absolute
             or relative to ``volume_root``; when given nothing is prepared (:func:`tfk8s.steps.prepare_dataset.inspect_data_dir`).
         reuse_data: reuse the store's preparation of the same key (default); False: prepare a fresh copy.
+        data_uri: ``s3://bucket/prefix`` holding a data folder (the layouts ``data_dir`` takes): its objects are
+            read into the store (:func:`tfk8s.steps.bucket_data.prepare_from_bucket`) instead of preparing ``dataset_name``.
+        s3_endpoint: the S3-compatible server of ``data_uri`` (empty: ``$AWS_ENDPOINT_URL``, else AWS S3).
 
     Returns:
         The metadata as a dict (see :class:`tfk8s.steps.prepare_dataset.DatasetMetadata`), plus ``path`` (the data folder);
@@ -429,6 +434,14 @@ def prepare_dataset_step(
     from tfk8s.core.layout import RunLayout, VolumeLayout
     from tfk8s.core.volume import volume_writes
 
+    if data_uri and data_dir:
+        raise ValueError(f"data_uri {data_uri} and data_dir {data_dir} are both set: give one (data_uri reads a "
+                         "bucket, data_dir a folder on the volume)")
+    if data_uri:
+        from tfk8s.steps.bucket_data import prepare_from_bucket
+
+        return prepare_from_bucket(data_uri=data_uri, s3_endpoint=s3_endpoint, volume_root=volume_root,
+                                   run_id=run_id, reuse_data=reuse_data)
     if data_dir:
         return inspect_data_dir(resolve_data_dir(data_dir, volume_root))
     readers = num_workers + chief
@@ -498,3 +511,4 @@ def resolve_data_dir(data_dir: str, volume_root: str) -> str:
 
     path = Path(data_dir)
     return str(path if path.is_absolute() else Path(volume_root) / path)
+
