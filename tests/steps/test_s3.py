@@ -8,7 +8,6 @@ import time
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
-from tests.steps.s3_server import s3_env, s3_server  # noqa: F401 - fixtures
 from tfk8s.steps import s3
 from tfk8s.steps.s3 import S3Error, S3Object, S3Uri, S3VersionExistsError
 
@@ -78,10 +77,10 @@ def _client_error(code: str) -> ClientError:
 
 
 @pytest.mark.parametrize(("error", "says"), [
-    (_client_error("NoSuchBucket"), "data_uri s3://nope/x/ (http://h:1): bucket 'nope' does not exist: create it "
-                                    "or fix the bucket in data_uri"),
-    (_client_error("InvalidAccessKeyId"), "the credentials were refused while listing (InvalidAccessKeyId): set "
-                                          "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+    (_client_error("NoSuchBucket"), ("data_uri s3://nope/x/ (http://h:1): bucket 'nope' does not exist: create it "
+                                    "or fix the bucket in data_uri")),
+    (_client_error("InvalidAccessKeyId"), ("the credentials were refused while listing (InvalidAccessKeyId): set "
+                                          "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")),
     (_client_error("SignatureDoesNotMatch"), "the credentials were refused while listing (SignatureDoesNotMatch)"),
     (_client_error("AccessDenied"), "access denied while listing: give the key's user read (data) or write"),
     (NoCredentialsError(), "no S3 credentials while listing: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),

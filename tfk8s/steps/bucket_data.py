@@ -36,7 +36,7 @@ def bucket_folder(uri) -> tuple[str, str]:
 
 
 def prepare_from_bucket(*, data_uri: str, s3_endpoint: str, volume_root: str, run_id: str,
-                        reuse_data: bool = True) -> dict:
+                        reuse_data: bool = True, data_dir: str = "") -> dict:
     """Read the objects under ``data_uri`` into the volume's store, keyed by their ETags and sizes
     (:func:`bucket_identity`): an unchanged prefix is reused after one listing, without reading an object;
     a changed one (an object added, removed or rewritten) is read anew into a new key. The folder must be of a
@@ -51,7 +51,7 @@ def prepare_from_bucket(*, data_uri: str, s3_endpoint: str, volume_root: str, ru
     Raises:
         tfk8s.steps.s3.S3Error: a bad URI or endpoint, a missing bucket, refused credentials, an empty prefix, an
             object changed while read (within seconds; the message names the URI and the fix).
-        ValueError: the objects are of no layout a data folder takes.
+        ValueError: the objects are of no layout a data folder takes, or ``data_dir`` is set too.
     """
     import shutil
 
@@ -60,6 +60,9 @@ def prepare_from_bucket(*, data_uri: str, s3_endpoint: str, volume_root: str, ru
     from tfk8s.core.volume import volume_writes
     from tfk8s.steps import s3
 
+    if data_dir:
+        raise ValueError(f"data_uri {data_uri} and data_dir {data_dir} are both set: give one (data_uri reads a "
+                         "bucket, data_dir a folder on the volume)")
     uri = s3.parse_s3_uri(data_uri, "data_uri")
     s3.check_endpoint(s3_endpoint)
     client = s3.client(s3_endpoint)

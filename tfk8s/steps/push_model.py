@@ -106,6 +106,10 @@ def push_model_step(*, model_dir: str, volume_root: str, model_name: str, signat
 
         base = s3.parse_s3_uri(model_uri, "model_uri").join(model_name)
         s3.check_endpoint(s3_endpoint)
+        from pathlib import Path
+
+        if Path(model_dir).name.isdigit():  # the bucket refuses the version (exists, credentials) before the volume
+            s3.check_absent(s3.client(s3_endpoint), base.join(Path(model_dir).name), endpoint=s3_endpoint)
     serving_base = VolumeLayout(volume_root).serving_base(model_name)
     with volume_writes(serving_base, "the pushed model"):
         r = push_saved_model(model_dir, serving_base, signature)

@@ -255,6 +255,22 @@ def download(s3: Any, uri: S3Uri, objects: Sequence[S3Object], dest: str | os.Pa
     return total
 
 
+def check_absent(s3: Any, uri: S3Uri, *, parameter: str = "model_uri", endpoint: str = "") -> None:
+    """Nothing is under ``uri`` yet (a version to upload); the bucket is readable with these credentials.
+
+    Raises:
+        S3VersionExistsError: an object is there.
+        S3Error: the bucket cannot be listed (missing, refused credentials, no answer).
+    """
+    try:
+        existing = s3.list_objects_v2(Bucket=uri.bucket, Prefix=uri.prefix, MaxKeys=1).get("KeyCount", 0)
+    except s3_errors() as e:
+        raise explain(e, uri, parameter, endpoint, "listing the model's version") from None
+    if existing:
+        raise S3VersionExistsError(f"{parameter}: {uri} holds objects already: that version was uploaded before; "
+                                   "versions are never overwritten (export a new version)")
+
+
 def upload_version(s3: Any, src: str | os.PathLike, uri: S3Uri, *, parameter: str = "model_uri",
                    endpoint: str = "") -> list[str]:
     """Upload the folder ``src`` (a pushed model version) to the prefix ``uri`` (``<model_uri>/<name>/<version>/``),
@@ -271,13 +287,7 @@ def upload_version(s3: Any, src: str | os.PathLike, uri: S3Uri, *, parameter: st
                    key=lambda p: (p.name == "saved_model.pb", str(p.relative_to(src))))
     if not files:
         raise S3Error(f"{parameter}: {src} holds no files to upload")
-    try:
-        existing = s3.list_objects_v2(Bucket=uri.bucket, Prefix=uri.prefix, MaxKeys=1).get("KeyCount", 0)
-    except s3_errors() as e:
-        raise explain(e, uri, parameter, endpoint, "listing the model's version") from None
-    if existing:
-        raise S3VersionExistsError(f"{parameter}: {uri} holds objects already: that version was uploaded before; "
-                                   "versions are never overwritten (export a new version)")
+    check_absent(s3, uri, parameter=parameter, endpoint=endpoint)
     written: list[str] = []
     for path in files:
         key = uri.prefix + path.relative_to(src).as_posix()
