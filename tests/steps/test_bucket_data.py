@@ -138,3 +138,26 @@ def test_data_uri_and_data_dir_together_are_refused(tmp_path):
         prepare_dataset_step(dataset_name="mnist", tfds_data_dir="", volume_root=str(tmp_path), run_id="r1",
                              num_shards=0, num_workers=2, max_examples=0, data_uri="s3://b1b/x", data_dir="mine")
 
+
+
+def test_a_local_run_with_data_uri_checks_the_uri_not_the_dataset_name(tmp_path, monkeypatch):
+    from pipelines import train
+
+    started = []
+
+    class Started(Exception):
+        pass
+
+    def run_local(*a, **k):
+        started.append(k)
+        raise Started
+
+    monkeypatch.setattr(train, "run_local", run_local)
+    with pytest.raises(SystemExit, match="data_uri 'gs://b/x' is not an S3 URI"):
+        train.main(["--local", "--volume", str(tmp_path), "--param", "data_uri=gs://b/x"])
+    assert started == []
+    # a name TFDS does not know is not looked up: the data come from the bucket
+    with pytest.raises(Started):
+        train.main(["--local", "--volume", str(tmp_path), "--param", "data_uri=s3://b1b/x",
+                    "--param", "dataset_name=nope"])
+    assert len(started) == 1
