@@ -96,7 +96,8 @@ def test_objects_of_no_data_layout_publish_nothing(s3_env, bucket, tmp_path):
                             volume_root=str(tmp_path), run_id="r1")
     assert str(e.value).startswith(f"data_uri s3://{bucket}/notes/: ")
     assert "holds neither metadata.json, a tf.data snapshot nor TFRecord files (it has ['readme.txt'])" in str(e.value)
-    assert [p for p in _store_entries(tmp_path) if not p.endswith(".lock")] == [f"s3.{bucket}", f"s3.{bucket}/notes"]
+    assert [p for p in _store_entries(tmp_path) if not p.endswith(".lock")] == [f"datasets/s3.{bucket}",
+                                                                                 f"datasets/s3.{bucket}/notes"]
 
 
 @pytest.mark.parametrize(("uri", "says"), [
