@@ -47,7 +47,7 @@ from components.push_model import push_model, reject_model
 from tfk8s.core.layout import DEFAULT_ROOT
 from tfk8s.localrun import runner
 from tfk8s.localrun.outcome import print_outcome
-from tfk8s.steps.parameters import document
+from tfk8s.steps.parameters import S3_SECRET_KEYS, document
 from tfk8s.submit.checks import check_run_params
 from tfk8s.submit.cli import add_arguments as add_cluster_arguments
 from tfk8s.submit.cli import check_mode as check_cluster_mode
@@ -84,6 +84,7 @@ def train_pipeline(
     reuse_data: bool = True,
     data_uri: str = "",
     s3_endpoint: str = "",
+    s3_secret: str = "tfk8s-s3",
     command: str = "",
     eval_command: str = "",
     image: str = "ghcr.io/tfk8s/tfk8s:0.1.0",
@@ -172,6 +173,12 @@ def train_pipeline(
         ).set_display_name("push model")
     with dsl.Else(name="not-blessed"), dsl.If(fail_on_unblessed == True, name="fail-on-unblessed"):
         reject = reject_model(reasons=evaluate.outputs["reasons"]).set_display_name("reject model")
+
+    # The bucket's credentials (data_uri, model_uri): s3_secret's keys as env vars of the steps that use them,
+    # optional (no Secret, no key: nothing set; a public bucket or an IAM role still works).
+    for task in (prepare, push):
+        kfp_kubernetes.use_secret_as_env(task, secret_name=s3_secret,
+                                         secret_key_to_env={k: k for k in S3_SECRET_KEYS}, optional=True)
 
     # Every step runs the `image` parameter, not only the replicas: KFP (2.4+) resolves it when the run starts.
     for task in (volume, prepare, launch, export, evaluate, push, reject):

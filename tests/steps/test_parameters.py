@@ -201,7 +201,7 @@ def test_the_table_holds_every_pipeline_parameter_and_the_literals_equal_it():
 
     from tfk8s.steps.parameters import PARAMETERS, pipeline_parameters, signature_mismatches, step_parameters
 
-    assert len(pipeline_parameters()) == 44 and list(pipeline_parameters()) == list(DEFAULTS)
+    assert len(pipeline_parameters()) == 45 and list(pipeline_parameters()) == list(DEFAULTS)
     assert [n for n, p in PARAMETERS.items() if not p.pipeline] == ["max_train_examples"]
     assert signature_mismatches(train_pipeline.pipeline_func) == []
     for step, module in STEP_MODULES.items():

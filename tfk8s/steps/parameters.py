@@ -170,6 +170,8 @@ def _s3_endpoint_problem(name: str, value: Any) -> str | None:
 S3_URI = Check("'' or s3://bucket[/prefix]", _s3_uri_problem)
 S3_ENDPOINT = Check("'' or http(s)://host[:port]", _s3_endpoint_problem)
 KSERVE_MODES = ("", "print", "apply")
+S3_SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+"""The keys of ``s3_secret`` handed to the steps that read or write a bucket, each as the env var of its name."""
 KSERVE = _rule("'', 'print' or 'apply'", lambda v: v in KSERVE_MODES,
                "{name} must be '' (none), 'print' or 'apply', got {value!r}")
 
@@ -255,6 +257,12 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(dict([
         "the S3-compatible server of data_uri and model_uri, http(s)://host:port (MinIO, SeaweedFS, "
         "https://storage.googleapis.com for GCS's S3 mode); empty: AWS_ENDPOINT_URL, else AWS S3."), PREPARE, PUSH,
        check=S3_ENDPOINT),
+    _p("s3_secret", str, "tfk8s-s3", (
+        "the Kubernetes Secret whose keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) become "
+        "the prepare and push steps' env vars, for data_uri and model_uri (optional: a missing Secret or key "
+        "sets nothing); --local runs read the AWS_* environment instead."), PIPELINE,
+       check=_rule("a DNS-1123 subdomain", lambda v: bool(DNS1123_SUBDOMAIN.fullmatch(str(v))),
+                   "{name} must name a Secret (a DNS-1123 subdomain, e.g. tfk8s-s3), got {value!r}")),
     # -- the program -------------------------------------------------------------------------------------------
     _p("command", str, "", (
         "the program every replica runs, a JSON list (argv) or a shell-style string, with placeholders "
