@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tfk8s.launcher.kubernetes.api import KubeApi
-from tfk8s.launcher.kubernetes.errors import AlreadyExistsError, KubernetesApiError
-from tfk8s.steps.push_model import inference_service, push_model_step, service_name, storage_uri
+from tfk8s.launcher.kubernetes.errors import AlreadyExistsError
+from tfk8s.steps.push_model import (
+    apply_inference_service,
+    inference_service,
+    push_model_step,
+    service_name,
+    storage_uri,
+)
 from tfk8s.steps.s3 import S3VersionExistsError
 
 SIGNATURE = {"inputs": {"image": [None, 28, 28, 1]}}
@@ -81,8 +86,8 @@ def test_a_bad_kserve_value_pushes_nothing(tmp_path):
     assert not (tmp_path / "serving").exists()
 
 
-class _Api(KubeApi):
-    """KubeApi's apply logic with its three calls answered here (no server)."""
+class _Api:
+    """The three calls of :class:`tfk8s.launcher.kubernetes.api.KubeApi` the apply makes, answered here."""
 
     def __init__(self, served, exists=False):
         self.namespace, self.served, self.exists, self.calls = "ns1", served, exists, []
@@ -106,13 +111,13 @@ BODY = inference_service(model_name="m", namespace="", version=2, storage_uri="s
 
 def test_apply_creates_in_the_apis_namespace():
     api = _Api(["v1beta1"])
-    assert api.apply_inference_service(BODY) == "created"
+    assert apply_inference_service(BODY, "", api) == "created"
     assert api.calls == [("create", {**BODY, "metadata": {**BODY["metadata"], "namespace": "ns1"}})]
 
 
 def test_apply_updates_one_that_exists_to_the_new_version():
     api = _Api(["v1beta1"], exists=True)
-    assert api.apply_inference_service(BODY) == "updated"
+    assert apply_inference_service(BODY, "", api) == "updated"
     assert api.calls[1] == ("patch", "m", {"metadata": {**BODY["metadata"], "namespace": "ns1"},
                                            "spec": BODY["spec"]})
 
@@ -120,10 +125,12 @@ def test_apply_updates_one_that_exists_to_the_new_version():
 @pytest.mark.parametrize("served", [None, ["v1alpha1"]])
 def test_apply_is_refused_without_kserves_crd(served):
     api = _Api(served)
-    with pytest.raises(KubernetesApiError) as e:
-        api.apply_inference_service(BODY)
-    assert "applying InferenceService m in namespace ns1 refused: the API server does not serve " \
-           "serving.kserve.io/v1beta1" in str(e.value) and "install KServe (its CRDs), or use kserve=print" in str(e.value)
+    with pytest.raises(RuntimeError) as e:
+        apply_inference_service(BODY, "", api)
+    assert str(e.value).startswith("kserve=apply: InferenceService m not applied in namespace ns1: the API server "
+                                   "does not serve serving.kserve.io/v1beta1 (served: ")
+    assert str(e.value).endswith("install KServe (its CRDs), or use kserve=print and apply the printed object "
+                                 "where KServe runs")
     assert api.calls == []
 
 

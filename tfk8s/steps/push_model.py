@@ -134,14 +134,36 @@ def push_model_step(*, model_dir: str, volume_root: str, model_name: str, signat
     return PushResult(r.path, r.version, r.signature, uploaded_base, body, applied)
 
 
-def apply_inference_service(body: dict[str, Any], namespace: str) -> str:
-    """Create ``body`` in ``namespace`` (empty: this pod's), or update the one of its name to it; ``created`` or
-    ``updated``. Through the Kubernetes backend's API adapter (:mod:`tfk8s.launcher.kubernetes.api`).
+def apply_inference_service(body: dict[str, Any], namespace: str, api: Any = None) -> str:
+    """Create ``body`` in ``namespace`` (empty: this pod's), or update the one of its name to it: ``created`` or
+    ``updated``; only when the API server serves ``serving.kserve.io/v1beta1``. Through the Kubernetes backend's
+    API adapter (``api``: a :class:`tfk8s.launcher.kubernetes.api.KubeApi`, default the backend's for
+    ``namespace``), the only caller of the API.
 
     Raises:
-        RuntimeError: the cluster does not serve ``serving.kserve.io/v1beta1`` (KServe is not installed).
+        RuntimeError: the cluster does not serve KServe's InferenceService (KServe is not installed); the message
+            names the fix.
+        tfk8s.launcher.kubernetes.errors.KubernetesApiError: a call failed (the message says what to do).
     """
-    from tfk8s.launcher.backends import get_backend
+    if api is None:
+        from tfk8s.launcher.backends import get_backend
 
-    api = get_backend("kubernetes").connect(namespace)
-    return api.apply_inference_service(body)
+        api = get_backend("kubernetes").connect(namespace)
+    name = body["metadata"]["name"]
+    served = api.kserve_versions()
+    if KSERVE_VERSION not in (served or []):
+        raise RuntimeError(
+            f"kserve=apply: InferenceService {name} not applied in namespace {api.namespace}: the API server does "
+            f"not serve {KSERVE_GROUP}/{KSERVE_VERSION} (served: {', '.join(served or []) or 'none'}): install KServe "
+            "(its CRDs), or use kserve=print and apply the printed object where KServe runs")
+    body = {**body, "metadata": {**body["metadata"], "namespace": api.namespace}}
+    from tfk8s.launcher.backends import user_errors
+
+    try:
+        api.create_inference_service(body)
+        return "created"
+    except user_errors() as e:
+        if getattr(e, "status", 0) != 409:
+            raise
+    api.patch_inference_service(name, {k: body[k] for k in ("metadata", "spec")})
+    return "updated"

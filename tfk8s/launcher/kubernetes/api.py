@@ -500,28 +500,6 @@ class KubeApi:
         return self._json(f"updating InferenceService {name}", self._custom.patch_namespaced_custom_object,
                           KSERVE_GROUP, KSERVE_VERSION, self.namespace, "inferenceservices", name, body)
 
-    def apply_inference_service(self, body: dict[str, Any]) -> str:
-        """Create ``body`` or, when one of its name exists, update it to ``body``: ``created`` or ``updated``.
-
-        Raises:
-            KubernetesApiError: the API server does not serve ``serving.kserve.io/v1beta1`` (404, naming the fix),
-                or a call failed.
-        """
-        served = self.kserve_versions()
-        if KSERVE_VERSION not in (served or []):
-            raise KubernetesApiError(
-                f"applying InferenceService {body['metadata']['name']} in namespace {self.namespace} refused: the "
-                f"API server does not serve {KSERVE_GROUP}/{KSERVE_VERSION} (served: {', '.join(served or []) or 'none'}"
-                "): install KServe (its CRDs), or use kserve=print and apply the printed object where KServe runs",
-                404)
-        body = {**body, "metadata": {**body["metadata"], "namespace": self.namespace}}
-        try:
-            self.create_inference_service(body)
-            return "created"
-        except AlreadyExistsError:
-            self.patch_inference_service(body["metadata"]["name"], {k: body[k] for k in ("metadata", "spec")})
-            return "updated"
-
     # -- persistent volume claims (the ensure-volume step) -------------------------------------------------------
     @_uses("", "persistentvolumeclaims", "get")
     def read_pvc(self, name: str) -> dict[str, Any] | None:
