@@ -68,7 +68,7 @@ def launch_training(
     evaluator_grace_s: int = 60,
     namespace: str = "",
     image: str = "ghcr.io/tfk8s/tfk8s:0.1.0",
-    pvc_name: str = "",
+    pvc_name: str = "tfk8s-data",
     kubernetes: dict = {},  # noqa: B006 - KFP reads the default; it is never mutated
 ):
     """Train on the prepared data set with one replica per chief/worker/ps/evaluator; outputs the

@@ -47,6 +47,7 @@ from components.push_model import push_model, reject_model
 from tfk8s.core.layout import DEFAULT_ROOT
 from tfk8s.localrun import runner
 from tfk8s.localrun.outcome import print_outcome
+from tfk8s.steps import step_pods
 from tfk8s.steps.parameters import S3_SECRET_KEYS, document
 from tfk8s.submit.checks import check_run_params
 from tfk8s.submit.cli import add_arguments as add_cluster_arguments
@@ -57,6 +58,9 @@ PIPELINE_NAME = "tfk8s-train"
 VOLUME_MOUNT_PATH = DEFAULT_ROOT  # where every step and every replica mounts the PVC
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPO / "compiled" / "train.yaml"
+STEP_PODS = step_pods.step_pods()
+"""Each step's requests, limits, annotations and labels, compiled in (tfk8s.steps.step_pods: compile-time
+settings; ``--steps JSON`` changes them for --compile, --run and --schedule)."""
 
 
 class Outputs(NamedTuple):
@@ -71,8 +75,10 @@ class Outputs(NamedTuple):
     blessed: bool
 
 
-@dsl.pipeline(name=PIPELINE_NAME, description="Distributed TensorFlow training on Kubernetes, from data set to "
-              "a versioned, evaluated SavedModel.")
+PIPELINE_DESCRIPTION = "Distributed TensorFlow training on Kubernetes, from data set to a versioned, evaluated SavedModel."
+
+
+@dsl.pipeline(name=PIPELINE_NAME, description=PIPELINE_DESCRIPTION)
 @document  # the docstring's Args, from the parameter table (KFP reads them into each input's description)
 def train_pipeline(
     dataset_name: str = "mnist",
@@ -183,6 +189,12 @@ def train_pipeline(
     # Every step runs the `image` parameter, not only the replicas: KFP (2.4+) resolves it when the run starts.
     for task in (volume, prepare, launch, export, evaluate, push, reject):
         task.set_container_image(image)
+    # Requests and limits on every step (a quota'd namespace admits no pod without them; without them a step is
+    # BestEffort), and its pod's annotations and labels: compile-time settings (tfk8s.steps.step_pods).
+    for task, step in ((volume, "ensure_volume"), (prepare, "prepare_dataset"), (launch, "launch_training"),
+                       (export, "export_model"), (evaluate, "evaluate_model"), (push, "push_model"),
+                       (reject, "reject_model")):
+        step_pods.apply(task, step, STEP_PODS, kfp_kubernetes)
     for task in (prepare, launch, export, evaluate, push, reject):
         kfp_kubernetes.mount_pvc(task, pvc_name=pvc_name, mount_path=VOLUME_MOUNT_PATH)
         # Nothing here may come from the cache: the data, checkpoints and models live on the volume, which
@@ -202,7 +214,10 @@ def compile_pipeline(output: str | os.PathLike = DEFAULT_OUTPUT) -> Path:
     """Compile :func:`train_pipeline` to KFP pipeline IR YAML at ``output``; returns the path."""
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    compiler.Compiler().compile(train_pipeline, str(out))
+    pipeline = train_pipeline
+    if STEP_PODS != step_pods.STEP_PODS:  # --steps: KFP builds a pipeline's graph as it is decorated, so again
+        pipeline = dsl.pipeline(name=PIPELINE_NAME, description=PIPELINE_DESCRIPTION)(train_pipeline.pipeline_func)
+    compiler.Compiler().compile(pipeline, str(out))
     return out
 
 
@@ -240,6 +255,11 @@ def main(argv: list[str] | None = None) -> None:
                    help="--local: folder standing for the shared volume (default: %(default)s)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="pipeline parameter, repeatable (e.g. --param epochs=2)")
+    p.add_argument("--steps", default="", metavar="JSON",
+                   help="--compile/--run/--schedule: the steps' own pods, compiled in (requests, limits, "
+                        "annotations, labels) by step name or \"*\" for all, over the defaults of "
+                        "tfk8s/steps/step_pods.py, e.g. '{\"prepare_dataset\": {\"memory_limit\": \"8Gi\"}}' "
+                        "(docs/kubernetes.md, Production clusters)")
     p.add_argument("--verbose", action="store_true",
                    help="--local: print every step's whole output (default: one line per step, the progress "
                         "and the result; the whole output is in each step's output.log)")
@@ -267,6 +287,18 @@ def _main(a: argparse.Namespace, server) -> None:
     if a.compile and a.param:
         raise SystemExit("tfk8s: --param applies to --local, --run and --schedule; a compiled pipeline takes its "
                          "parameters when a run starts")
+    global STEP_PODS
+    if a.steps:
+        if a.local:
+            raise SystemExit("tfk8s: --steps sets the steps' pods in a cluster (--compile, --run, --schedule); "
+                             "--local runs no pods")
+        if getattr(a, "package", None):
+            raise SystemExit("tfk8s: --steps is compiled in: it cannot change a --package compiled before; drop "
+                             "--package (the pipeline is compiled with --steps) or compile that package with it")
+        try:
+            STEP_PODS = step_pods.step_pods(a.steps)
+        except ValueError as e:
+            raise SystemExit(f"tfk8s: {e}") from None
     params = {}
     # --schedule '' is a bad cron, not "no schedule"; --compile --schedule is the Argo CronWorkflow export
     if a.run or (a.schedule is not None and not a.compile) or a.local:

@@ -54,7 +54,8 @@ def make_settings(kube: RealCluster, **fields) -> KubernetesSettings:
     params = {k: fields.pop(k) for k in list(fields) if k in ("schedule_timeout_s", "image",
                                                               "node_selector", "cpu", "memory",
                                                               "replica_overrides", "pvc_name",
-                                                              "kueue_queue")}
+                                                              "kueue_queue", "labels", "annotations",
+                                                              "priority_class_name")}
     params.setdefault("cpu", "100m")
     params.setdefault("memory", "128Mi")
     base = KubernetesSettings.from_params(namespace=kube.namespace, image=params.pop("image", "tfk8s:test"),
@@ -594,7 +595,8 @@ def test_a_role_without_one_verb_gets_the_real_403_and_the_fix(kube):
 
 def test_every_manifest_passes_strict_server_side_validation(kube):
     """Every kind the launcher creates, with every option on (ps, evaluator, PVC, selector, tolerations,
-    spread, gang, network policy, Kueue label, limits, /dev/shm of a GPU worker and of a ps), through the real
+    spread, gang, network policy, Kueue label, limits, /dev/shm of a GPU worker and of a ps, the user's labels,
+    annotations and priority class over the autoscaler defaults), through the real
     API server with dryRun=All and fieldValidation=Strict, as the launcher's ServiceAccount; an unknown field is
     refused (Strict is on)."""
     from kubernetes.client.exceptions import ApiException
@@ -603,8 +605,13 @@ def test_every_manifest_passes_strict_server_side_validation(kube):
 
     settings = make_settings(kube, node_selector='{"pool": "cpu"}', gang="native", spread="required",
                              network_policy_from=({"namespaceSelector": {"matchLabels": {"team": "ml"}}},),
-                             pvc_name="data", kueue_queue="q", replica_overrides=(
-                                 '{"ps": {"cpu": "500m", "memory_limit": "1Gi", "shm_size": "64Mi"}, '
+                             pvc_name="data", kueue_queue="q", priority_class_name="training",
+                             labels={"team.example.com/cost-center": "ml"},
+                             annotations={"kueue.x-k8s.io/podset-preferred-topology": "cloud.provider.com/rack"},
+                             replica_overrides=(
+                                 '{"ps": {"cpu": "500m", "memory_limit": "1Gi", "shm_size": "64Mi", '
+                                 '"labels": {"team.example.com/tier": "ps"}, "priority_class_name": "ps-high", '
+                                 '"annotations": {"karpenter.sh/do-not-disrupt": null}}, '
                                  '"worker": {"gpus": 1, '
                                  '"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", '
                                  '"effect": "NoSchedule"}], "env": {"A": "1"}}}'))

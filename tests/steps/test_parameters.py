@@ -212,12 +212,20 @@ def test_the_table_holds_every_pipeline_parameter_and_the_literals_equal_it():
     # the renamed and the step-only defaults are said in the table
     assert step_parameters("prepare_dataset")["num_workers"].name == "workers"
     assert step_parameters("prepare_dataset")["download"].name == "tfds_download"
-    assert PARAMETERS["pvc_name"].default_for("launch_training") == "" and DEFAULTS["pvc_name"] == "tfk8s-data"
     from tests.fakes.launching import launch
 
-    with pytest.raises(ValueError, match="pvc_name is empty"):  # the launch step alone mounts no claim unless told
-        launch({"chief": 1}, data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1",
-               backend="kubernetes", dry_run=True)
+    # issue 34: the launch step used alone (python -m components.launch_training) mounts the pipeline's claim by
+    # default, as every step of the pipeline does (it defaulted to none, and a kubernetes run then failed
+    # "pvc_name is empty")
+    assert PARAMETERS["pvc_name"].default_for("launch_training") == "tfk8s-data" == DEFAULTS["pvc_name"]
+    docs = launch({}, data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s", run_id="r1",
+                  backend="kubernetes", dry_run=True)
+    claims = {v["persistentVolumeClaim"]["claimName"] for d in docs if d["kind"] == "Job"
+              for v in d["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v}
+    assert claims == {"tfk8s-data"}
+    with pytest.raises(ValueError, match="pvc_name is empty"):  # told to mount none on Kubernetes: refused
+        launch({"pvc_name": ""}, data_dir="/mnt/tfk8s/runs/r1/data", volume_root="/mnt/tfk8s",
+               run_id="r1", backend="kubernetes", dry_run=True)
     # and the defaults pass the checks
     assert problems({n: p.default for n, p in PARAMETERS.items()}) == []
 
@@ -364,7 +372,8 @@ def test_component_clis_print_expected_errors_as_one_line(tmp_path):
     log = tmp_path / "termination-log"
     log.write_text("")  # in a pod the kubelet mounts it; a CLI never creates it
     r = subprocess.run([sys.executable, "-m", "components.launch_training", "--dry-run", "--data-dir", "D",
-                        "--chief", "1", "--workers", "2", "--ps", "1", "--batch-size", "100"], check=False, cwd=REPO,
+                        "--chief", "1", "--workers", "2", "--ps", "1", "--batch-size", "100", "--pvc-name", ""],
+                       check=False, cwd=REPO,
                        capture_output=True, text=True, timeout=120, env={**os.environ, "TFK8S_TERMINATION_LOG": str(log)})
     assert r.returncode == 1
     assert r.stderr.startswith("launch_training: error: invalid pipeline parameters:\n  - pvc_name is empty")

@@ -359,7 +359,7 @@ def test_a_stop_signal_stops_the_prepare_step_between_batches_leaving_nothing_ha
         [sys.executable, "-m", "components.prepare_dataset", "--dataset-name", "mnist", "--tfds-data-dir",
          mnist_tfds_data_dir, "--volume-root", str(volume), "--run-id", "r1", "--download", "false",
          "--max-examples", "0", "--num-shards", "4"],
-        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, start_new_session=True)
     base = volume / "datasets" / "mnist" / "3.0.1"
     deadline = time.monotonic() + 120

@@ -739,3 +739,56 @@ def test_wait_run_keeps_the_final_state_when_the_failed_steps_cannot_be_read():
         assert (done.state, done.failed) == ("FAILED", ())
         assert done.error.startswith("its failed steps could not be read (GET /apis/v1beta1/runs/run-1"), done.error
         assert done.describe().startswith("run run-1 FAILED: its failed steps could not be read")
+
+
+# The API server's refusals of a step's pod as Argo records them on the node (workflow/controller/operator.go:
+# a full quota keeps the node Pending and is retried, any other refusal makes it Error).
+QUOTA_FULL = ('pods "tfk8s-train-x7k2q-system-container-impl-2761" is forbidden: exceeded quota: compute-resources, '
+              "requested: requests.memory=1Gi, used: requests.memory=3584Mi, limited: requests.memory=4Gi")
+MUST_SPECIFY = ('pods "tfk8s-train-x7k2q-system-container-impl-1107" is forbidden: failed quota: compute-resources: '
+                "must specify limits.cpu for: main")
+POD_SECURITY = ('pods "tfk8s-train-x7k2q-system-container-impl-1107" is forbidden: violates PodSecurity '
+                '"restricted:latest": allowPrivilegeEscalation != false')
+
+
+def test_a_step_pod_refused_by_a_quota_or_admission_is_named_with_the_clusters_message_and_the_fix():
+    from tfk8s.submit.kfp_runs import failed_steps
+
+    refused = {"status": {"phase": "Running", "nodes": {
+        "n1": _pod("tfk8s-train-x7k2q.root.prepare-dataset.executor", "Pending", "2026-12-04T21:02:00Z", QUOTA_FULL),
+        "n2": _pod("tfk8s-train-x7k2q.root.ensure-volume.executor", "Error", "2026-12-04T21:01:00Z", MUST_SPECIFY),
+        "n3": _pod("tfk8s-train-x7k2q.root.launch-training-driver", "Error", "2026-12-04T21:03:00Z", POD_SECURITY),
+        "n4": _pod("tfk8s-train-x7k2q.root.export-model.executor", "Pending", "2026-12-04T21:04:00Z",
+                   "PodInitializing"),  # an ordinary pending pod: not a failure
+        "n5": _pod("tfk8s-train-x7k2q.root.evaluate.executor", "Failed", "2026-12-04T21:05:00Z",
+                   "main: Error (exit code 1): the data set exceeded quota of the bucket"),  # the step's own error
+    }}}
+    steps = failed_steps(refused)
+    assert [s.task for s in steps] == ["ensure-volume", "prepare-dataset", "launch-training (KFP driver)", "evaluate"]
+    ensure, prepare, driver, evaluate = (s.message for s in steps)
+    assert ensure.startswith(MUST_SPECIFY + " -- fix: the namespace's ResourceQuota needs the request or limit")
+    assert "python pipelines/train.py --run --steps (e.g. '{\"*\": {\"cpu_limit\": \"1\"}}' for limits.cpu)" in ensure
+    assert prepare.startswith(f"Pending: {QUOTA_FULL} -- fix: the namespace's ResourceQuota has no room left")
+    assert prepare.endswith("""--steps '{"prepare_dataset": {"cpu": "100m", "memory": "512Mi"}}'""")
+    assert driver.startswith(POD_SECURITY + " -- fix: the namespace's Pod Security level refuses the step's pod")
+    assert evaluate == "main: Error (exit code 1): the data set exceeded quota of the bucket"
+
+
+def test_wait_run_ends_at_once_on_a_refused_step_while_the_run_is_still_running(capsys):
+    from tfk8s.submit.cli import handle
+    from tfk8s.submit.kfp_runs import wait_run
+
+    full = {"status": {"phase": "Running", "nodes": {
+        "n1": _pod("tfk8s-train-x7k2q.root.prepare-dataset.executor", "Pending", "2026-12-04T21:02:00Z", QUOTA_FULL)}}}
+    with FakeKfp(run_states=["RUNNING"], workflow=full) as kfp:
+        done = wait_run(kfp.host, "run-1", timeout_s=60, poll_s=0.01, refusal_check_s=0)
+    assert done.state == "REFUSED" and [f.task for f in done.failed] == ["prepare-dataset"]
+    assert done.describe().splitlines()[0] == ("run run-1 REFUSED: RUNNING, but the cluster refuses a step's pod; "
+                                               "the run goes on (Argo retries it): terminate it in the KFP UI")
+    with FakeKfp(run_states=["RUNNING"], workflow=full) as kfp:  # --run --wait exits with it
+        _, args, compile_fn, _ = _cli(["--run", "--host", kfp.host, "--package", str(PACKAGE), "--wait", "60"])
+        with pytest.raises(SystemExit, match=r"(?s)^error: run run-1 REFUSED.*prepare-dataset: Pending: pods "):
+            handle(args, compile_fn)
+    # a running run whose workflow shows no refusal is waited for as before
+    with FakeKfp(run_states=["RUNNING", "RUNNING", "FAILED"], workflow=FAILED_WORKFLOW) as kfp:
+        assert wait_run(kfp.host, "run-1", poll_s=0.01, refusal_check_s=0).state == "FAILED"

@@ -22,8 +22,7 @@ tests/steps/test_parameters.py compares each signature's defaults and annotation
 (:func:`signature_mismatches`) and checks that the launch component hands on every launch parameter.
 
 A parameter a step takes under another name (``workers`` is ``prepare_dataset``'s ``num_workers``) says so in
-:attr:`Parameter.steps`; a step whose own default differs says so in :attr:`Parameter.step_defaults` (the launch
-step used alone mounts no claim unless told). Nothing here imports KFP, TensorFlow or a Kubernetes client.
+:attr:`Parameter.steps`; a step whose own default differs says so in :attr:`Parameter.step_defaults`. Nothing here imports KFP, TensorFlow or a Kubernetes client.
 """
 
 from __future__ import annotations
@@ -351,7 +350,7 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(dict([
     _p("volume_root", str, DEFAULT_ROOT, "the PVC's mount path; must stay /mnt/tfk8s on Kubernetes (--local sets a "
        "folder).", ENSURE, PREPARE, LAUNCH, EXPORT, EVALUATE, PUSH, also="/mnt/tfk8s with backend kubernetes"),
     _p("pvc_name", str, DEFAULT_PVC_NAME, "PersistentVolumeClaim for data, checkpoints, logs and models "
-       "(ReadWriteMany).", ENSURE, LAUNCH, PUSH, PIPELINE, step_defaults={LAUNCH: _K["pvc_name"]},
+       "(ReadWriteMany).", ENSURE, LAUNCH, PUSH, PIPELINE,
        also="a DNS-1123 label (KFP names a volume after it); not empty with backend kubernetes"),
     _p("create_pvc", bool, False, "create the PVC if it does not exist.", ENSURE),
     _p("pvc_size", str, "20Gi", "its size when created, e.g. 20Gi.", ENSURE),

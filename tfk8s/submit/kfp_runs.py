@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -62,6 +63,45 @@ class FinishedRun:
 
 _KFP_INNER = {"executor"}  # the inner DAG task of KFP's system-container-executor template (argocompiler)
 
+STEPS_FLAG = "python pipelines/train.py --run --steps"
+REFUSALS = (
+    # (what the API server's refusal says, why and the fix); the first match wins
+    ("exceeded quota", ("the namespace's ResourceQuota has no room left for this step's requests (Argo keeps "
+                       "retrying the pod while it waits): free quota, ask for more, or lower the step's requests "
+                       "with {flag} '{{\"{step}\": {{\"cpu\": \"100m\", \"memory\": \"512Mi\"}}}}'")),
+    ("must specify", ("the namespace's ResourceQuota needs the request or limit it names on every container: set it "
+                     "for this step with {flag} (e.g. '{{\"*\": {{\"cpu_limit\": \"1\"}}}}' for limits.cpu); a "
+                     "KFP driver's or Argo's own init and wait containers get theirs from the cluster's KFP and "
+                     "Argo configuration (docs/kubernetes.md, \"Production clusters\")")),
+    ("violates PodSecurity", ("the namespace's Pod Security level refuses the step's pod: label the namespace "
+                             "pod-security.kubernetes.io/enforce with a level the steps meet, or run in another "
+                             "namespace (--kfp-namespace)")),
+    ("forbidden", ("an admission policy refused the step's pod (the message names it): ask the cluster's admins, or "
+                  "change the step's pod (requests, limits, labels, annotations) with {flag}")),
+)
+"""The API server's refusals of a step's pod (Argo's node message) and the fix for each (:func:`refusal_hint`)."""
+
+
+_POD_REFUSED = re.compile(r'\bpods "[^"]+" is forbidden: ')  # the API server refusing to create a pod
+
+
+def refusal_hint(task: str, message: str) -> str:
+    """The fix for a step's pod that the API server refused (a quota, an admission policy), ``""`` when
+    ``message`` is not such a refusal. ``task`` is the pipeline task (``prepare-dataset``), named by its step in
+    the ``--steps`` example."""
+    if not _POD_REFUSED.search(message):  # a step's own error that mentions a quota is not its pod's refusal
+        return ""
+    step = task.split(" ")[0].replace("-", "_")
+    for marker, hint in REFUSALS:
+        if marker in message:
+            return hint.format(flag=STEPS_FLAG, step=step)
+    return ""
+
+
+def _refused_pending(node: Mapping[str, Any]) -> bool:
+    """A Pod node that Argo keeps Pending because the API server refused its pod (a full quota: Argo retries)."""
+    return node.get("phase") == "Pending" and bool(refusal_hint("", str(node.get("message") or "")))
+
 
 def failed_steps(workflow: Mapping[str, Any]) -> list[FailedStep]:
     """The failed pods of a KFP v2 run's Argo Workflow, named by their pipeline task.
@@ -76,13 +116,15 @@ def failed_steps(workflow: Mapping[str, Any]) -> list[FailedStep]:
             ``message``, ``startedAt``).
 
     Returns:
-        One :class:`FailedStep` per node of type ``Pod`` in phase ``Failed`` or ``Error``, oldest first; a pod
-        without a message gets its phase. Empty for a workflow without nodes.
+        One :class:`FailedStep` per node of type ``Pod`` in phase ``Failed`` or ``Error``, or ``Pending`` with
+        the API server's refusal of its pod (a full quota, which Argo retries), oldest first; a pod without a
+        message gets its phase. A refusal's message ends with its fix (:func:`refusal_hint`: the cluster's
+        message, then ``-- fix: ...``). Empty for a workflow without nodes.
     """
     nodes = (workflow.get("status") or {}).get("nodes") or {}
     out: list[tuple[str, FailedStep]] = []
     for node in nodes.values():
-        if node.get("type") != "Pod" or node.get("phase") not in ("Failed", "Error"):
+        if node.get("type") != "Pod" or (node.get("phase") not in ("Failed", "Error") and not _refused_pending(node)):
             continue
         path = str(node.get("name") or node.get("displayName") or "?").split(".")
         task = path[-1]
@@ -90,7 +132,11 @@ def failed_steps(workflow: Mapping[str, Any]) -> list[FailedStep]:
             task = path[-2]
         elif task.endswith("-driver"):
             task = f"{task[: -len('-driver')]} (KFP driver)"
-        out.append((str(node.get("startedAt") or ""), FailedStep(task, str(node.get("message") or node["phase"]))))
+        message = str(node.get("message") or node["phase"])
+        hint = refusal_hint(task, message)
+        if node.get("phase") == "Pending":
+            message = f"Pending: {message}"
+        out.append((str(node.get("startedAt") or ""), FailedStep(task, f"{message} -- fix: {hint}" if hint else message)))
     return [f for _, f in sorted(out, key=lambda x: x[0])]
 
 
@@ -138,6 +184,16 @@ def run_failures(host: str, run_id: str, token: str | None = None,
     return failed_steps(workflow)
 
 
+def _refusals(host: str, run_id: str, token: str | None) -> tuple[FailedStep, ...]:
+    """The steps of a running run whose pods the API server refused (``-- fix:`` in their message); empty when
+    none, or when the workflow cannot be read now (the wait goes on)."""
+    try:
+        failed = run_failures(host, run_id, token)
+    except KfpClientError:
+        return ()
+    return tuple(f for f in failed if " -- fix: " in f.message)
+
+
 def wait_run(
     host: str | None,
     run_id: str,
@@ -146,6 +202,7 @@ def wait_run(
     timeout_s: float = DEFAULT_WAIT_S,
     poll_s: float = DEFAULT_POLL_S,
     on_state: Callable[[str], None] | None = None,
+    refusal_check_s: float = 30.0,
 ) -> FinishedRun:
     """Wait for run ``run_id`` to reach a final state (``GET /apis/v2beta1/runs/ID`` every ``poll_s`` seconds,
     as :meth:`kfp.Client.wait_for_run_completion` does), then, unless it succeeded, name its failed steps
@@ -158,6 +215,10 @@ def wait_run(
         timeout_s: seconds to wait in all (default 6 hours, as ``--run --wait`` without SECONDS).
         poll_s: seconds between polls.
         on_state: called with each new state (``"PENDING"``, ``"RUNNING"``...) as it is seen.
+        refusal_check_s: while the run is not final, its workflow is read at most this often for a step's pod
+            that the API server refused (:data:`REFUSALS`): then the wait ends at once with that step, the
+            cluster's message and the fix (state ``REFUSED``), instead of waiting out ``timeout_s`` while Argo
+            retries a pod a full quota refuses. The run itself goes on (terminate it in the KFP UI).
 
     Raises:
         TimeoutError: the run was not final after ``timeout_s`` (it goes on; nothing is cancelled).
@@ -168,6 +229,7 @@ def wait_run(
     client = kfp_api_client(host, token)
     deadline = time.monotonic() + timeout_s
     seen = ""
+    next_check = time.monotonic()
     while True:
         with api_errors(host, f"reading run {run_id}"):
             run = quiet(client.get_run, run_id)
@@ -177,6 +239,12 @@ def wait_run(
         seen = state
         if state in FINAL_STATES:
             break
+        if time.monotonic() >= next_check:
+            next_check = time.monotonic() + refusal_check_s
+            refused = _refusals(host, run_id, token)
+            if refused:
+                return FinishedRun(run_id, "REFUSED", refused, f"{state or 'PENDING'}, but the cluster refuses a "
+                                   f"step's pod; the run goes on (Argo retries it): terminate it in the KFP UI")
         if time.monotonic() >= deadline:
             raise TimeoutError(f"run {run_id} is still {state or 'not started'} after {timeout_s:g} s; it goes on: "
                                f"follow it in the KFP UI")

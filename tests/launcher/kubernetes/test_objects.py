@@ -156,7 +156,9 @@ def test_the_job_never_retries_on_its_own_and_carries_its_deadlines():
 def test_pod_is_non_root_without_istio_sidecar_and_keeps_its_failure_message():
     job = by_name(render_manifests(make_job(), make_settings()))["Job", "tfk8s-run-42-chief-0"]
     pod = job["spec"]["template"]
-    assert pod["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+    assert pod["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false",
+                                              "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+                                              "karpenter.sh/do-not-disrupt": "true"}
     assert pod["spec"]["securityContext"] == {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
                                               "fsGroup": 10001, "seccompProfile": {"type": "RuntimeDefault"}}
     c = container(job)
@@ -342,7 +344,8 @@ def test_a_replica_type_with_gpus_runs_the_gpu_image_unless_told_otherwise():
 def test_from_params_takes_exactly_the_kubernetes_params_and_names_an_unknown_one():
     assert KubernetesParams.names() == (
         "namespace", "image", "gpu_image", "pvc_name", "cpu", "memory", "gpus", "node_selector", "tolerations",
-        "service_account", "shm_size", "replica_overrides", "cluster_domain", "schedule_timeout_s",
+        "service_account", "shm_size", "annotations", "labels", "priority_class_name", "replica_overrides",
+        "cluster_domain", "schedule_timeout_s",
         "ttl_seconds_after_finished", "kueue_queue", "scheduler_name", "spread", "gang", "network_policy",
         "network_policy_from", "node_lost_toleration_s")
     with pytest.raises(ValueError, match=r"unknown keys \['memroy'\] \(did you mean memory\?\)"):
@@ -378,6 +381,19 @@ def test_from_params_takes_exactly_the_kubernetes_params_and_names_an_unknown_on
     ({"shm_size": "big"}, "shm_size: 'big' is not a Kubernetes quantity"),
     ({"shm_size": "2Gi"}, "shm_size '2Gi' (the /dev/shm) is not below the memory limit '2Gi'"),
     ({"replica_overrides": '{"ps": {"shm_size": "4Gi"}}'}, 'replica_overrides["ps"]: shm_size \'4Gi\''),
+    ({"labels": {"tfk8s.dev/job-name": "x"}}, "labels must not set 'tfk8s.dev/job-name': the tfk8s.dev/ keys are"),
+    ({"replica_overrides": {"ps": {"labels": {"app.kubernetes.io/component": "x"}}}},
+     'replica_overrides["ps"]: labels must not set \'app.kubernetes.io/component\': tfk8s sets it'),
+    ({"labels": {"kueue.x-k8s.io/queue-name": "q"}}, "set it with the kueue_queue setting"),
+    ({"annotations": {"sidecar.istio.io/inject": "true"}}, "annotations must not set 'sidecar.istio.io/inject'"),
+    ({"labels": {"Team.Example/cost": "ml"}},
+     "labels: key 'Team.Example/cost' is not a valid Kubernetes label key: its prefix 'Team.Example' is not"),
+    ({"annotations": {"a b": "x"}}, "annotations: key 'a b' is not a valid Kubernetes annotation key"),
+    ({"labels": {"cost": "machine learning"}}, "labels: label cost='machine learning': a label value is at most 63"),
+    ({"annotations": {"x.io/flag": False}}, "annotations: the value of 'x.io/flag' must be a string"),
+    ({"replica_overrides": {"worker": {"annotations": '["x"]'}}},
+     'replica_overrides["worker"].annotations must be a JSON object'),
+    ({"priority_class_name": "High"}, "priority_class_name 'High' is not a valid PriorityClass name"),
 ])
 def test_bad_parameters_raise_value_error_naming_the_parameter(params, message):
     with pytest.raises(ValueError) as e:
@@ -715,3 +731,37 @@ def test_a_replica_classifies_its_pod_and_job_again_only_when_the_watch_replaced
     assert rep.job_state().complete and rep.job_state().complete and len(jobs) == 1
     rep.job = {"metadata": {"name": "j-worker-0"}, "status": {}}
     assert not rep.job_state().complete and len(jobs) == 2
+
+
+def test_replica_pods_carry_autoscaler_annotations_labels_and_priority_per_type():
+    settings = make_settings(
+        annotations={"karpenter.sh/do-not-disrupt": None, "example.com/note": "job"},
+        labels='{"team.example.com/cost-center": "ml"}', priority_class_name="training",
+        replica_overrides={"ps": {"annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true",
+                                                  "example.com/note": None},
+                                  "labels": {"team.example.com/tier": "ps"}, "priority_class_name": "ps-high"},
+                           "worker": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}})
+    jobs = by_name(render_manifests(make_job(), settings))
+    chief, worker, ps = (jobs["Job", f"tfk8s-run-42-{t}-0"] for t in ("chief", "worker", "ps"))
+    # job-wide: the safe-to-evict default kept, do-not-disrupt dropped by null, the user's own added
+    assert chief["spec"]["template"]["metadata"]["annotations"] == {
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false", "example.com/note": "job",
+        "sidecar.istio.io/inject": "false"}
+    # a type's override merges over the job's (and may bring a dropped default back)
+    assert worker["spec"]["template"]["metadata"]["annotations"] == {
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "false", "example.com/note": "job",
+        "karpenter.sh/do-not-disrupt": "true", "sidecar.istio.io/inject": "false"}
+    assert ps["spec"]["template"]["metadata"]["annotations"] == {
+        "cluster-autoscaler.kubernetes.io/safe-to-evict": "true", "sidecar.istio.io/inject": "false"}
+    # labels on the Job and its pod, beside tfk8s' own (which still select the replica)
+    for obj in (ps["metadata"], ps["spec"]["template"]["metadata"]):
+        assert obj["labels"]["team.example.com/cost-center"] == "ml"
+        assert obj["labels"]["team.example.com/tier"] == "ps"
+        assert obj["labels"]["tfk8s.dev/replica-type"] == "ps"
+    assert "team.example.com/tier" not in chief["spec"]["template"]["metadata"]["labels"]
+    assert chief["spec"]["template"]["spec"]["priorityClassName"] == "training"
+    assert ps["spec"]["template"]["spec"]["priorityClassName"] == "ps-high"
+    assert "priorityClassName" not in job_manifest(make_job(), Replica(ReplicaType.PS, 0), make_settings())[
+        "spec"]["template"]["spec"]
+    for obj in (chief, worker, ps):
+        kubernetes_validate.validate(obj, "1.30", strict=True)

@@ -259,7 +259,9 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
     """
     rs = settings.replica(replica.replica_type)
     name = replica_name(job.name, replica)
-    labels = {**replica_labels(job.name, replica), LABEL_ATTEMPT: str(attempt)}
+    # The user's labels and annotations (settings: job-wide, this type's, the autoscaler defaults) under tfk8s'
+    # own, which they cannot set (check_metadata refuses them).
+    labels = {**rs.labels, **replica_labels(job.name, replica), LABEL_ATTEMPT: str(attempt)}
     job_labels = {**labels, KUEUE_QUEUE_LABEL: settings.kueue_queue} if settings.kueue_queue else labels
     # NVIDIA_VISIBLE_DEVICES=void without GPUs (gpu_hygiene_env: the user's value wins), the job's env, this
     # type's, then the contract's (tfk8s.core.contract.replica_env), NO_PROXY (the user's entries and the peers')
@@ -312,6 +314,8 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
     pod_spec["tolerations"] = tolerations(rs.tolerations, settings.node_lost_toleration_s)
     if settings.scheduler_name:
         pod_spec["schedulerName"] = settings.scheduler_name
+    if rs.priority_class_name:
+        pod_spec["priorityClassName"] = rs.priority_class_name
     pod_spec.update(placement(job, replica, settings))
     if settings.gang == "native":
         pod_spec["schedulingGroup"] = {"podGroupName": pod_group_name(job)}
@@ -327,7 +331,8 @@ def job_manifest(job: TrainingJob, replica: Replica, settings: KubernetesSetting
             "activeDeadlineSeconds": deadline,
             "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,
             "template": {
-                "metadata": {"labels": {**labels, ISTIO_INJECT: "false"}, "annotations": {ISTIO_INJECT: "false"}},
+                "metadata": {"labels": {**labels, ISTIO_INJECT: "false"},
+                             "annotations": {**rs.annotations, ISTIO_INJECT: "false"}},
                 "spec": pod_spec,
             },
         },

@@ -38,6 +38,7 @@ from tfk8s.launcher.kubernetes.values import (
     ENV_NAME,
     LABEL_VALUE,
     integer,
+    metadata_map,
     number,
     parse_json,
     parse_quantity,
@@ -67,7 +68,22 @@ PEER_KEYS = ("podSelector", "namespaceSelector", "ipBlock")  # a NetworkPolicyPe
 
 # Keys a replica_overrides entry may set (the rest of the job is shared by every replica).
 OVERRIDE_KEYS = ("image", "command", "cpu", "memory", "cpu_limit", "memory_limit", "gpus", "node_selector",
-                 "tolerations", "service_account", "env", "shm_size")
+                 "tolerations", "service_account", "env", "shm_size", "annotations", "labels", "priority_class_name")
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+DEFAULT_ANNOTATIONS = {SAFE_TO_EVICT: "false", DO_NOT_DISRUPT: "true"}
+"""Every replica pod's annotations unless the user's ``annotations`` say otherwise (a value, or null: none): an
+autoscaler's scale-down or consolidation that evicts one replica restarts the whole collective."""
+RESERVED_LABEL_PREFIX = "tfk8s.dev/"  # the launcher selects its replicas by these (job name, type, index, attempt)
+RESERVED_LABELS = {
+    "app.kubernetes.io/name": "tfk8s sets it on every replica object",
+    "app.kubernetes.io/instance": "tfk8s sets it to the job's name",
+    "app.kubernetes.io/component": "tfk8s sets it to the replica type",
+    "app.kubernetes.io/managed-by": "tfk8s sets it to tfk8s-launcher",
+    "kueue.x-k8s.io/queue-name": "set it with the kueue_queue setting",
+}
+RESERVED_ANNOTATIONS = {"sidecar.istio.io/inject": "tfk8s sets it to false: a sidecar never exits, so a replica's "
+                                                   "Job would never complete"}
 TOLERATION_KEYS = ("key", "operator", "value", "effect", "tolerationSeconds")
 
 
@@ -109,6 +125,9 @@ class ReplicaSettings:
         service_account: the pods' service account; empty: the namespace's ``default``.
         env: environment variables for this type, added to (and overriding) the job's env.
         shm_size: the memory-backed ``/dev/shm`` of its pods (:func:`~tfk8s.launcher.kubernetes.values.shm_of`).
+        annotations: its pods' annotations (resolved: :data:`DEFAULT_ANNOTATIONS`, the job's, this type's).
+        labels: labels of its Jobs and pods, beside tfk8s' own (which they may not set: :func:`check_metadata`).
+        priority_class_name: its pods' ``priorityClassName``; empty: the cluster's default priority.
 
     Raises:
         ValueError: empty image, a bad quantity, a limit below its request, negative gpus, a bad toleration
@@ -127,6 +146,9 @@ class ReplicaSettings:
     service_account: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
     shm_size: str = ""
+    annotations: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_ANNOTATIONS))
+    labels: Mapping[str, str] = field(default_factory=dict)
+    priority_class_name: str = ""
 
     def __post_init__(self) -> None:
         require(isinstance(self.image, str) and bool(self.image.strip()),
@@ -170,6 +192,13 @@ class ReplicaSettings:
         require(not taken, f"env must not set {taken}: the launcher sets them for every replica "
                             "(docs/training-program.md); use the command's placeholders to pass them differently")
         shm_of(self.shm_size, self.gpus, self.memory_limit or self.memory)  # a bad size raises here
+        object.__setattr__(self, "annotations", check_metadata(self.annotations, "annotations", labels=False))
+        object.__setattr__(self, "labels", check_metadata(self.labels, "labels", labels=True))
+        require(isinstance(self.priority_class_name, str) and (
+                    self.priority_class_name == "" or (bool(DNS1123_SUBDOMAIN.match(self.priority_class_name))
+                                                       and len(self.priority_class_name) <= 253)),
+                f"priority_class_name {self.priority_class_name!r} is not a valid PriorityClass name: "
+                f"{DNS1123_SUBDOMAIN_RULE} (kubectl get priorityclasses lists the cluster's)")
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "node_selector", dict(self.node_selector))
         object.__setattr__(self, "tolerations", tuple(dict(t) for t in self.tolerations))
@@ -182,6 +211,32 @@ class ReplicaSettings:
         if self.gpus:
             requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(self.gpus)
         return {"requests": requests, "limits": limits}
+
+
+def check_metadata(value: Any, what: str, *, labels: bool) -> dict[str, str]:
+    """Resolved labels or annotations of a replica type: valid keys and values, none of tfk8s' own
+    (:data:`RESERVED_LABELS`, the ``tfk8s.dev/`` prefix, :data:`RESERVED_ANNOTATIONS`), no nulls left.
+
+    Raises:
+        ValueError: naming the key, why it is refused and the fix.
+    """
+    found = metadata_map(value, what, labels=labels)
+    reserved = RESERVED_LABELS if labels else RESERVED_ANNOTATIONS
+    for k in found:
+        require(not k.startswith(RESERVED_LABEL_PREFIX),
+                f"{what} must not set {k!r}: the tfk8s.dev/ keys are the launcher's own (it finds, restarts and "
+                f"deletes the replicas by them); use a key of your own prefix, e.g. 'team.example.com/{k[10:]}'")
+        require(k not in reserved, f"{what} must not set {k!r}: {reserved.get(k)}")
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def merge_metadata(*maps: Any, what: str, labels: bool) -> dict[str, str | None]:
+    """``maps`` (JSON text or objects) merged, the later winning key by key; a null value stays (it drops the
+    key once resolved by :func:`check_metadata`)."""
+    merged: dict[str, str | None] = {}
+    for m in maps:
+        merged.update(metadata_map(m, what, labels=labels))
+    return merged
 
 
 def _param(default: Any, help_text: str) -> Any:
@@ -210,9 +265,17 @@ class KubernetesParams:
     tolerations: Any = _param([], "Kubernetes tolerations of every replica (a JSON list)")
     service_account: str = _param("", "ServiceAccount of the replicas (empty: the namespace's default)")
     shm_size: str = _param("", "memory-backed /dev/shm, in the memory limit (empty: 1Gi with gpus, else none; 0: none)")
+    annotations: Any = _param({}, (
+        "annotations of every replica pod, over the defaults cluster-autoscaler.kubernetes.io/safe-to-evict: "
+        '"false" and karpenter.sh/do-not-disrupt: "true" (a value of null drops one), e.g. '
+        '{"karpenter.sh/do-not-disrupt": null}'))
+    labels: Any = _param({}, 'labels of every replica Job and pod, e.g. {"team.example.com/cost-center": "ml"} '
+                             "(not tfk8s' own: tfk8s.dev/*, app.kubernetes.io/*)")
+    priority_class_name: str = _param("", "PriorityClass of the replica pods (empty: the cluster's default)")
     replica_overrides: Any = _param({}, (
         "per replica type (chief, worker, ps, evaluator): image, command, cpu, memory, cpu_limit, memory_limit, "
-        'gpus, node_selector, tolerations, service_account, env, shm_size; e.g. {"ps": {"cpu": "500m", "gpus": 0}}'))
+        "gpus, node_selector, tolerations, service_account, env, shm_size, annotations, labels (merged over the "
+        'job\'s), priority_class_name; e.g. {"ps": {"cpu": "500m", "gpus": 0}}'))
     cluster_domain: str = _param("", "cluster DNS domain appended to Service names (e.g. cluster.local); "
                                      "empty: <svc>.<ns>.svc")
     schedule_timeout_s: int = _param(SCHEDULE_TIMEOUT_S, "seconds a replica may stay pending (unscheduled or not started) "
@@ -480,10 +543,14 @@ class KubernetesSettings:
         unknown = sorted(set(overrides) - {t.value for t in ReplicaType})
         require(not unknown, f"replica_overrides has unknown replica types {unknown}: use "
                               f"{[t.value for t in ReplicaType]}")
+        job_annotations = merge_metadata(DEFAULT_ANNOTATIONS, p.annotations, what="annotations", labels=False)
+        job_labels = merge_metadata(p.labels, what="labels", labels=True)
         try:
             base = ReplicaSettings(image=image, cpu=str(cpu), memory=str(memory), gpus=integer(gpus, "gpus"),
                                    node_selector=selector, tolerations=tuple(tols),
-                                   service_account=service_account, shm_size=str(p.shm_size or ""))
+                                   service_account=service_account, shm_size=str(p.shm_size or ""),
+                                   annotations=job_annotations, labels=job_labels,
+                                   priority_class_name=p.priority_class_name or "")
         except (TypeError, ValueError) as e:
             raise ValueError(f"{e}") from None
         replicas: dict[ReplicaType, ReplicaSettings] = {}
@@ -496,6 +563,14 @@ class KubernetesSettings:
             changes = dict(entry)
             if "env" in changes:
                 changes["env"] = {**base.env, **str_map(changes["env"], f"{where}.env")}
+            try:
+                if "annotations" in changes:
+                    changes["annotations"] = merge_metadata(job_annotations, changes["annotations"],
+                                                            what="annotations", labels=False)
+                if "labels" in changes:
+                    changes["labels"] = merge_metadata(job_labels, changes["labels"], what="labels", labels=True)
+            except ValueError as e:
+                raise ValueError(f"{where}.{e}") from None
             if "tolerations" in changes:
                 require(isinstance(changes["tolerations"], list), f"{where}.tolerations must be a JSON list")
                 changes["tolerations"] = tuple(changes["tolerations"])

@@ -90,6 +90,45 @@ def str_map(value: Any, what: str) -> dict[str, str]:
              f"{what} must be a JSON object of strings to strings, e.g. {{\"key\": \"value\"}}; got {value!r}")
     return dict(value)
 
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+METADATA_KEY_RULE = ("a key is an optional DNS-subdomain prefix and '/' and a name of at most 63 letters, digits, "
+                     "'-', '_' and '.', starting and ending with a letter or digit, e.g. 'team.example.com/cost-center'")
+
+
+def metadata_key_error(key: Any) -> str:
+    """Why ``key`` is not a valid Kubernetes label or annotation key ("" when it is)."""
+    if not isinstance(key, str) or not key:
+        return "an empty or non-string key"
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (not prefix or len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+        return f"its prefix {prefix!r} is not a DNS-1123 subdomain (lower-case letters, digits, '-', '.')"
+    if len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return f"its name {name!r} is not at most 63 letters, digits, '-', '_' or '.' starting and ending alphanumeric"
+    return ""
+
+
+def metadata_map(value: Any, what: str, *, labels: bool) -> dict[str, str | None]:
+    """``value`` (a JSON object, text or parsed) as Kubernetes labels (``labels``) or annotations, each key and
+    label value checked; a ``None`` (JSON null) value is kept: it drops that key where the maps are merged.
+
+    Raises:
+        ValueError: not an object, a bad key, a non-string value, a label value Kubernetes refuses; the message
+            names ``what``, the key and the fix.
+    """
+    parsed = parse_json(value, what, dict, '{"team.example.com/cost-center": "ml"}')
+    for k, v in parsed.items():
+        why = metadata_key_error(k)
+        require(not why, f"{what}: key {k!r} is not a valid Kubernetes {'label' if labels else 'annotation'} key: "
+                         f"{why}; {METADATA_KEY_RULE}")
+        require(v is None or isinstance(v, str), f"{what}: the value of {k!r} must be a string (quote numbers and "
+                                                  f'booleans: "false"), or null to drop the key; got {v!r}')
+        if labels and v is not None:
+            require(len(v) <= 63 and bool(LABEL_VALUE.match(v)),
+                    f"{what}: label {k}={v!r}: a label value is at most 63 letters, digits, '-', '_' or '.', "
+                    f"starting and ending alphanumeric (or empty); put free text in an annotation instead")
+    return dict(parsed)
+
+
 def parse_json(value: str, param: str, kind: type, example: str) -> Any:
     """``value`` (JSON text, or already parsed) as a ``kind`` (dict or list); empty: an empty one."""
     if value in ("", None):
