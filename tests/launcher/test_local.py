@@ -117,12 +117,12 @@ import subprocess, sys
 from tfk8s.localrun.signals import stops_reach_children
 CHILD = '''
 import signal, subprocess, sys, time
-grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
-print(grandchild.pid, flush=True)
 def stop(*_):
     open(sys.argv[1], "w").write("child stopped cleanly")
     sys.exit(0)
-signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGTERM, stop)  # before the pid is printed: the test signals as soon as it reads it
+grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+print(grandchild.pid, flush=True)
 time.sleep(120)
 '''
 with stops_reach_children(grace_s=5, log_sink=lambda line: print(line, flush=True)):
