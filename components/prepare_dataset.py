@@ -33,8 +33,10 @@ def prepare_dataset(
     download: bool = True,
     data_dir: str = "",
     reuse_data: bool = True,
+    data_uri: str = "",
+    s3_endpoint: str = "",
 ):
-    """Shard a TFDS data set into TFRecords + metadata.json in the volume's store, reusing an earlier run's
+    """Shard a TFDS data set (or read ``data_uri``'s objects from a bucket) into TFRecords + metadata.json in the volume's store, reusing an earlier run's
     preparation of the same key (``reuse_data``; false: a fresh copy in the run's folder), or (with ``data_dir``)
     check the folder the user prepared; the Dataset artifact carries the metadata (splits, examples, shard
     files), the data folder's ``path`` and, for prepared data, its ``key``, ``reused`` and ``prepared_by``."""
@@ -57,6 +59,8 @@ def prepare_dataset(
             download=download,
             data_dir=data_dir,
             reuse_data=reuse_data,
+            data_uri=data_uri,
+            s3_endpoint=s3_endpoint,
         )
         with open(dataset.path, "w") as f:
             json.dump(md, f, indent=2)

@@ -40,9 +40,15 @@ def push_model(
     pushed_model: Output[Model],
     volume_root: str = "/mnt/tfk8s",
     model_name: str = "",
+    model_uri: str = "",
+    s3_endpoint: str = "",
+    kserve: str = "",
+    pvc_name: str = "tfk8s-data",
+    namespace: str = "",
 ):
-    """Copy the blessed version into the serving base; the Model artifact carries the served path/version
-    (model_name empty: the export's)."""
+    """Copy the blessed version into the serving base (and to ``model_uri``'s bucket when set; a KServe
+    InferenceService printed or applied with ``kserve``); the Model artifact carries the served path/version
+    (model_name empty: the export's), the bucket's ``uploaded_uri`` and the InferenceService's name."""
     from tfk8s.steps.cli import failure_reported
 
     with failure_reported("push_model"):  # the reason as the pod's termination message (KFP's UI, --wait)
@@ -53,10 +59,14 @@ def push_model(
         model_name = model_name or exported["model_name"]
         r = push_model_step(  # the export step's signature: the model is not loaded (nor TensorFlow imported) again
             model_dir=exported["path"], volume_root=volume_root, model_name=model_name,
-            signature=exported.get("serving_signature"),
+            signature=exported.get("serving_signature"), model_uri=model_uri, s3_endpoint=s3_endpoint,
+            kserve=kserve, pvc_name=pvc_name, namespace=namespace,
         )
         pushed_model.metadata.update(
-            {"path": r.path, "version": r.version, "serving_signature": r.signature, "model_name": model_name}
+            {"path": r.path, "version": r.version, "serving_signature": r.signature, "model_name": model_name,
+             "uploaded_uri": r.uploaded_uri,
+             "inference_service": r.inference_service.get("metadata", {}).get("name", ""),
+             "kserve_applied": r.kserve_applied}
         )
         with open(pushed_model.path, "w") as f:
             f.write(r.path)
@@ -99,9 +109,12 @@ def main(argv: list[str] | None = None) -> None:
 
     from tfk8s.steps.push_model import push_model_step
 
-    r = push_model_step(model_dir=a.model_dir, volume_root=a.volume_root,
-                        model_name=a.model_name or Path(a.model_dir.rstrip("/")).parent.name)
-    out = {"path": r.path, "version": r.version, "serving_signature": r.signature}
+    model_name = a.model_name or Path(a.model_dir.rstrip("/")).parent.name
+    r = push_model_step(model_dir=a.model_dir, volume_root=a.volume_root, model_name=model_name,
+                        model_uri=a.model_uri, s3_endpoint=a.s3_endpoint, kserve=a.kserve, pvc_name=a.pvc_name,
+                        namespace=a.namespace)
+    out = {"path": r.path, "version": r.version, "serving_signature": r.signature, "uploaded_uri": r.uploaded_uri,
+           "inference_service": r.inference_service, "kserve_applied": r.kserve_applied}
     emit(out, a.results_dir)
 
 

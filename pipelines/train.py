@@ -48,7 +48,7 @@ from tfk8s.core.layout import DEFAULT_ROOT
 from tfk8s.localrun import runner
 from tfk8s.localrun.outcome import print_outcome
 from tfk8s.steps import step_pods
-from tfk8s.steps.parameters import document
+from tfk8s.steps.parameters import S3_SECRET_KEYS, document
 from tfk8s.submit.checks import check_run_params
 from tfk8s.submit.cli import add_arguments as add_cluster_arguments
 from tfk8s.submit.cli import check_mode as check_cluster_mode
@@ -88,6 +88,9 @@ def train_pipeline(
     num_shards: int = 0,
     max_examples: int = 0,
     reuse_data: bool = True,
+    data_uri: str = "",
+    s3_endpoint: str = "",
+    s3_secret: str = "tfk8s-s3",
     command: str = "",
     eval_command: str = "",
     image: str = "ghcr.io/tfk8s/tfk8s:0.1.0",
@@ -112,6 +115,8 @@ def train_pipeline(
     gate_metric: str = "accuracy",
     min_accuracy: float = 0.98,
     max_accuracy_drop: float = -1.0,
+    model_uri: str = "",
+    kserve: str = "",
     fail_on_unblessed: bool = False,
     backend: str = "kubernetes",
     volume_root: str = VOLUME_MOUNT_PATH,
@@ -139,7 +144,8 @@ def train_pipeline(
     prepare = prepare_dataset(
         dataset_name=dataset_name, tfds_data_dir=tfds_data_dir, volume_root=volume_root, run_id=run_id,
         num_shards=num_shards, num_workers=workers, chief=chief, max_examples=max_examples,
-        download=tfds_download, data_dir=data_dir, reuse_data=reuse_data,
+        download=tfds_download, data_dir=data_dir, reuse_data=reuse_data, data_uri=data_uri,
+        s3_endpoint=s3_endpoint,
     ).set_display_name("prepare dataset").after(volume)
 
     launch = launch_training(
@@ -168,10 +174,17 @@ def train_pipeline(
     # Only a blessed model becomes the served version (TFX Evaluator -> Pusher).
     with dsl.If(evaluate.outputs["blessed"] == True, name="blessed"):
         push = push_model(
-            exported_model=export.outputs["exported_model"], volume_root=volume_root,
+            exported_model=export.outputs["exported_model"], volume_root=volume_root, model_uri=model_uri,
+            s3_endpoint=s3_endpoint, kserve=kserve, pvc_name=pvc_name, namespace=namespace,
         ).set_display_name("push model")
     with dsl.Else(name="not-blessed"), dsl.If(fail_on_unblessed == True, name="fail-on-unblessed"):
         reject = reject_model(reasons=evaluate.outputs["reasons"]).set_display_name("reject model")
+
+    # The bucket's credentials (data_uri, model_uri): s3_secret's keys as env vars of the steps that use them,
+    # optional (no Secret, no key: nothing set; a public bucket or an IAM role still works).
+    for task in (prepare, push):
+        kfp_kubernetes.use_secret_as_env(task, secret_name=s3_secret,
+                                         secret_key_to_env={k: k for k in S3_SECRET_KEYS}, optional=True)
 
     # Every step runs the `image` parameter, not only the replicas: KFP (2.4+) resolves it when the run starts.
     for task in (volume, prepare, launch, export, evaluate, push, reject):

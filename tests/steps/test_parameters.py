@@ -29,6 +29,12 @@ def test_the_pipeline_defaults_pass():
     ({"workers": 0}, "at least one chief or worker: set workers >= 1"),
     ({"num_shards": 1}, "num_shards 1 < 2 chief/worker replicas"),
     ({"epochs": 0}, "epochs must be >= 1, got 0"),
+    ({"data_uri": "gs://b/p"}, "data_uri 'gs://b/p' is not an S3 URI (gs://): write data_uri=s3://BUCKET/PREFIX"),
+    ({"data_uri": "s3://My_Bucket/x"}, "bucket name 'My_Bucket' is not a valid S3 bucket name"),
+    ({"data_uri": "s3://b1b/x", "data_dir": "mine"}, "data_uri s3://b1b/x and data_dir mine are both set: give one"),
+    ({"model_uri": "/models"}, "model_uri '/models' is not an S3 URI (no scheme): write model_uri=s3://BUCKET/PREFIX"),
+    ({"s3_endpoint": "minio:9000"}, "s3_endpoint 'minio:9000' is not an endpoint URL: write http(s)://HOST[:PORT]"),
+    ({"kserve": "yes"}, "kserve must be '' (none), 'print' or 'apply', got 'yes'"),
     ({"learning_rate": 0.0}, "learning_rate must be > 0"),
     ({"min_accuracy": 1.5}, "min_accuracy must be in [0, 1]"),
     ({"success_policy": "Chief"}, "success_policy must be '' (chief, or worker 0) or 'AllWorkers'"),
@@ -195,7 +201,7 @@ def test_the_table_holds_every_pipeline_parameter_and_the_literals_equal_it():
 
     from tfk8s.steps.parameters import PARAMETERS, pipeline_parameters, signature_mismatches, step_parameters
 
-    assert len(pipeline_parameters()) == 40 and list(pipeline_parameters()) == list(DEFAULTS)
+    assert len(pipeline_parameters()) == 45 and list(pipeline_parameters()) == list(DEFAULTS)
     assert [n for n, p in PARAMETERS.items() if not p.pipeline] == ["max_train_examples"]
     assert signature_mismatches(train_pipeline.pipeline_func) == []
     for step, module in STEP_MODULES.items():

@@ -437,3 +437,25 @@ def test_a_launcher_stopped_by_ctrl_c_exits_130_which_the_retry_does_not_take(mo
         interrupted()
     assert done.value.code == 130
     assert "error: the launcher was interrupted by the user (SIGINT" in capsys.readouterr().err
+
+
+def test_the_bucket_steps_get_s3_secrets_keys_as_env_in_both_compiled_forms(committed):
+    """data_uri / model_uri credentials: s3_secret's keys as the prepare and push steps' env vars, optional (a
+    missing Secret or key sets nothing), in the KFP IR (kfp-kubernetes use_secret_as_env) and the Argo export."""
+    keys = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]
+    templates = _templates(committed)
+    for name in ("prepare-dataset", "push-model"):
+        env = [e for e in templates[name]["container"].get("env", []) if "secretKeyRef" in e.get("valueFrom", {})]
+        assert env == [{"name": k, "valueFrom": {"secretKeyRef": {
+            "name": "{{workflow.parameters.s3_secret}}", "key": k, "optional": True}}} for k in keys], name
+    others = [t["name"] for t in committed["spec"]["templates"] if "container" in t
+              and any("secretKeyRef" in e.get("valueFrom", {}) for e in t["container"].get("env", []))]
+    assert sorted(others) == ["prepare-dataset", "push-model"]
+    params = {p["name"]: p.get("value") for p in committed["spec"]["arguments"]["parameters"]}
+    assert params["s3_secret"] == "tfk8s-s3"
+    ir_spec = yaml.safe_load(IR_PATH.read_text().split("\n---\n", 1)[1])  # the platform spec
+    executors = ir_spec["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    for name in ("exec-prepare-dataset", "exec-push-model"):
+        (secret,) = executors[name]["secretAsEnv"]
+        assert [k["envVar"] for k in secret["keyToEnv"]] == keys and secret["optional"] is True
+        assert secret["secretNameParameter"]["componentInputParameter"].endswith("s3_secret")

@@ -190,6 +190,12 @@ def shard_name(split: str, index: int, num_shards: int) -> str:
     return f"{split}-{index:05d}-of-{num_shards:05d}{SHARD_SUFFIX}"
 
 
+def resolve_data_dir(data_dir: str, volume_root: str) -> str:
+    """A user's ``data_dir``: absolute as given, else relative to the volume root (where it lives in a cluster)."""
+    path = Path(data_dir)
+    return str(path if path.is_absolute() else Path(volume_root) / path)
+
+
 def inspect_data_dir(data_dir: str | os.PathLike) -> dict:
     """Check a data folder before any replica reads it, and describe it.
 

@@ -144,6 +144,37 @@ def _command_problem(name: str, value: Any) -> str | None:
 COMMAND = Check("argv or a shell line; known placeholders", _command_problem)
 
 
+def _s3_uri_problem(name: str, value: Any) -> str | None:
+    if not value:
+        return None
+    from tfk8s.steps.s3 import S3Error, parse_s3_uri
+
+    try:
+        parse_s3_uri(value, name)
+    except S3Error as e:
+        return str(e)
+    return None
+
+
+def _s3_endpoint_problem(name: str, value: Any) -> str | None:
+    from tfk8s.steps.s3 import S3Error, check_endpoint
+
+    try:
+        check_endpoint(value)
+    except S3Error as e:
+        return str(e)
+    return None
+
+
+S3_URI = Check("'' or s3://bucket[/prefix]", _s3_uri_problem)
+S3_ENDPOINT = Check("'' or http(s)://host[:port]", _s3_endpoint_problem)
+KSERVE_MODES = ("", "print", "apply")
+S3_SECRET_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+"""The keys of ``s3_secret`` handed to the steps that read or write a bucket, each as the env var of its name."""
+KSERVE = _rule("'', 'print' or 'apply'", lambda v: v in KSERVE_MODES,
+               "{name} must be '' (none), 'print' or 'apply', got {value!r}")
+
+
 @dataclass(frozen=True)
 class Parameter:
     """One pipeline parameter.
@@ -215,6 +246,22 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(dict([
         "reuse the data an earlier run prepared on the volume for the same data set, TFDS version, source files, "
         "max_examples and num_shards (<volume>/datasets/<name>/<version>/<key>/, checked against its manifest); "
         "false: prepare a fresh copy in the run's own folder."), PREPARE),
+    _p("data_uri", str, "", (
+        "an S3 prefix holding the data, s3://bucket/prefix (TFRecords + metadata.json, *.tfrecord files or a "
+        "tf.data snapshot): read into the volume's store keyed by the objects' ETags and sizes, so an unchanged "
+        "prefix is reused without reading it; credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. "
+        "docs/pipeline.md, Buckets."), PREPARE, check=S3_URI,
+       also="not with data_dir"),
+    _p("s3_endpoint", str, "", (
+        "the S3-compatible server of data_uri and model_uri, http(s)://host:port (MinIO, SeaweedFS, "
+        "https://storage.googleapis.com for GCS's S3 mode); empty: AWS_ENDPOINT_URL, else AWS S3."), PREPARE, PUSH,
+       check=S3_ENDPOINT),
+    _p("s3_secret", str, "tfk8s-s3", (
+        "the Kubernetes Secret whose keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) become "
+        "the prepare and push steps' env vars, for data_uri and model_uri (optional: a missing Secret or key "
+        "sets nothing); --local runs read the AWS_* environment instead."), PIPELINE,
+       check=_rule("a DNS-1123 subdomain", lambda v: bool(DNS1123_SUBDOMAIN.fullmatch(str(v))),
+                   "{name} must name a Secret (a DNS-1123 subdomain, e.g. tfk8s-s3), got {value!r}")),
     # -- the program -------------------------------------------------------------------------------------------
     _p("command", str, "", (
         "the program every replica runs, a JSON list (argv) or a shell-style string, with placeholders "
@@ -287,6 +334,14 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(dict([
        EVALUATE, check=FRACTION),
     _p("max_accuracy_drop", float, DEFAULT_MAX_ACCURACY_DROP, "quality gate: largest drop vs the last blessed "
        "model (< 0: no check).", EVALUATE),
+    _p("model_uri", str, "", (
+        "an S3 prefix the blessed version is also uploaded to, as <model_uri>/<model name>/<version>/ (TF "
+        "Serving's layout, never overwritten; saved_model.pb last); empty: the volume only."), PUSH, check=S3_URI),
+    _p("kserve", str, "", (
+        "a KServe InferenceService (TensorFlow predictor) for the pushed model: print (rendered in the step's "
+        "log, for review) or apply (created or updated, when the cluster serves KServe's CRD); empty: none. "
+        "storageUri is model_uri's base when set, else pvc://<pvc_name>/serving/<model name>."), PUSH,
+       check=KSERVE),
     _p("fail_on_unblessed", bool, False, "fail the run when the model is not blessed (else it is just not pushed).",
        PIPELINE),
     # -- where it runs: backend, volume ------------------------------------------------------------------------
@@ -295,13 +350,13 @@ PARAMETERS: Mapping[str, Parameter] = MappingProxyType(dict([
     _p("volume_root", str, DEFAULT_ROOT, "the PVC's mount path; must stay /mnt/tfk8s on Kubernetes (--local sets a "
        "folder).", ENSURE, PREPARE, LAUNCH, EXPORT, EVALUATE, PUSH, also="/mnt/tfk8s with backend kubernetes"),
     _p("pvc_name", str, DEFAULT_PVC_NAME, "PersistentVolumeClaim for data, checkpoints, logs and models "
-       "(ReadWriteMany).", ENSURE, LAUNCH, PIPELINE,
+       "(ReadWriteMany).", ENSURE, LAUNCH, PUSH, PIPELINE,
        also="a DNS-1123 label (KFP names a volume after it); not empty with backend kubernetes"),
     _p("create_pvc", bool, False, "create the PVC if it does not exist.", ENSURE),
     _p("pvc_size", str, "20Gi", "its size when created, e.g. 20Gi.", ENSURE),
     _p("pvc_storage_class", str, "", "its StorageClass when created (empty: the cluster's default).", ENSURE),
-    _p("namespace", str, _K["namespace"], "namespace of the training replicas (empty: the launcher pod's own).",
-       ENSURE, LAUNCH),
+    _p("namespace", str, _K["namespace"], "namespace of the training replicas and of kserve's InferenceService "
+       "(empty: the launcher pod's own).", ENSURE, LAUNCH, PUSH),
     _p("kubernetes", dict, {}, (
         f"the replicas' Kubernetes settings, any of {_KUBE_KEYS} (KubernetesParams of the Kubernetes backend's "
         'settings); e.g. {"cpu": "2", "memory": "4Gi", "replica_overrides": {"ps": {"cpu": "500m"}}}.'), LAUNCH,
@@ -464,6 +519,9 @@ def _read(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
             if get("num_shards", 0) and get("num_shards") < readers:
                 out.append(f"num_shards {get('num_shards')} < {readers} chief/worker replicas: each reads its own "
                            f"shard files; use 0 (4 per replica) or at least {readers}")
+    if get("data_uri", "") and get("data_dir", ""):
+        out.append(f"data_uri {get('data_uri')} and data_dir {get('data_dir')} are both set: give one (data_uri "
+                   "reads a bucket, data_dir a folder on the volume)")
     if all(k in params for k in ("epochs", "batch_size", "learning_rate", "max_train_examples")):
         parts["trainer"] = TrainerSpec(epochs=get("epochs"), batch_size=get("batch_size"),
                                        learning_rate=float(get("learning_rate")),

@@ -25,8 +25,10 @@ from tfk8s.core.data_format import (
     inspect_data_dir,
     join_path,
     load_metadata,
+    resolve_data_dir,
     shard_name,
 )
+from tfk8s.steps.bucket_data import prepare_from_bucket
 from tfk8s.steps.data_reuse import (
     REUSE_MISS_EXIT,
     REUSE_ONLY_ENV,
@@ -389,6 +391,8 @@ def prepare_dataset_step(
     download: bool = True,
     data_dir: str = "",
     reuse_data: bool = True,
+    data_uri: str = "",
+    s3_endpoint: str = "",
 ) -> dict:
     """Prepare the data set in the volume's store (reusing a preparation of the same key), or check the user's
     ``data_dir``; writes the run's data record ``<volume_root>/runs/<run_id>/data.json``.
@@ -409,6 +413,7 @@ def prepare_dataset_step(
         data_dir: a folder the user prepared (TFRecords + metadata.json, or a ``tf.data`` snapshot), absolute
             or relative to ``volume_root``; when given nothing is prepared (:func:`tfk8s.steps.prepare_dataset.inspect_data_dir`).
         reuse_data: reuse the store's preparation of the same key (default); False: prepare a fresh copy.
+        data_uri, s3_endpoint: a bucket prefix read into the store instead (:mod:`tfk8s.steps.bucket_data`).
 
     Returns:
         The metadata as a dict (see :class:`tfk8s.steps.prepare_dataset.DatasetMetadata`), plus ``path`` (the data folder);
@@ -429,6 +434,9 @@ def prepare_dataset_step(
     from tfk8s.core.layout import RunLayout, VolumeLayout
     from tfk8s.core.volume import volume_writes
 
+    if data_uri:
+        return prepare_from_bucket(data_uri=data_uri, s3_endpoint=s3_endpoint, volume_root=volume_root,
+                                   run_id=run_id, reuse_data=reuse_data, data_dir=data_dir)
     if data_dir:
         return inspect_data_dir(resolve_data_dir(data_dir, volume_root))
     readers = num_workers + chief
@@ -490,11 +498,3 @@ def prepare_dataset_step(
     print(f"tfk8s: {done.message()}{took}", flush=True)
     md = load_metadata(done.path)
     return {**json.loads(md.to_json()), **record, "data_record": str(run.data_record)}
-
-
-def resolve_data_dir(data_dir: str, volume_root: str) -> str:
-    """A user's ``data_dir``: absolute as given, else relative to the volume root (where it lives in a cluster)."""
-    from pathlib import Path
-
-    path = Path(data_dir)
-    return str(path if path.is_absolute() else Path(volume_root) / path)

@@ -47,7 +47,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hera.workflows import DAG, Container, CronWorkflow, Env, FieldEnv, Parameter, Task, Workflow
+from hera.workflows import DAG, Container, CronWorkflow, Env, FieldEnv, Parameter, SecretEnv, Task, Workflow
 from hera.workflows import models as m
 
 from tfk8s.submit.ir import (  # noqa: F401 (ArgoExportError, function_name: this module's API too)
@@ -86,7 +86,7 @@ CRON_HEADER = (
     "# Create: argo cron create compiled/train.cron.yaml -p key=value (RBAC as for train.argo.yaml)\n"
 )
 
-_PLATFORM_KEYS = {"pvcMount", "fieldPathAsEnv", "imagePullPolicy", "nodeSelector", "podMetadata"}
+_PLATFORM_KEYS = {"pvcMount", "fieldPathAsEnv", "imagePullPolicy", "nodeSelector", "podMetadata", "secretAsEnv"}
 _RESOURCE_KEYS = {
     "resourceCpuRequest": ("requests", "cpu"),
     "resourceCpuLimit": ("limits", "cpu"),
@@ -109,6 +109,21 @@ def _claim(step: Step, mount: dict) -> str:
     if "constant" in mount:
         return str(mount["constant"])
     raise ArgoExportError(f"task {step.name!r}: PVC mount {mount} names its claim in a way not translated")
+
+
+def _secret_name(step: Step, secret: dict) -> str:
+    """The Secret's name of a ``secretAsEnv`` entry: a pipeline parameter's expression, or a constant."""
+    ref = secret.get("secretNameParameter", {})
+    if "componentInputParameter" in ref:
+        name = ref["componentInputParameter"]
+        if name not in step.scope:
+            raise ArgoExportError(f"task {step.name!r}: Secret name parameter {name!r} is not an input of its DAG")
+        return step.scope[name].expr
+    if "runtimeValue" in ref:
+        return str(ref["runtimeValue"]["constant"])
+    if secret.get("secretName"):
+        return str(secret["secretName"])
+    raise ArgoExportError(f"task {step.name!r}: secretAsEnv {secret} names its Secret in a way not translated")
 
 
 def build_cron_workflow(source: Any, components: Any = None, *, schedule: str = COMMITTED_SCHEDULE,
@@ -292,6 +307,9 @@ def _template(ir: PipelineIR, step: Step, claims: dict, params: dict) -> Contain
 
     env = [FieldEnv(name=e["name"], field_path=e["fieldPath"]) for e in platform.get("fieldPathAsEnv", [])]
     env += [Env(name=e["name"], value=e["value"]) for e in container.get("env", [])]
+    env += [SecretEnv(name=k["envVar"], secret_name=_secret_name(step, sec), secret_key=k["secretKey"],
+                      optional=bool(sec.get("optional")) or None)
+            for sec in platform.get("secretAsEnv", []) for k in sec.get("keyToEnv", [])]
     resources: dict[str, dict[str, str]] = {}
     for key, value in container.get("resources", {}).items():
         if key in _RESOURCE_KEYS:

@@ -71,8 +71,8 @@ def check_run_params(items: list[str], defaults: Mapping[str, Any], package: str
         ValueError: every problem, the message naming the parameter and the fix (a
             :class:`~tfk8s.submit.errors.ParameterError` for an unknown name or a bad type).
     """
-    from tfk8s.core.data_format import inspect_data_dir
-    from tfk8s.steps.prepare_dataset import check_dataset, default_tfds_data_dir, resolve_data_dir
+    from tfk8s.core.data_format import inspect_data_dir, resolve_data_dir
+    from tfk8s.steps.prepare_dataset import check_dataset, default_tfds_data_dir
 
     items_given = parse_param_items(items)
     hint = moved_to_kubernetes(items_given)
@@ -88,6 +88,8 @@ def check_run_params(items: list[str], defaults: Mapping[str, Any], package: str
         found = [p for key in ("command", "eval_command") if (p := missing_program(key, merged.get(key) or ""))]
         if found:
             raise ValueError("invalid pipeline parameters:\n  - " + "\n  - ".join(found))
+    if merged.get("data_uri"):  # a bucket: its URI was checked above; the prepare step lists it (dataset_name unused)
+        return given
     if merged.get("data_dir"):  # the user's own data: checked where it is, nothing is prepared
         if local:
             inspect_data_dir(resolve_data_dir(merged["data_dir"], str(Path(volume or ".").resolve())))

@@ -516,6 +516,7 @@ def test_rbac_is_namespaced_and_grants_exactly_the_calls_the_launcher_makes():
         ("scheduling.k8s.io", "podgroups"): {"create", "delete", "list", "patch"},  # gang=native
         ("kueue.x-k8s.io", "localqueues"): {"get"},  # kueue_queue: checked before the Jobs are created
         ("kueue.x-k8s.io", "workloads"): {"list"},  # kueue_queue: a held Job's reason
+        ("serving.kserve.io", "inferenceservices"): {"create", "patch"},  # the push step's kserve=apply
     }
     binding = docs["RoleBinding"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tfk8s-launcher"}
@@ -526,7 +527,8 @@ def test_rbac_is_namespaced_and_grants_exactly_the_calls_the_launcher_makes():
 def test_every_api_method_is_in_the_rbac_table_and_nothing_else_calls_the_client():
     public = {n for n, f in inspect.getmembers(kube_api.KubeApi, inspect.isfunction) if not n.startswith("_")}
     assert public == set(kube_api.API_CALLS) | set(kube_api.NON_RESOURCE_CALLS)  # discovery: no Role rule
-    assert kube_api.NON_RESOURCE_CALLS == {"kueue_versions": "/apis/kueue.x-k8s.io"}
+    assert kube_api.NON_RESOURCE_CALLS == {"kueue_versions": "/apis/kueue.x-k8s.io",
+                                           "kserve_versions": "/apis/serving.kserve.io"}
     package = Path(kube_backend.__file__).parent
     for module in package.glob("*.py"):
         if module.name in ("api.py", "__init__.py"):  # __init__: load_api_client builds the ApiClient

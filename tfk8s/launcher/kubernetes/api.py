@@ -4,7 +4,9 @@ Each method is registered in :data:`API_CALLS` with the (API group, resource, ve
 exactly what ``manifests/rbac.yaml``'s Role grants (a test keeps the two equal). Errors become
 :class:`~tfk8s.launcher.kubernetes.errors.KubernetesApiError` with a message saying what to do.
 
-The ``kubernetes`` client is imported when a :class:`KubeApi` is built, not when this module is imported.
+The ``kubernetes`` client is imported when a :class:`KubeApi` is built, not when this module is imported. This
+module is over 500 lines on purpose: every call the project makes to the API server is here, in one place to
+check against the Role.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ GANG_HINT = ("the API server does not serve scheduling.k8s.io/v1beta1 PodGroups 
              "or leave gang empty")
 STRICT = "Strict"  # fieldValidation of every create: an unknown or duplicate field is an error, not dropped
 KUEUE_GROUP = "kueue.x-k8s.io"
+KSERVE_GROUP = "serving.kserve.io"
+KSERVE_VERSION = "v1beta1"  # the InferenceService version the push step writes (KServe 0.7 to today)
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 """The versions of Kueue's API the launcher reads, best first: ``v1beta2`` (served since Kueue 0.15, stored since
 0.16), else ``v1beta1`` (the only one before 0.15; no longer served from 0.20, removed in 0.21:
@@ -466,6 +470,35 @@ class KubeApi:
         """The namespace's Kueue Workloads (in :func:`kueue_version_of` the served versions)."""
         return self._kueue_call("listing Kueue Workloads", self._custom.list_namespaced_custom_object,
                                 "workloads").get("items") or []
+
+    # -- KServe (the push step's kserve=apply) ---------------------------------------------------------------------
+    @_discovers(f"/apis/{KSERVE_GROUP}")
+    def kserve_versions(self) -> list[str] | None:
+        """The versions of ``serving.kserve.io`` the API server serves (its discovery document, readable by every
+        authenticated user); None when it serves no such group (KServe's CRDs are not installed)."""
+        try:
+            resp = self._call(f"discovering KServe's API (GET /apis/{KSERVE_GROUP})", self._client.call_api,
+                              f"/apis/{KSERVE_GROUP}", "GET", auth_settings=["BearerToken"],
+                              header_params={"Accept": "application/json"}, _return_http_data_only=True,
+                              _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S)
+        except KubernetesApiError as e:
+            if e.status != 404:
+                raise
+            return None
+        doc = json.loads(resp.data or b"{}")
+        return [v["version"] for v in doc.get("versions") or [] if v.get("version")]
+
+    @_uses(KSERVE_GROUP, "inferenceservices", "create")
+    def create_inference_service(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a KServe InferenceService; raises :class:`AlreadyExistsError` if one of its name exists."""
+        return self._json("creating InferenceService", self._custom.create_namespaced_custom_object, KSERVE_GROUP,
+                          KSERVE_VERSION, self.namespace, "inferenceservices", body, field_validation=STRICT)
+
+    @_uses(KSERVE_GROUP, "inferenceservices", "patch")
+    def patch_inference_service(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``body`` (labels, annotations, spec) into the InferenceService ``name``."""
+        return self._json(f"updating InferenceService {name}", self._custom.patch_namespaced_custom_object,
+                          KSERVE_GROUP, KSERVE_VERSION, self.namespace, "inferenceservices", name, body)
 
     # -- persistent volume claims (the ensure-volume step) -------------------------------------------------------
     @_uses("", "persistentvolumeclaims", "get")
