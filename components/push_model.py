@@ -21,6 +21,7 @@ CLI_IO = {
     "push_model": {
         "inputs": {"exported_model": "--model-dir"},
         "outputs": {"pushed_model": "path"},
+        "service_account": "tfk8s-launcher",  # kserve=apply creates or patches the InferenceService (its Role)
     },
     # reject_model has no CLI of its own: run the component's function itself with its one argument
     # (reject_cli: its failure as one error line and the termination message, like the other steps' CLIs).

@@ -173,10 +173,12 @@ def test_launch_step_runs_as_tfk8s_launcher_and_knows_its_pod(committed):
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in launch["container"]["env"]}
     assert env == {"TFK8S_LAUNCHER_POD_NAME": "metadata.name", "TFK8S_LAUNCHER_POD_UID": "metadata.uid"}
     assert _templates(committed)["ensure-volume"]["serviceAccountName"] == "tfk8s-launcher"  # reads the PVC
+    # kserve=apply creates or patches the InferenceService: the Role's rights (default has none)
+    assert _templates(committed)["push-model"]["serviceAccountName"] == "tfk8s-launcher"
     others = [
         t
         for t in committed["spec"]["templates"]
-        if "container" in t and t["name"] not in ("launch-training", "ensure-volume")
+        if "container" in t and t["name"] not in ("launch-training", "ensure-volume", "push-model")
     ]
     assert all("serviceAccountName" not in t for t in others)
 
