@@ -30,23 +30,27 @@ test: $(STAMP)
 
 # The Kubernetes backend against a real control plane on 127.0.0.1 (etcd, kube-apiserver, controller manager,
 # scheduler, KWOK): builds the binaries once from the Go module proxy (hack/controlplane/build.sh, cached under
-# ~/.cache/tfk8s/controlplane/; needs Go >= 1.26), then runs the tests marked `cluster`.
+# ~/.cache/tfk8s/controlplane/; needs Go >= 1.26) and takes KServe's InferenceService CRD from its Go module
+# (hack/kserve/crd.sh, cached under ~/.cache/tfk8s/kserve/), then runs the tests marked `cluster`.
 test-cluster: $(STAMP)
 	bash hack/controlplane/build.sh
+	bash hack/kserve/crd.sh
 	TFK8S_TEST_CLUSTER=1 $(PY) -m pytest -q -ra -m cluster
 
 # Real containers on a real one-node cluster on this machine (root): the control plane above plus a kubelet,
 # containerd + runc + CNI, kube-proxy and CoreDNS (hack/node/build.sh: built once from the Go module proxy and
 # Debian's packages, cached under ~/.cache/tfk8s/node/), Argo Workflows v3.7.3's controller, executor and CLI
-# (hack/argo/build.sh, cached under ~/.cache/tfk8s/argo/) and the project image (image-archive, below: cached,
-# seconds when only .py files changed), which the tests import into the node's containerd; then the tests marked
+# (hack/argo/build.sh, cached under ~/.cache/tfk8s/argo/), MinIO (hack/kfp/build.sh --minio: the bucket the
+# pipeline reads its data from and uploads its model to), KServe's CRD (hack/kserve/crd.sh) and the project image
+# (image-archive, below: cached, seconds when only .py files changed), which the tests import into the node's
+# containerd; then the tests marked
 # `e2e`: tests/realnode/test_*.py (the launch step in a pod) and tests/realnode/test_argo.py (the exported pipeline and
 # CronWorkflow run by the real Argo controller), on one cluster. The session's teardown leaves the machine as it
 # found it; `hack/node/cleanup.sh --check` after it proves it (cleanup.sh without --check undoes what a killed
 # run left). test-argo: the same, the Argo scenarios only.
 E2E_NODE = TFK8S_TEST_E2E=1 TFK8S_E2E_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) $(PY) -m pytest -q -ra --durations=0 -m e2e
 E2E_BUILD = bash hack/controlplane/build.sh && bash hack/node/build.sh && bash hack/argo/build.sh \
-	&& $(MAKE) --no-print-directory image-archive
+	&& bash hack/kfp/build.sh --minio && bash hack/kserve/crd.sh && $(MAKE) --no-print-directory image-archive
 test-e2e: $(STAMP)
 	$(E2E_BUILD)
 	$(E2E_NODE); rc=$$?; bash hack/node/cleanup.sh --check || rc=1; exit $$rc

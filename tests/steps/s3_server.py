@@ -1,9 +1,12 @@
 """A real S3 server for the tests: MinIO's own binary (built from the Go module proxy by ``hack/kfp/build.sh``,
 ``~/.cache/tfk8s/kfp/2.17.0/minio``; ``TFK8S_MINIO`` names another), started on a free 127.0.0.1 port in a
-temporary folder and stopped by its pid. Without the binary the tests that need it skip in one line."""
+temporary folder and stopped by its pid (:func:`running_minio`, also on another address: the real node's tests
+start it on the node's bridge address, where pods reach it). Without the binary the tests that need it skip in
+one line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -11,6 +14,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,26 +41,36 @@ class S3Server:
             config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
 
 
-def _free_port() -> int:
+def _free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory):
-    """A running MinIO (``S3Server``: endpoint, root user and password); skips when the binary is absent."""
-    if not (MINIO.is_file() and os.access(MINIO, os.X_OK)):
-        pytest.skip(f"no MinIO binary at {MINIO} (hack/kfp/build.sh builds it; TFK8S_MINIO names another)")
-    folder = tmp_path_factory.mktemp("minio")
-    port, console = _free_port(), _free_port()
+def minio_binary() -> Path | None:
+    """The MinIO binary (:data:`MINIO`), or None when it is not built."""
+    return MINIO if MINIO.is_file() and os.access(MINIO, os.X_OK) else None
+
+
+NO_MINIO = f"no MinIO binary at {MINIO} (hack/kfp/build.sh builds it; TFK8S_MINIO names another)"
+
+
+@contextlib.contextmanager
+def running_minio(folder: Path, host: str = "127.0.0.1") -> Iterator[S3Server]:
+    """MinIO serving ``folder/data`` on a free port of ``host`` (its console on a free loopback port), its
+    log in ``folder/minio.log``; stopped by its pid afterwards (SIGTERM, then SIGKILL after 10 s). ``folder``
+    is the caller's to remove. Raises RuntimeError when it is not ready within :data:`START_S`."""
+    binary = minio_binary()
+    if binary is None:
+        raise RuntimeError(NO_MINIO)
+    port, console = _free_port(host), _free_port()
     env = {**os.environ, "MINIO_ROOT_USER": USER, "MINIO_ROOT_PASSWORD": PASSWORD,
            "MINIO_BROWSER": "off", "MINIO_UPDATE": "off", "HOME": str(folder)}
     log = open(folder / "minio.log", "wb")  # noqa: SIM115 - closed after the server stops
-    proc = subprocess.Popen([str(MINIO), "server", str(folder / "data"), "--address", f"127.0.0.1:{port}",
+    proc = subprocess.Popen([str(binary), "server", str(folder / "data"), "--address", f"{host}:{port}",
                              "--console-address", f"127.0.0.1:{console}", "--quiet"],
                             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    endpoint = f"http://127.0.0.1:{port}"
+    endpoint = f"http://{host}:{port}"
     deadline = time.monotonic() + START_S
     try:
         while True:
@@ -80,6 +94,18 @@ def s3_server(tmp_path_factory):
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A running MinIO (``S3Server``: endpoint, root user and password); skips when the binary is absent."""
+    if minio_binary() is None:
+        pytest.skip(NO_MINIO)
+    folder = tmp_path_factory.mktemp("minio")
+    try:
+        with running_minio(folder) as server:
+            yield server
+    finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
