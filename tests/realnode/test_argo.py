@@ -5,7 +5,10 @@
 ``-p`` parameters for a small run (1 worker, 1 epoch of a 512-example MNIST subset): every step runs in a real
 pod of the project image with Argo's emissary executor, the data is prepared, the model trained by a replica
 the launch step creates, exported, evaluated and pushed on the PersistentVolume, outputs flow from step to step
-as Argo output parameters, and the gate's ``when`` conditions choose push or reject. Failures fail the Workflow
+as Argo output parameters, and the gate's ``when`` conditions choose push or reject. The whole pipeline's runs
+read their data from a bucket on a real MinIO (a host process on the node's bridge address), upload the blessed
+model there and apply a KServe InferenceService the API server validates against KServe's own CRD (installed for
+that test, no KServe controller); the second run reuses the unchanged prefix's preparation. Failures fail the Workflow
 with the step's one-line reason in ``argo get``; a drained launch step is retried and the training resumes;
 manifests/argo-rbac.yaml is what lets the steps report their outputs; the CronWorkflow starts on schedule and
 never twice at once.
@@ -13,21 +16,30 @@ never twice at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytest.register_assert_rewrite("tests.realnode.argo_fixtures")
+pytest.register_assert_rewrite("tests.realnode.argo_fixtures", "tests.realcluster.kserve_crd")
 
+from tests.realcluster.kserve_crd import installed_kserve_crd
 from tests.realnode.argo_fixtures import Argo, ArgoNamespace, nodes
+from tests.realnode.e2e_pods import MNIST_EXAMPLES
+from tests.realnode.realnode import NODE_IP
+from tests.steps.s3_server import NO_MINIO, S3Server, minio_binary, running_minio
 from tfk8s.core.layout import DEFAULT_ROOT
 
 pytestmark = [pytest.mark.e2e]
-pytest_plugins = ["tests.realnode.e2e_fixtures", "tests.realnode.argo_fixtures"]
+pytest_plugins = ["tests.realnode.e2e_fixtures", "tests.realnode.e2e_pods", "tests.realnode.argo_fixtures"]
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "compiled" / "train.argo.yaml"
@@ -37,6 +49,58 @@ SMALL: dict[str, Any] = {
     "tfds_data_dir": "/mnt/tfk8s/tfds", "tfds_download": "false",  # the pods reach nothing outside the node
     "kubernetes": {"cpu": "500m", "memory": "2Gi"},
 }
+
+
+BUCKET = "tfk8s-e2e"
+
+
+@dataclass
+class Bucket:
+    """MinIO on the node's bridge address with the MNIST subset under ``s3://tfk8s-e2e/mnist/``."""
+
+    server: S3Server
+    data_uri: str
+    model_uri: str
+
+
+@contextlib.contextmanager
+def bucket_for_the_pipeline(argo: Argo, ns: str, data: Path) -> Iterator[Bucket]:
+    """A real MinIO host process listening on :data:`NODE_IP` (where the node's pods reach the machine's own
+    services), the bucket holding the prepared ``data`` (TFRecords + metadata.json), its credentials as the Secret
+    ``tfk8s-s3`` of ``ns`` (the pipeline's ``s3_secret``) and KServe's InferenceService CRD installed; afterwards
+    the CRD is removed, MinIO stopped by its pid and its folder removed."""
+    from kubernetes import client
+
+    if minio_binary() is None:
+        pytest.skip(NO_MINIO + "; make test-e2e builds it with hack/kfp/build.sh --minio")
+    folder = Path(tempfile.mkdtemp(prefix="tfk8s-e2e-minio-"))
+    try:
+        with running_minio(folder, host=NODE_IP) as server, argo.cluster.cp.admin_client() as api:
+            s3 = server.client()
+            s3.create_bucket(Bucket=BUCKET)
+            for f in sorted(p for p in data.rglob("*") if p.is_file()):
+                s3.upload_file(str(f), BUCKET, f"mnist/{f.relative_to(data).as_posix()}")
+            client.CoreV1Api(api).create_namespaced_secret(ns, {
+                "metadata": {"name": "tfk8s-s3"}, "type": "Opaque",
+                "stringData": {"AWS_ACCESS_KEY_ID": server.user, "AWS_SECRET_ACCESS_KEY": server.password}})
+            with installed_kserve_crd(api):
+                yield Bucket(server, f"s3://{BUCKET}/mnist", f"s3://{BUCKET}/models")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _objects(server: S3Server, prefix: str) -> dict[str, int]:
+    """Key -> size of every object under ``prefix`` of the bucket."""
+    pages = server.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", [])}
+
+
+def _inference_service(argo: Argo, ns: str, name: str) -> dict[str, Any]:
+    from kubernetes import client
+
+    with argo.cluster.cp.admin_client() as api:
+        return client.CustomObjectsApi(api).get_namespaced_custom_object(
+            "serving.kserve.io", "v1beta1", ns, "inferenceservices", name)
 
 
 def _pods(argo: Argo, ns: str, workflow: str = "") -> list[dict[str, Any]]:
@@ -121,63 +185,86 @@ def test_a_replica_exiting_1_fails_the_workflow_naming_it_and_stops_everything(a
     _wait_settled(argo, ns)
 
 
-def test_the_whole_pipeline_runs_through_argo_and_the_gate_pushes_or_rejects(argo: Argo, argo_ns: ArgoNamespace):
+def test_the_whole_pipeline_runs_through_argo_and_the_gate_pushes_or_rejects(argo: Argo, argo_ns: ArgoNamespace,
+                                                                           e2e_mnist: Path):
+    """Both runs read their data from a bucket on a real MinIO (``data_uri``, ``s3_endpoint``, the credentials
+    from the Secret ``s3_secret`` names); the blessed one uploads its model to the bucket (``model_uri``) and
+    applies an InferenceService the API server validates against KServe's own CRD (``kserve=apply``); the second
+    reuses the first one's preparation of the unchanged prefix."""
     ns, vol = argo_ns.name, argo_ns.volume
-    t0 = time.monotonic()
-    name = argo.submit(ns, WORKFLOW, {**SMALL, "min_accuracy": 0.0})
-    wf = argo.wait(ns, name, timeout=900)
-    blessed_s = time.monotonic() - t0
-    n = nodes(wf)
-    assert wf["status"]["phase"] == "Succeeded", _get(argo, ns, name)
-    assert {k: v["phase"] for k, v in n.items()} == {**dict.fromkeys(STEPS, "Succeeded"),
-                                                     "push-model": "Succeeded", "reject-model": "Skipped"}
-    run = vol / "runs" / wf["metadata"]["uid"]  # the run id is the Workflow's uid
-    # every step ran in a pod of the project image (Argo's emissary wraps the step's own command)
-    pods = _pods(argo, ns, name)
-    assert len(pods) == 6
-    for pod in pods:
-        (main,) = [c for c in pod["spec"]["containers"] if c["name"] == "main"]
-        assert main["image"] == argo.image
-        command = main["command"]
-        assert command[:2] == ["/var/run/argo/argoexec", "emissary"] and command[command.index("--") + 1] == "python"
-    # the outputs flowed: the export's versioned path is what evaluate and push were given
-    exported = {p["name"]: p["value"] for p in n["export-model"]["outputs"]["parameters"]}["exported_model"]
-    assert exported == "/mnt/tfk8s/models/mnist-cnn/1"
-    for consumer in ("evaluate-model", "push-model"):
-        given = {p["name"]: p["value"] for p in n[consumer]["inputs"]["parameters"]}
-        assert given["exported_model"] == exported, consumer
-    assert {p["name"]: p["value"] for p in n["evaluate-model"]["outputs"]["parameters"]}["blessed"] == "true"
-    # ... and the files are on the volume: the data in the prepared-data store, which the run's record names
-    record = json.loads((run / "data.json").read_text())
-    prepared = vol / Path(record["path"]).relative_to(DEFAULT_ROOT)  # the pod's path, under the PV's folder
-    assert prepared.parent.parent.parent == vol / "datasets" and record["reused"] is False
-    metadata = json.loads((prepared / "metadata.json").read_text())
-    assert metadata["splits"]["train"]["num_examples"] == 512
-    job = json.loads((run / "train" / "job.json").read_text())
-    assert job["state"] == "Succeeded" and job["backend"] == "kubernetes"
-    assert (run / "train" / "replica-logs" / "worker-0.log").stat().st_size > 0
-    assert (vol / "models" / "mnist-cnn" / "1" / "saved_model.pb").is_file()
-    assert (vol / "serving" / "mnist-cnn" / "1" / "saved_model.pb").is_file()
-    _wait_settled(argo, ns)
+    with bucket_for_the_pipeline(argo, ns, e2e_mnist) as bucket:
+        params = {**SMALL, "data_uri": bucket.data_uri, "s3_endpoint": bucket.server.endpoint,
+                  "model_uri": bucket.model_uri, "kserve": "apply"}
+        t0 = time.monotonic()
+        name = argo.submit(ns, WORKFLOW, {**params, "min_accuracy": 0.0})
+        wf = argo.wait(ns, name, timeout=900)
+        blessed_s = time.monotonic() - t0
+        n = nodes(wf)
+        assert wf["status"]["phase"] == "Succeeded", _get(argo, ns, name)
+        assert {k: v["phase"] for k, v in n.items()} == {**dict.fromkeys(STEPS, "Succeeded"),
+                                                         "push-model": "Succeeded", "reject-model": "Skipped"}
+        run = vol / "runs" / wf["metadata"]["uid"]  # the run id is the Workflow's uid
+        # every step ran in a pod of the project image (Argo's emissary wraps the step's own command)
+        pods = _pods(argo, ns, name)
+        assert len(pods) == 6
+        for pod in pods:
+            (main,) = [c for c in pod["spec"]["containers"] if c["name"] == "main"]
+            assert main["image"] == argo.image
+            command = main["command"]
+            assert command[:2] == ["/var/run/argo/argoexec", "emissary"]
+            assert command[command.index("--") + 1] == "python"
+        # the outputs flowed: the export's versioned path is what evaluate and push were given
+        exported = {p["name"]: p["value"] for p in n["export-model"]["outputs"]["parameters"]}["exported_model"]
+        assert exported == "/mnt/tfk8s/models/mnist-cnn/1"
+        for consumer in ("evaluate-model", "push-model"):
+            given = {p["name"]: p["value"] for p in n[consumer]["inputs"]["parameters"]}
+            assert given["exported_model"] == exported, consumer
+        assert {p["name"]: p["value"] for p in n["evaluate-model"]["outputs"]["parameters"]}["blessed"] == "true"
+        # ... the data came from the bucket into the volume's store (s3.<bucket>/<prefix>/<key>), which the run's
+        # record names
+        record = json.loads((run / "data.json").read_text())
+        prepared = vol / Path(record["path"]).relative_to(DEFAULT_ROOT)  # the pod's path, under the PV's folder
+        assert prepared.parent == vol / "datasets" / f"s3.{BUCKET}" / "mnist" and record["reused"] is False
+        metadata = json.loads((prepared / "metadata.json").read_text())
+        assert metadata["splits"]["train"]["num_examples"] == MNIST_EXAMPLES
+        assert sorted(p.name for p in prepared.iterdir() if p.suffix == ".tfrecord") == sorted(
+            p.name for p in e2e_mnist.iterdir() if p.suffix == ".tfrecord")
+        job = json.loads((run / "train" / "job.json").read_text())
+        assert job["state"] == "Succeeded" and job["backend"] == "kubernetes"
+        assert (run / "train" / "replica-logs" / "worker-0.log").stat().st_size > 0
+        assert (vol / "models" / "mnist-cnn" / "1" / "saved_model.pb").is_file()
+        served = vol / "serving" / "mnist-cnn" / "1"
+        assert (served / "saved_model.pb").is_file()
+        # ... the blessed version is in the bucket too, file for file, and KServe's InferenceService serves it
+        uploaded = _objects(bucket.server, "models/")
+        assert uploaded == {f"models/mnist-cnn/1/{p.relative_to(served).as_posix()}": p.stat().st_size
+                            for p in served.rglob("*") if p.is_file()}
+        isvc = _inference_service(argo, ns, "mnist-cnn")
+        assert isvc["spec"]["predictor"]["model"] == {"modelFormat": {"name": "tensorflow"},
+                                                      "storageUri": f"s3://{BUCKET}/models/mnist-cnn"}
+        assert isvc["metadata"]["annotations"]["tfk8s.dev/model-version"] == "1"
+        _wait_settled(argo, ns)
 
-    t0 = time.monotonic()
-    name = argo.submit(ns, WORKFLOW, {**SMALL, "min_accuracy": 0.999, "fail_on_unblessed": "true"})
-    wf = argo.wait(ns, name, timeout=900)
-    rejected_s = time.monotonic() - t0
-    n = nodes(wf)
-    assert wf["status"]["phase"] == "Failed"
-    assert {k: v["phase"] for k, v in n.items()} == {**dict.fromkeys(STEPS, "Succeeded"),
-                                                     "push-model": "Skipped", "reject-model": "Failed"}
-    assert "model not blessed, so not pushed" in n["reject-model"]["message"]
-    assert "< min_accuracy 0.9990" in n["reject-model"]["message"]
-    assert "not blessed" in _get(argo, ns, name)
-    assert (vol / "models" / "mnist-cnn" / "2" / "saved_model.pb").is_file()  # exported, evaluated, not served
-    assert sorted(p.name for p in (vol / "serving" / "mnist-cnn").iterdir()) == ["1"]
-    # the second run read the data the first one prepared (same data set, version, cap and shards)
-    again = json.loads((vol / "runs" / wf["metadata"]["uid"] / "data.json").read_text())
-    assert (again["path"], again["reused"]) == (record["path"], True)
-    _wait_settled(argo, ns)
-    print(f"\nargo pipeline: blessed run {blessed_s:.0f}s, rejected run {rejected_s:.0f}s")
+        t0 = time.monotonic()
+        name = argo.submit(ns, WORKFLOW, {**params, "min_accuracy": 0.999, "fail_on_unblessed": "true"})
+        wf = argo.wait(ns, name, timeout=900)
+        rejected_s = time.monotonic() - t0
+        n = nodes(wf)
+        assert wf["status"]["phase"] == "Failed"
+        assert {k: v["phase"] for k, v in n.items()} == {**dict.fromkeys(STEPS, "Succeeded"),
+                                                         "push-model": "Skipped", "reject-model": "Failed"}
+        assert "model not blessed, so not pushed" in n["reject-model"]["message"]
+        assert "< min_accuracy 0.9990" in n["reject-model"]["message"]
+        assert "not blessed" in _get(argo, ns, name)
+        assert (vol / "models" / "mnist-cnn" / "2" / "saved_model.pb").is_file()  # exported, evaluated, not served
+        assert sorted(p.name for p in (vol / "serving" / "mnist-cnn").iterdir()) == ["1"]
+        assert _objects(bucket.server, "models/") == uploaded  # nor uploaded
+        assert _inference_service(argo, ns, "mnist-cnn")["metadata"]["annotations"]["tfk8s.dev/model-version"] == "1"
+        # the second run reused the first one's preparation of the unchanged prefix (one listing, nothing read)
+        again = json.loads((vol / "runs" / wf["metadata"]["uid"] / "data.json").read_text())
+        assert (again["path"], again["reused"]) == (record["path"], True)
+        _wait_settled(argo, ns)
+    print(f"\nargo pipeline from a bucket: blessed run {blessed_s:.0f}s, rejected run {rejected_s:.0f}s")
 
 
 def test_a_drained_launch_step_is_retried_and_the_training_resumes(argo: Argo, argo_ns: ArgoNamespace):
