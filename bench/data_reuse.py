@@ -15,12 +15,17 @@ Figures:
   TensorFlow is imported, and imports none: :mod:`tfk8s.steps.data_reuse`, :mod:`tfk8s.localrun.step_server`);
 - ``data_reuse_own = the step's own work when it reuses / when it prepares`` (the reuse alone: the TFDS
   builder, the key, the manifest check, the run's data record);
-- ``data_reuse_end_to_end = second run end to end / first run end to end``.
+- ``data_reuse_end_to_end = second run end to end / first run end to end``;
+- ``data_reuse_bucket = an unchanged bucket prefix reused / its first preparation``: the prepared data uploaded to
+  a bucket on a real MinIO on 127.0.0.1 (``tests/steps/s3_server.py``), then ``prepare_dataset_step`` with
+  ``data_uri`` on a fresh volume (reads every object) and again (one listing, nothing read); without the MinIO
+  binary (``hack/kfp/build.sh --minio``) it says so in one line and prints no such figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -52,7 +57,42 @@ def own_times(scratch: Path, params: dict[str, int]) -> tuple[float, float]:
     reuse = time.perf_counter() - t0
     if first["reused"] or not second["reused"]:
         raise RuntimeError(f"expected a fresh preparation, then a reuse; got {first['reused']}, {second['reused']}")
-    shutil.rmtree(scratch, ignore_errors=True)
+    return fresh, reuse, Path(first["path"])
+
+
+def bucket_times(scratch: Path, data: Path) -> tuple[float, float]:
+    """(seconds of the first preparation of a bucket prefix holding ``data``, seconds of its reuse), in this
+    process: ``data`` uploaded to a MinIO started in ``scratch`` (stopped by its pid afterwards), then
+    ``prepare_dataset_step`` with ``data_uri`` twice on one fresh volume."""
+    from tests.steps.s3_server import running_minio
+    from tfk8s.steps.prepare_dataset import prepare_dataset_step
+
+    (scratch / "minio").mkdir(parents=True)
+    saved = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    try:
+        with running_minio(scratch / "minio") as server:
+            client = server.client()
+            client.create_bucket(Bucket="bench")
+            for f in sorted(p for p in data.rglob("*") if p.is_file() and p.name != "manifest.json"):
+                client.upload_file(str(f), "bench", f"mnist/{f.relative_to(data).as_posix()}")
+            for k in saved:
+                del os.environ[k]
+            os.environ.update({"AWS_ACCESS_KEY_ID": server.user, "AWS_SECRET_ACCESS_KEY": server.password,
+                               "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull})
+            kw = {"dataset_name": "", "tfds_data_dir": "", "volume_root": str(scratch / "volume"), "num_shards": 0,
+                  "num_workers": 1, "max_examples": 0, "data_uri": "s3://bench/mnist", "s3_endpoint": server.endpoint}
+            t0 = time.perf_counter()
+            first = prepare_dataset_step(run_id="fresh", **kw)
+            fresh = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            second = prepare_dataset_step(run_id="reuse", **kw)
+            reuse = time.perf_counter() - t0
+    finally:
+        for k in [k for k in os.environ if k.startswith("AWS_")]:
+            del os.environ[k]
+        os.environ.update(saved)
+    if first["reused"] or not second["reused"]:
+        raise RuntimeError(f"expected the bucket read, then reused; got {first['reused']}, {second['reused']}")
     return fresh, reuse
 
 
@@ -68,6 +108,11 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     steps: list[tuple[float, float]] = []
     ends: list[tuple[float, float]] = []
     owns: list[tuple[float, float]] = []
+    buckets: list[tuple[float, float]] = []
+    from tests.steps.s3_server import NO_MINIO, minio_binary
+
+    if minio_binary() is None:
+        print(f"bench data_reuse: data_reuse_bucket skipped: {NO_MINIO}", flush=True)
     for r in range(reps_of(a)):
         tmp = Path(tempfile.mkdtemp(prefix="bench-reuse-"))
         try:
@@ -75,7 +120,12 @@ def main(argv: list[str] | None = None) -> list[Figure]:
             wall2, log2 = run_pipeline(tmp / "volume", params)
             if "reused data prepared by run" not in log2:
                 raise RuntimeError("the second run did not reuse the first one's data:\n" + log2[-3000:])
-            owns.append(own_times(tmp / "scratch", ints))
+            fresh, reuse, prepared = own_times(tmp / "scratch", ints)
+            owns.append((fresh, reuse))
+            if minio_binary() is not None:
+                buckets.append(bucket_times(tmp / "bucket", prepared))
+                print(f"  rep {r + 1}: bucket prefix read {buckets[-1][0]:.2f}s then reused {buckets[-1][1]:.3f}s",
+                      file=sys.stderr, flush=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         s1, s2 = step_walls(log1)[STEP], step_walls(log2)[STEP]
@@ -93,6 +143,11 @@ def main(argv: list[str] | None = None) -> list[Figure]:
         Figure("data_reuse_end_to_end", median([x for x, _ in ends]), "second_run", median([y for _, y in ends]),
                "first_run", "s", "", cores, note),
     ]
+    if buckets:
+        figures.append(Figure("data_reuse_bucket", median([y for _, y in buckets]), "reuse",
+                              median([x for x, _ in buckets]), "first_preparation", "s", "", cores,
+                              note + "; an unchanged s3:// prefix on a local MinIO: one listing vs reading every "
+                              "object (prepare_dataset_step with data_uri)"))
     report(figures, a.out)
     return figures
 
