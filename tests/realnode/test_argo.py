@@ -72,7 +72,7 @@ def bucket_for_the_pipeline(argo: Argo, ns: str, data: Path) -> Iterator[Bucket]
     from kubernetes import client
 
     if minio_binary() is None:
-        pytest.skip(NO_MINIO + "; make test-e2e builds it with hack/kfp/build.sh --minio")
+        pytest.skip(NO_MINIO)
     folder = Path(tempfile.mkdtemp(prefix="tfk8s-e2e-minio-"))
     try:
         with running_minio(folder, host=NODE_IP) as server, argo.cluster.cp.admin_client() as api:

@@ -52,7 +52,7 @@ def minio_binary() -> Path | None:
     return MINIO if MINIO.is_file() and os.access(MINIO, os.X_OK) else None
 
 
-NO_MINIO = f"no MinIO binary at {MINIO} (hack/kfp/build.sh builds it; TFK8S_MINIO names another)"
+NO_MINIO = f"no MinIO binary at {MINIO} (hack/kfp/build.sh --minio builds it; TFK8S_MINIO names another)"
 
 
 @contextlib.contextmanager
