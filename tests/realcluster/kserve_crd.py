@@ -60,7 +60,7 @@ def installed_kserve_crd(admin_client: Any) -> Iterator[dict[str, Any]]:
 
             got = json.loads(ext.read_custom_resource_definition(CRD_NAME, _preload_content=False).data)
             return any(c["type"] == "Established" and c["status"] == "True"
-                       for c in got.get("status", {}).get("conditions", []))
+                       for c in (got.get("status") or {}).get("conditions") or [])
 
         _wait(established, f"CRD {CRD_NAME} Established", 60)
         _wait(lambda: "v1beta1" in served_kserve_versions(admin_client), "discovery serving serving.kserve.io", 60)
