@@ -33,7 +33,6 @@ pytest.register_assert_rewrite("tests.realnode.argo_fixtures", "tests.realcluste
 
 from tests.realcluster.kserve_crd import installed_kserve_crd
 from tests.realnode.argo_fixtures import Argo, ArgoNamespace, nodes
-from tests.realnode.e2e_pods import MNIST_EXAMPLES
 from tests.realnode.realnode import NODE_IP
 from tests.steps.s3_server import NO_MINIO, S3Server, minio_binary, running_minio
 from tfk8s.core.layout import DEFAULT_ROOT
@@ -191,6 +190,8 @@ def test_the_whole_pipeline_runs_through_argo_and_the_gate_pushes_or_rejects(arg
     from the Secret ``s3_secret`` names); the blessed one uploads its model to the bucket (``model_uri``) and
     applies an InferenceService the API server validates against KServe's own CRD (``kserve=apply``); the second
     reuses the first one's preparation of the unchanged prefix."""
+    from tests.realnode.e2e_pods import MNIST_EXAMPLES  # (imported here: a plugin of this module, rewritten)
+
     ns, vol = argo_ns.name, argo_ns.volume
     with bucket_for_the_pipeline(argo, ns, e2e_mnist) as bucket:
         params = {**SMALL, "data_uri": bucket.data_uri, "s3_endpoint": bucket.server.endpoint,
