@@ -68,9 +68,13 @@ def test_kserve_print_renders_it_in_the_log(tmp_path, capsys):
                         signature=SIGNATURE, kserve="print", pvc_name="tfk8s-data", namespace="ns1")
     assert r.path == str(tmp_path / "serving/mnist-cnn/3") and r.kserve_applied == "" and r.uploaded_uri == ""
     out = capsys.readouterr().out
-    printed = json.loads(out.split("(kserve=print):\n", 1)[1])
+    body, last = out.split("(kserve=print):\n", 1)[1].rstrip("\n").rsplit("\n", 1)
+    printed = json.loads(body)
     assert printed == r.inference_service
     assert printed["spec"]["predictor"]["model"]["storageUri"] == "pvc://tfk8s-data/serving/mnist-cnn"
+    # make run shows only the tfk8s: lines: this one says what the object is and where the rest is
+    assert last == ("tfk8s: InferenceService mnist-cnn: storageUri pvc://tfk8s-data/serving/mnist-cnn (the object "
+                    "above, in this step's log; apply it where KServe runs)")
 
 
 def test_no_kserve_renders_nothing(tmp_path, capsys):

@@ -128,6 +128,10 @@ def push_model_step(*, model_dir: str, volume_root: str, model_name: str, signat
                                                      uploaded_base=uploaded_base))
     print(f"tfk8s: the InferenceService for version {r.version} (kserve={kserve}):\n{json.dumps(body, indent=2)}", flush=True)
     applied = ""
+    if kserve == "print":  # one line a short output (make run shows only the tfk8s: lines) still carries
+        print(f"tfk8s: InferenceService {body['metadata']['name']}: storageUri "
+              f"{body['spec']['predictor']['model']['storageUri']} (the object above, in this step's log; apply it "
+              "where KServe runs)", flush=True)
     if kserve == "apply":
         applied = apply_inference_service(body, namespace)
         print(f"tfk8s: InferenceService {body['metadata']['name']} {applied}", flush=True)
