@@ -66,6 +66,23 @@ def test_a_bad_endpoint_says_the_form(endpoint):
         s3.check_endpoint(endpoint)
 
 
+def test_clients_share_the_parsed_s3_model_not_the_credentials(monkeypatch):
+    """Every client's session reads the credentials anew; only botocore's parsed S3 model is shared."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "first-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "first-secret")
+    first = s3.client("http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "second-key")
+    second = s3.client("http://127.0.0.1:9")
+    assert first._request_signer._credentials.access_key == "first-key"
+    assert second._request_signer._credentials.access_key == "second-key"
+    assert first.meta.service_model._service_description is second.meta.service_model._service_description
+    assert second.meta.endpoint_url == "http://127.0.0.1:9" and second.meta.region_name == "us-east-1"
+
+
 def test_content_identity_is_keys_etags_and_sizes_only():
     a = [S3Object("train.tfrecord", "abc", 10), S3Object("test.tfrecord", "def", 5)]
     assert s3.content_identity(a) == {"kind": "s3", "objects": [["train.tfrecord", "abc", 10],

@@ -105,18 +105,31 @@ def endpoint_of(endpoint: str) -> str:
     return check_endpoint(endpoint) or os.environ.get("AWS_ENDPOINT_URL", "") or "AWS S3"
 
 
+_LOADER: list[Any] = []  # botocore's data loader, shared by every client's session (see client)
+
+
 def client(endpoint: str = "") -> Any:
     """A boto3 S3 client for ``endpoint`` ("" : ``$AWS_ENDPOINT_URL``, else AWS), failing fast (5 s connect
-    timeout, two attempts), path-style addressing for S3-compatible servers, credentials from boto3's chain."""
+    timeout, two attempts), path-style addressing for S3-compatible servers, credentials from boto3's chain.
+
+    Each client has a session of its own (credentials and configuration read anew), but the sessions share
+    botocore's data loader, which caches the S3 model it parses: without it every client parsed that JSON again,
+    0.07-0.34 s each on 2 busy cores, more than an unchanged prefix's whole reuse (listing and checks, 0.02 s)."""
     import boto3
+    import botocore.session
     from botocore.config import Config
 
+    core = botocore.session.Session()
+    if _LOADER:
+        core.register_component("data_loader", _LOADER[0])
+    else:
+        _LOADER.append(core.get_component("data_loader"))
     url = check_endpoint(endpoint) or None
     config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
                     retries={"max_attempts": ATTEMPTS, "mode": "standard"},
                     s3={"addressing_style": "path" if (url or os.environ.get("AWS_ENDPOINT_URL")) else "auto"},
                     region_name=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
-    return boto3.session.Session().client("s3", endpoint_url=url, config=config)
+    return boto3.session.Session(botocore_session=core).client("s3", endpoint_url=url, config=config)
 
 
 def s3_errors() -> tuple[type[BaseException], ...]:
