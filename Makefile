@@ -30,9 +30,11 @@ test: $(STAMP)
 
 # The Kubernetes backend against a real control plane on 127.0.0.1 (etcd, kube-apiserver, controller manager,
 # scheduler, KWOK): builds the binaries once from the Go module proxy (hack/controlplane/build.sh, cached under
-# ~/.cache/tfk8s/controlplane/; needs Go >= 1.26), then runs the tests marked `cluster`.
+# ~/.cache/tfk8s/controlplane/; needs Go >= 1.26) and Kueue v0.17.0's manager (hack/kueue/build.sh, cached under
+# ~/.cache/tfk8s/kueue/), then runs the tests marked `cluster` (tests/realcluster/test_kueue.py with the real Kueue).
 test-cluster: $(STAMP)
 	bash hack/controlplane/build.sh
+	bash hack/kueue/build.sh
 	TFK8S_TEST_CLUSTER=1 $(PY) -m pytest -q -ra -m cluster
 
 # Real containers on a real one-node cluster on this machine (root): the control plane above plus a kubelet,
