@@ -28,7 +28,7 @@ mkdir -p "$dir"
 tmp="$(mktemp -d "$dir/.build.XXXXXX")"
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 start=$(date +%s)
-echo "building kueue ${KUEUE_VERSION} into $dir (cold: about 10 minutes on 2 cores, measured 2026-12-07)" >&2
+echo "building kueue ${KUEUE_VERSION} into $dir (cold: about 9 minutes on 2 cores beside the control plane's build, measured 2026-12-07)" >&2
 # GOTOOLCHAIN=local: Kueue's go.mod names go 1.25.0; the local Go (>= 1.25) builds it, nothing is downloaded.
 export GOFLAGS="-trimpath -buildvcs=false -mod=readonly" CGO_ENABLED=0 GOTOOLCHAIN=local
 mod="$(cd "$tmp" && go mod download -json "sigs.k8s.io/kueue@${KUEUE_VERSION}" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
@@ -50,5 +50,6 @@ cp "$tmp/kueue" "$tmp/out/kueue"
 rm -rf "$dir/crd" "$dir/crd-conversion"
 mv "$tmp/out/crd" "$tmp/out/crd-conversion" "$tmp/out/webhook.yaml" "$tmp/out/kueue" "$dir/"
 echo "${KUEUE_VERSION} built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( $(date +%s) - start ))s" > "$dir/.complete"
+chmod -R u+w "$tmp"; rm -rf "$tmp"  # before the size below (the module's copy is 100 MB)
 echo "built kueue ${KUEUE_VERSION} in $(( $(date +%s) - start ))s; $(du -sh "$dir" | cut -f1) in $dir" >&2
 echo "$dir"

@@ -218,7 +218,9 @@ class KueueServer:
         config = self.config()
         # unshare execs sh, which mounts the overlay and execs the manager: one process, whose pid Popen has.
         # As root a mount namespace is enough (and keeps PR_SET_PDEATHSIG); otherwise a user namespace maps us root.
-        unshare = ["unshare", "--mount", "--propagation", "private"] + ([] if os.geteuid() == 0 else ["--map-root-user"])
+        unshare = ["unshare", "--mount", "--propagation", "private"]
+        if os.geteuid() != 0:
+            unshare.append("--map-root-user")
         script = (f'mount -t overlay tfk8s-kueue-etc -o "lowerdir=/etc,upperdir={upper},workdir={scratch}" /etc '
                   f'&& exec "$0" "$@"')
         argv = [*unshare, "sh", "-c", script, str(self.dir / "kueue"), f"--config={config}",

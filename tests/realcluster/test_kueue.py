@@ -173,3 +173,48 @@ def test_a_local_queue_of_a_missing_cluster_queue_is_refused_with_kueues_reason(
     assert (f"LocalQueue orphan in namespace {kube.namespace} is inactive (ClusterQueueDoesNotExist: "
             f"Can't submit new workloads to clusterQueue)") in str(e.value)
     assert not kube.batch.list_namespaced_job(kube.namespace).items
+
+
+def test_a_drained_cluster_queue_suspends_running_jobs_which_are_recreated_and_readmitted(kube, kueue):
+    """The ClusterQueue stopped with ``HoldAndDrain`` while the workers run: Kueue evicts their Workloads and
+    suspends their Jobs, the Job controller deletes the pods; the launcher takes it for a preemption (no restart
+    used), waits for the old Jobs' Workloads to go, recreates the set, whose Jobs Kueue holds (the launcher says
+    why, from the new Workloads) until the queue is resumed; then they are admitted and succeed.
+
+    Without the wait, Kueue v0.17.0 matched a new Job to its predecessor's Workload (by the owner's name) and never
+    unsuspended it: "invalid admission check PodSetUpdate: conflict for annotations: conflict for
+    key=kueue.x-k8s.io/workload"."""
+    cq = kueue.queue(kube.namespace, "q", cpu="1", memory="1Gi")
+    seen: dict = {}
+
+    def set_stop_policy(policy: str) -> None:
+        kueue.custom.patch_cluster_custom_object(GROUP, "v1beta2", "clusterqueues", cq, {"spec": {"stopPolicy": policy}})
+
+    def script(c: RealCluster) -> None:
+        c.wait_pods("worker-0", "worker-1", timeout=60)
+        seen["old"] = {w["metadata"]["name"] for w in kueue.workloads(c.namespace)}
+        set_stop_policy("HoldAndDrain")
+        c.wait_for(lambda: sum("is held by Kueue queue q" in line for line in c.output) == 2, "two held lines", 60)
+        seen["held"] = [line for line in c.output if "is held by Kueue queue q" in line]
+        seen["jobs"] = {j.metadata.name: j.metadata.uid for j in c.batch.list_namespaced_job(c.namespace).items}
+        seen["workloads"] = kueue.workloads(c.namespace)
+        set_stop_policy("None")
+        c.wait_pods("worker-0", "worker-1", attempt=1, timeout=60)
+        c.succeed("worker-0")
+        c.succeed("worker-1")
+
+    result = kube.launch(make_job(max_restarts=0), make_settings(kube, kueue_queue="q"), script)
+    assert result.exit_codes == {"worker-0": 0, "worker-1": 0}
+    assert (result.restarts, result.preemptions) == (0, 1)
+    (recreated,) = [line for line in kube.output if "preempted: recreating" in line]
+    assert re.search(r"worker-\d failed: Suspended \(Job tfk8s-kueue-1-worker-\d was suspended while its pod ran "
+                     r"\(its queue q preempted the workload\)", recreated), recreated
+    assert recreated.endswith("preempted: recreating worker-0, worker-1 (preemption 1, not counted against "
+                              "max_restarts=0)")
+    assert sorted(seen["held"]) == [f"[launcher] worker-{i}: Job {JOB}-worker-{i} is held by Kueue queue q: "
+                                    f"Inadmissible: ClusterQueue {cq} is inactive" for i in (0, 1)]
+    # When the new Jobs were held, only their own Workloads existed: the old ones were gone.
+    owners = {o["name"]: o["uid"] for w in seen["workloads"] for o in w["metadata"]["ownerReferences"]}
+    assert owners == seen["jobs"]
+    assert not seen["old"] & {w["metadata"]["name"] for w in seen["workloads"]}
+    assert not any("still exist" in line for line in kube.output)
