@@ -9,7 +9,8 @@
 2. starts the manager binary as a host process with its own configuration: internal certificate management off,
    leader election off, only the ``batch/job`` integration, the webhook server on a free 127.0.0.1 port with a
    certificate made here (for ``127.0.0.1``), metrics and health probes on free ports, the visibility server off;
-3. once it is ready, creates the module's Mutating/ValidatingWebhookConfigurations (renamed ``tfk8s-test-kueue-*``)
+3. waits until the garbage collector watches Workloads (a probe, :meth:`KueueServer.wait_gc_probe`);
+   once Kueue is ready, creates the module's Mutating/ValidatingWebhookConfigurations (renamed ``tfk8s-test-kueue-*``)
    with each ``clientConfig`` rewritten to ``url: https://127.0.0.1:PORT/<path>`` and the CA bundle, keeping only the
    webhooks of Kueue's own objects and of ``batch`` Jobs (those of Deployments, pods, StatefulSets, JobSets...
    would put every pod of the cluster behind this test process with ``failurePolicy: Fail``);
@@ -36,6 +37,7 @@ import datetime
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -73,6 +75,15 @@ def kueue_dir() -> Path | None:
         d = Path(out.stdout.strip())
     ok = os.access(d / "kueue", os.X_OK) and (d / ".complete").is_file() and any((d / "crd").glob("*.yaml"))
     return d if ok else None
+
+
+def skip_reason() -> str | None:
+    """Why the Kueue tests cannot run here (one line), or None: the binary not built, or no ``unshare``."""
+    if kueue_dir() is None:
+        return SKIP_REASON
+    if shutil.which("unshare") is None:
+        return "the Kueue tests need unshare (util-linux) to give Kueue its metrics certificate folder"
+    return None
 
 
 def _self_signed(root: Path) -> bytes:
@@ -183,6 +194,41 @@ class KueueServer:
             return True
 
         _wait(established, "Kueue's CRDs Established", 60)
+
+    def start_gc_probe(self) -> None:
+        """A Workload owned by a ConfigMap of ``default``, the ConfigMap deleted at once: see
+        :meth:`wait_gc_probe`. Created before Kueue's webhooks exist (no ``queueName``: Kueue leaves it alone)."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.admin)
+        cm = core.create_namespaced_config_map("default", {"metadata": {"name": "tfk8s-test-kueue-gc-probe"}})
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, "default", "workloads", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Workload", "metadata": {
+                "name": "tfk8s-test-kueue-gc-probe", "ownerReferences": [{
+                    "apiVersion": "v1", "kind": "ConfigMap", "name": cm.metadata.name, "uid": cm.metadata.uid}]},
+            "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [{"name": "c", "image": "probe", "resources": {"requests": {"cpu": "1m"}}}],
+                "restartPolicy": "Never"}}}]}})
+        core.delete_namespaced_config_map(cm.metadata.name, "default")
+
+    def wait_gc_probe(self, timeout: float = 60.0) -> None:
+        """Wait until the garbage collector has deleted the probe Workload, i.e. it watches Workloads. It learns of
+        a CRD created after it started only at its next discovery sync (kube-controller-manager: every 30 s,
+        fixed), and until then a deleted Job's Workload stays: a restart under Kueue would wait up to 30 s for it,
+        where on a cluster whose Kueue was installed before it takes about a second."""
+        from kubernetes.client.exceptions import ApiException
+
+        def gone() -> bool:
+            try:
+                self.custom.get_namespaced_custom_object(GROUP, VERSION, "default", "workloads",
+                                                         "tfk8s-test-kueue-gc-probe")
+            except ApiException as e:
+                if e.status == 404:
+                    return True
+                raise
+            return False
+
+        _wait(gone, "the garbage collector deleting the probe Workload (it watches Workloads)", timeout)
 
     def _client_config(self, path: str) -> dict[str, Any]:
         return {"url": f"https://127.0.0.1:{self.webhook_port}{path}",
@@ -438,8 +484,10 @@ def running_kueue(kubeconfig: Path, work: Path, bin_dir: Path | None = None) -> 
     try:
         t0 = time.monotonic()
         server.install_crds()
+        server.start_gc_probe()
         server.start(kubeconfig)
         server.install_webhooks()
+        server.wait_gc_probe()
         server.timings["up"] = time.monotonic() - t0
         yield server
     finally:

@@ -20,7 +20,7 @@ import pytest
 pytest.register_assert_rewrite("tests.realcluster.cluster_fixtures")
 
 from tests.realcluster.cluster_fixtures import RealCluster
-from tests.realcluster.kueue_server import FLAVOR, GROUP, SKIP_REASON, kueue_dir, running_kueue
+from tests.realcluster.kueue_server import FLAVOR, GROUP, running_kueue, skip_reason
 from tfk8s.core.cluster import ReplicaCounts
 from tfk8s.core.job import TrainingJob
 from tfk8s.launcher.kubernetes.errors import KueueQueueError, ScheduleTimeoutError
@@ -30,6 +30,7 @@ pytest_plugins = ["tests.realcluster.cluster_fixtures"]
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
 JOB = "tfk8s-kueue-1"
+HOLD_S = 3.0  # how long the drained test keeps the old Jobs' Workloads after their Jobs are deleted
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +38,10 @@ def kueue(control_plane, tmp_path_factory):
     """Kueue running on the session's control plane for this module's tests; removed afterwards (its process by
     pid, its webhook configurations, its objects and CRDs)."""
     cp, _ = control_plane
-    bin_dir = kueue_dir()
-    if bin_dir is None:
-        pytest.skip(SKIP_REASON)
-    with running_kueue(cp.kubeconfig(), tmp_path_factory.mktemp("kueue"), bin_dir) as server:
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with running_kueue(cp.kubeconfig(), tmp_path_factory.mktemp("kueue")) as server:
         print(f"\nkueue up in {server.timings['up']:.1f}s (manager ready in {server.timings['ready']:.1f}s), "
               f"pid {server.pid}; log {server.work / 'kueue.log'}")
         yield server
@@ -97,8 +98,8 @@ def test_a_job_on_a_real_kueue_queue_is_admitted_and_completes(kube, kueue):
         c.wait_pods("worker-0", "worker-1", timeout=60)
         seen["workloads"] = kueue.workloads(c.namespace)
         seen["jobs"] = {j.metadata.name: j for j in c.batch.list_namespaced_job(c.namespace).items}
+        c.succeed("worker-1")  # worker-0 last: its success ends the job (the rest would be stopped)
         c.succeed("worker-0")
-        c.succeed("worker-1")
 
     t0 = time.monotonic()
     result = kube.launch(make_job(), make_settings(kube, kueue_queue="q"), script)
@@ -178,30 +179,47 @@ def test_a_local_queue_of_a_missing_cluster_queue_is_refused_with_kueues_reason(
 def test_a_drained_cluster_queue_suspends_running_jobs_which_are_recreated_and_readmitted(kube, kueue):
     """The ClusterQueue stopped with ``HoldAndDrain`` while the workers run: Kueue evicts their Workloads and
     suspends their Jobs, the Job controller deletes the pods; the launcher takes it for a preemption (no restart
-    used), waits for the old Jobs' Workloads to go, recreates the set, whose Jobs Kueue holds (the launcher says
-    why, from the new Workloads) until the queue is resumed; then they are admitted and succeed.
+    used), waits for the old Jobs' Workloads to go (kept :data:`HOLD_S` longer by a finalizer, as a slow garbage
+    collector would), recreates the set, whose Jobs Kueue holds (the launcher says why, from the new Workloads)
+    until the queue is resumed; then they are admitted and succeed.
 
-    Without the wait, Kueue v0.17.0 matched a new Job to its predecessor's Workload (by the owner's name) and never
-    unsuspended it: "invalid admission check PodSetUpdate: conflict for annotations: conflict for
-    key=kueue.x-k8s.io/workload"."""
+    Without the wait, Kueue v0.17.0 matched each new Job to its predecessor's Workload (it finds a Job's Workloads
+    by the owner's name) and never admitted it: 2 of 2 runs so, and 2 of 2 when the garbage collector had not yet
+    synced Kueue's CRDs ("invalid admission check PodSetUpdate: conflict for annotations: conflict for
+    key=kueue.x-k8s.io/workload" in Kueue's log)."""
     cq = kueue.queue(kube.namespace, "q", cpu="1", memory="1Gi")
     seen: dict = {}
 
     def set_stop_policy(policy: str) -> None:
         kueue.custom.patch_cluster_custom_object(GROUP, "v1beta2", "clusterqueues", cq, {"spec": {"stopPolicy": policy}})
 
+    def hold_old_workloads(finalizers: list[str] | None) -> None:
+        for name in seen["old"]:
+            kueue.custom.patch_namespaced_custom_object(GROUP, "v1beta2", c_ns, "workloads", name,
+                                                        {"metadata": {"finalizers": finalizers}})
+
+    c_ns = kube.namespace
+
     def script(c: RealCluster) -> None:
         c.wait_pods("worker-0", "worker-1", timeout=60)
         seen["old"] = {w["metadata"]["name"] for w in kueue.workloads(c.namespace)}
+        # A slow garbage collector (a busy cluster's, or one that has not synced Kueue's CRDs yet): the old Jobs'
+        # Workloads outlive their Jobs for a few seconds, held by a finalizer of the test's own.
+        hold_old_workloads(["tfk8s.dev/test-hold", "kueue.x-k8s.io/resource-in-use"])
         set_stop_policy("HoldAndDrain")
+        c.wait_for(lambda: any("preempted: recreating" in line for line in c.output), "the restart", 60)
+        time.sleep(HOLD_S)
+        seen["jobs while the old Workloads exist"] = [
+            (j.metadata.name, j.metadata.labels["tfk8s.dev/attempt"]) for j in c.batch.list_namespaced_job(c.namespace).items]
+        hold_old_workloads(None)
         c.wait_for(lambda: sum("is held by Kueue queue q" in line for line in c.output) == 2, "two held lines", 60)
         seen["held"] = [line for line in c.output if "is held by Kueue queue q" in line]
         seen["jobs"] = {j.metadata.name: j.metadata.uid for j in c.batch.list_namespaced_job(c.namespace).items}
         seen["workloads"] = kueue.workloads(c.namespace)
         set_stop_policy("None")
         c.wait_pods("worker-0", "worker-1", attempt=1, timeout=60)
+        c.succeed("worker-1")  # worker-0 last: its success ends the job (the rest would be stopped)
         c.succeed("worker-0")
-        c.succeed("worker-1")
 
     result = kube.launch(make_job(max_restarts=0), make_settings(kube, kueue_queue="q"), script)
     assert result.exit_codes == {"worker-0": 0, "worker-1": 0}
@@ -218,3 +236,4 @@ def test_a_drained_cluster_queue_suspends_running_jobs_which_are_recreated_and_r
     assert owners == seen["jobs"]
     assert not seen["old"] & {w["metadata"]["name"] for w in seen["workloads"]}
     assert not any("still exist" in line for line in kube.output)
+    assert seen["jobs while the old Workloads exist"] == []

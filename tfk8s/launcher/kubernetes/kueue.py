@@ -11,10 +11,10 @@ it when it changes, and :func:`pending_reason` puts it in the schedule deadline'
 A Job's Workload is the one owned by that Job's *uid*: a restart deletes a replica's Job and creates one of the same
 name, and the old Job's Workload outlives it for a moment (the garbage collector, Kueue's finalizer). Kueue itself
 finds a Job's Workloads by the owner's *name* (``FindMatchingWorkloads``, v0.17), so a new Job created while the old
-Workload is still there can be matched to it: seen with Kueue v0.17.0, the new Job's pod template then carries the
-old Workload's name (``kueue.x-k8s.io/workload``) and Kueue can never unsuspend it ("invalid admission check
-PodSetUpdate: conflict for annotations"). :func:`wait_for_old_workloads` holds a restart's new Jobs back until the
-old Workloads are gone.
+Workload is still there can be matched to it and is then never admitted: seen with Kueue v0.17.0 on the real
+control plane (``tests/realcluster/test_kueue.py``), the new Job's pod template carrying the old Workload's name
+(``kueue.x-k8s.io/workload``: "invalid admission check PodSetUpdate: conflict for annotations"), or no Workload made
+for it at all. :func:`wait_for_old_workloads` holds a restart's new Jobs back until the old Workloads are gone.
 
 API: ``kueue.x-k8s.io`` ``localqueues`` (get) and ``workloads`` (list), in ``v1beta2`` where the API server serves
 it (Kueue >= 0.15), else ``v1beta1`` (Kueue < 0.20): the group's discovery document says which
@@ -166,8 +166,8 @@ def wait_for_old_workloads(run: KubeRun, job_names: Collection[str]) -> None:
     """Before a restart creates the Jobs ``job_names`` again under a Kueue queue: wait, at most
     ``create_retry_s``, until no Workload owned by a Job of those names is left (their deleted predecessors').
     Kueue matches a Job to its Workloads by the owner's name, so a new Job created beside an old Workload can be
-    taken for that Workload's and never be unsuspended (the module's docstring). Measured on Kueue v0.17.0 with
-    the real control plane: gone in about a second. No queue: returns at once. Cannot list (an older Role):
+    taken for that Workload's and never be admitted (the module's docstring). Measured on Kueue v0.17.0 with
+    the real control plane: gone about 0.5 s after the Jobs' deletion. No queue: returns at once. Cannot list (an older Role):
     says so and goes on."""
     if not run.settings.kueue_queue or not job_names:
         return
