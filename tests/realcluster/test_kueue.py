@@ -191,14 +191,13 @@ def test_a_drained_cluster_queue_suspends_running_jobs_which_are_recreated_and_r
     seen: dict = {}
 
     def set_stop_policy(policy: str) -> None:
-        kueue.custom.patch_cluster_custom_object(GROUP, "v1beta2", "clusterqueues", cq, {"spec": {"stopPolicy": policy}})
+        kueue.custom.patch_cluster_custom_object(GROUP, "v1beta2", "clusterqueues", cq,
+                                                 {"spec": {"stopPolicy": policy}})
 
     def hold_old_workloads(finalizers: list[str] | None) -> None:
         for name in seen["old"]:
-            kueue.custom.patch_namespaced_custom_object(GROUP, "v1beta2", c_ns, "workloads", name,
+            kueue.custom.patch_namespaced_custom_object(GROUP, "v1beta2", kube.namespace, "workloads", name,
                                                         {"metadata": {"finalizers": finalizers}})
-
-    c_ns = kube.namespace
 
     def script(c: RealCluster) -> None:
         c.wait_pods("worker-0", "worker-1", timeout=60)
@@ -210,7 +209,8 @@ def test_a_drained_cluster_queue_suspends_running_jobs_which_are_recreated_and_r
         c.wait_for(lambda: any("preempted: recreating" in line for line in c.output), "the restart", 60)
         time.sleep(HOLD_S)
         seen["jobs while the old Workloads exist"] = [
-            (j.metadata.name, j.metadata.labels["tfk8s.dev/attempt"]) for j in c.batch.list_namespaced_job(c.namespace).items]
+            (j.metadata.name, j.metadata.labels["tfk8s.dev/attempt"])
+            for j in c.batch.list_namespaced_job(c.namespace).items]
         hold_old_workloads(None)
         c.wait_for(lambda: sum("is held by Kueue queue q" in line for line in c.output) == 2, "two held lines", 60)
         seen["held"] = [line for line in c.output if "is held by Kueue queue q" in line]

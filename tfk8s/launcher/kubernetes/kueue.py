@@ -167,8 +167,8 @@ def wait_for_old_workloads(run: KubeRun, job_names: Collection[str]) -> None:
     ``create_retry_s``, until no Workload owned by a Job of those names is left (their deleted predecessors').
     Kueue matches a Job to its Workloads by the owner's name, so a new Job created beside an old Workload can be
     taken for that Workload's and never be admitted (the module's docstring). Measured on Kueue v0.17.0 with
-    the real control plane: gone about 0.5 s after the Jobs' deletion. No queue: returns at once. Cannot list (an older Role):
-    says so and goes on."""
+    the real control plane: gone about 0.5 s after the Jobs' deletion. No queue: returns at once. Cannot list
+    (an older Role): says so and goes on."""
     if not run.settings.kueue_queue or not job_names:
         return
     names = set(job_names)
