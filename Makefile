@@ -30,10 +30,12 @@ test: $(STAMP)
 
 # The Kubernetes backend against a real control plane on 127.0.0.1 (etcd, kube-apiserver, controller manager,
 # scheduler, KWOK): builds the binaries once from the Go module proxy (hack/controlplane/build.sh, cached under
-# ~/.cache/tfk8s/controlplane/; needs Go >= 1.26) and takes KServe's InferenceService CRD from its Go module
-# (hack/kserve/crd.sh, cached under ~/.cache/tfk8s/kserve/), then runs the tests marked `cluster`.
+# ~/.cache/tfk8s/controlplane/; needs Go >= 1.26), Kueue v0.17.0's manager (hack/kueue/build.sh, cached under
+# ~/.cache/tfk8s/kueue/) and KServe's InferenceService CRD from its Go module (hack/kserve/crd.sh, cached under
+# ~/.cache/tfk8s/kserve/), then runs the tests marked `cluster` (tests/realcluster/test_kueue.py with the real Kueue).
 test-cluster: $(STAMP)
 	bash hack/controlplane/build.sh
+	bash hack/kueue/build.sh
 	bash hack/kserve/crd.sh
 	TFK8S_TEST_CLUSTER=1 $(PY) -m pytest -q -ra -m cluster
 

@@ -20,8 +20,17 @@ if [[ "${1:-}" == "--dir" ]]; then
   exit 0
 fi
 bins=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok)
+k8s_bins=(kube-apiserver kube-controller-manager kube-scheduler)
 missing=()
-for b in "${bins[@]}"; do [[ -x "$dir/$b" ]] || missing+=("$b"); done
+for b in "${bins[@]}"; do
+  if [[ ! -x "$dir/$b" ]]; then
+    missing+=("$b")
+  elif [[ " ${k8s_bins[*]} " == *" $b "* ]] && [[ "$("$dir/$b" --version 2>/dev/null)" != "Kubernetes ${KUBERNETES_VERSION}" ]]; then
+    # Built before the version was stamped (it said v0.0.0-master+$Format:%H$, which Kueue refuses to parse):
+    # linked again, a minute or two with the Go build cache of that build.
+    missing+=("$b")
+  fi
+done
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "$dir"
   exit 0
@@ -37,9 +46,18 @@ start=$(date +%s)
 echo "building ${missing[*]} into $dir (cold: 12-15 minutes on 2 cores, measured 2026-12-02)" >&2
 need() { [[ " ${missing[*]} " == *" $1 "* ]]; }
 k8s=()
-for b in kube-apiserver kube-controller-manager kube-scheduler; do need "$b" && k8s+=("k8s.io/kubernetes/cmd/$b"); done
+for b in "${k8s_bins[@]}"; do need "$b" && k8s+=("k8s.io/kubernetes/cmd/$b"); done
 if [[ ${#k8s[@]} -gt 0 ]]; then
-  (cd "$here/kubernetes" && go build -ldflags="$ldflags" -o "$tmp/" "${k8s[@]}")
+  # The version the API server reports (GET /version) and the components' user agents: what Kubernetes' own
+  # build stamps (hack/lib/version.sh), as ../node/build.sh does for the kubelet; -X changes only the link. Without
+  # it the API server says v0.0.0-master+$Format:%H$ and a client that parses it (Kueue) exits.
+  kv=""
+  minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    kv+=" -X $pkg.gitVersion=${KUBERNETES_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor}"
+    kv+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  (cd "$here/kubernetes" && go build -ldflags="$ldflags$kv" -o "$tmp/" "${k8s[@]}")
 fi
 if need etcd; then
   (cd "$here/etcd" && go build -ldflags="$ldflags" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)

@@ -743,14 +743,30 @@ class FakeCluster:
             "status": {"conditions": [{"type": "Active", "status": str(active), "reason": reason or (
                 "Ready" if active else "ClusterQueueIsInactive"), "message": message}]}})
 
-    def workload(self, job_name: str, reason: str, message: str) -> None:
-        """Kueue's Workload of Job ``job_name``, not admitted (``QuotaReserved`` False with reason, message)."""
+    def workload(self, job_name: str, reason: str, message: str, job_uid: str | None = None) -> None:
+        """Kueue's Workload of Job ``job_name``, not admitted (``QuotaReserved`` False with reason, message), owned
+        by that Job's uid (``job_uid``: another's, e.g. a deleted Job of the same name)."""
+        if job_uid is None:
+            job_uid = next(j["metadata"]["uid"] for j in self.objects("jobs") if j["metadata"]["name"] == job_name)
         self._kueue_create("workloads", {
-            "kind": "Workload", "metadata": {"name": f"job-{job_name}", "namespace": NAMESPACE, "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": "u", "controller": True}]},
+            "kind": "Workload", "metadata": {"name": f"job-{job_name}-{job_uid[:5]}", "namespace": NAMESPACE,
+                                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                                                  "name": job_name, "uid": job_uid,
+                                                                  "controller": True}]},
             "spec": {"queueName": "team-a"},
             "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": reason,
                                        "message": message}]}})
+
+    def delete_workloads(self, job_name: str) -> None:
+        """Delete the Workloads owned by a Job named ``job_name`` (the garbage collector after the Job's deletion)."""
+        async def owned() -> list[tuple[Any, str]]:
+            async with self.server._lock:
+                return [(res, name) for (res, _, name), obj in self.server._objects.items()
+                        if res.group == "kueue.x-k8s.io" and res.plural == "workloads" and not obj.deleted
+                        and any(o.get("name") == job_name for o in obj.raw["metadata"].get("ownerReferences") or [])]
+
+        for resource, name in self._run(owned()):
+            self._run(self.server.remove(resource, self.namespace, name))
 
     def deny_pods(self, job_name: str, message: str) -> None:
         """The Job controller cannot create the Job's pod (e.g. quota exceeded): a FailedCreate event."""

@@ -22,6 +22,7 @@ def test_cluster_tests_are_deselected_outside_make_test_cluster_with_one_line_sa
 def test_make_test_cluster_builds_then_runs_only_the_cluster_tests():
     recipe = (REPO / "Makefile").read_text().split("\ntest-cluster:", 1)[1].split("\n\n", 1)[0]
     assert "hack/controlplane/build.sh" in recipe and "TFK8S_TEST_CLUSTER=1" in recipe and "-m cluster" in recipe
+    assert recipe.index("hack/kueue/build.sh") < recipe.index("TFK8S_TEST_CLUSTER=1")  # the real Kueue, cached
     steps = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("make ")]
     assert steps == ["make test", "make bench-smoke", "make test-cluster", "make test-e2e", "make test-kfp"]
 

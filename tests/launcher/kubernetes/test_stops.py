@@ -154,6 +154,56 @@ def test_a_kueue_suspension_is_a_preemption_and_waits_for_readmission(cluster, d
            "preempted the workload)" in line
 
 
+def test_a_restart_under_kueue_creates_the_new_job_only_once_the_old_jobs_workload_is_gone(cluster):
+    """Kueue finds a Job's Workloads by the owner's name: a new Job created while its deleted predecessor's
+    Workload is still there can be matched to it and never be unsuspended (seen with the real Kueue v0.17.0,
+    tests/realcluster/test_kueue.py). The restart waits until that Workload is gone before creating the Job."""
+    seen: dict = {}
+
+    def script(c: FakeCluster) -> None:
+        c.wait_pods("worker-0", "worker-1")
+        c.run()
+        c.workload(f"{JOB}-worker-1", "Evicted", "The ClusterQueue is stopped")  # the old Job's, admitted before
+        c.server.kueue_hold = True
+        c.suspend("worker-1")
+        c.wait_for(lambda: any("preempted: recreating" in line for line in c.output), "the restart")
+        time.sleep(1.5)
+        seen["jobs while the old Workload exists"] = sorted(j["metadata"]["name"] for j in c.objects("jobs"))
+        c.delete_workloads(f"{JOB}-worker-1")
+        held = c.wait_for(lambda: len(c.held_jobs()) == 2 and c.held_jobs(), "both new Jobs held by the queue")
+        for job in held:
+            c.admit(job)
+        c.wait_pods("worker-0", "worker-1", attempt=1)
+        c.run()
+        c.succeed("worker-0")
+
+    cluster.local_queue("team-a")
+    result = cluster.launch(make_job(chief=0, worker=2, ps=0, max_restarts=0),
+                            make_settings(schedule_timeout_s=20, kueue_queue="team-a"), script)
+    assert (result.restarts, result.preemptions) == (0, 1)
+    assert seen["jobs while the old Workload exists"] == [], seen
+    assert not [line for line in cluster.output if "still exist" in line]
+
+
+def test_a_held_jobs_reason_is_its_own_workloads_not_a_deleted_namesakes(cluster):
+    """A Workload owned by another Job of the same name (a deleted predecessor, another uid) is not the held Job's:
+    its stale reason is not printed; the Job's own Workload's is."""
+    why = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default"
+    cluster.local_queue("team-a")
+    cluster.server.kueue_hold = True
+
+    def script(c: FakeCluster) -> None:
+        (held,) = c.wait_for(lambda: c.held_jobs(), "the Job held by the queue")
+        c.workload(held, "Preempted", "an old Job's stale reason", job_uid="0ld-uid-of-a-deleted-job")
+        c.workload(held, "Inadmissible", why)
+
+    with pytest.raises(ScheduleTimeoutError) as e:
+        cluster.launch(make_job(chief=0, worker=1, ps=0), make_settings(schedule_timeout_s=4, kueue_queue="team-a"),
+                       script)
+    assert f"(Kueue: Inadmissible: {why})" in str(e.value)
+    assert not [line for line in cluster.output if "stale reason" in line]
+
+
 def test_a_suspended_job_never_readmitted_fails_at_the_schedule_deadline(cluster):
     def script(c: FakeCluster) -> None:
         c.wait_pods("worker-0")

@@ -69,7 +69,7 @@ from tfk8s.launcher.kubernetes.cleanup import cleanup, force_delete, wait_until
 from tfk8s.launcher.kubernetes.creation import create_job, launch
 from tfk8s.launcher.kubernetes.errors import KubernetesApiError
 from tfk8s.launcher.kubernetes.failures import drain_log, follow_log, print_events, read_logs, replica_error
-from tfk8s.launcher.kubernetes.kueue import note_pending
+from tfk8s.launcher.kubernetes.kueue import note_pending, wait_for_old_workloads
 from tfk8s.launcher.kubernetes.logs import LOG_READ_S
 from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState, parse_time
 from tfk8s.launcher.kubernetes.watch import Changed, Synced, WatchFailed, WatchItem
@@ -419,7 +419,8 @@ def lost_nodes(run: KubeRun, group: tuple[Replica, ...]) -> list[str]:
 
 def restart(run: KubeRun, decision: engine.Restart) -> None:
     """Act on the engine's restart: print its note, the cause's last lines and events (and its failed peers'
-    last lines), delete the group's Jobs and pods, wait for the pods to go, create the next attempts."""
+    last lines), delete the group's Jobs and pods, wait for the pods (and, under Kueue, the old Jobs' Workloads)
+    to go, create the next attempts."""
     rep = run.replicas[decision.cause]
     group = [run.replicas[r] for r in decision.group]
     # the logs of the members not followed live, read before their pods go (and before the note, whose
@@ -458,6 +459,7 @@ def restart(run: KubeRun, decision: engine.Restart) -> None:
         force_delete(run, sorted(old_pods & _pod_names(run)))
         if not wait_until(lambda: not old_pods & _pod_names(run), 30, run.clock):
             run.log(f"old pods still terminating: {sorted(old_pods & _pod_names(run))}; recreating anyway")
+    wait_for_old_workloads(run, [x.name for x in group])  # Kueue would take an old Workload for the new Job
     for x in group:
         run.exit_codes.pop(x.replica.label, None)
         x.reset(x.attempt + 1, run.clock())

@@ -8,6 +8,14 @@ to be blamed on capacity. While a Job waits, its Workload's ``QuotaReserved``/``
 (``couldn't assign flavors to pod set main: insufficient unused quota for cpu...``): :func:`note_pending` prints
 it when it changes, and :func:`pending_reason` puts it in the schedule deadline's error.
 
+A Job's Workload is the one owned by that Job's *uid*: a restart deletes a replica's Job and creates one of the same
+name, and the old Job's Workload outlives it for a moment (the garbage collector, Kueue's finalizer). Kueue itself
+finds a Job's Workloads by the owner's *name* (``FindMatchingWorkloads``, v0.17), so a new Job created while the old
+Workload is still there can be matched to it and is then never admitted: seen with Kueue v0.17.0 on the real
+control plane (``tests/realcluster/test_kueue.py``), the new Job's pod template carrying the old Workload's name
+(``kueue.x-k8s.io/workload``: "invalid admission check PodSetUpdate: conflict for annotations"), or no Workload made
+for it at all. :func:`wait_for_old_workloads` holds a restart's new Jobs back until the old Workloads are gone.
+
 API: ``kueue.x-k8s.io`` ``localqueues`` (get) and ``workloads`` (list), in ``v1beta2`` where the API server serves
 it (Kueue >= 0.15), else ``v1beta1`` (Kueue < 0.20): the group's discovery document says which
 (:data:`~tfk8s.launcher.kubernetes.api.KUEUE_VERSIONS`). No such group: Kueue is not installed; the group served in
@@ -17,6 +25,8 @@ the rules (an older ``manifests/rbac.yaml``) says so once and goes on without th
 
 from __future__ import annotations
 
+import time
+from collections.abc import Collection
 from typing import Any
 
 from tfk8s.launcher.kubernetes.api import KUEUE_GROUP, KUEUE_VERSIONS, kueue_version_of
@@ -24,6 +34,7 @@ from tfk8s.launcher.kubernetes.errors import KubernetesApiError, KueueQueueError
 from tfk8s.launcher.kubernetes.state import KubeRun, ReplicaState
 
 PENDING_CHECK_S = 2.0  # how often the held Jobs' Workloads are looked at (one list for all, only while some are held)
+OLD_WORKLOADS_POLL_S = 0.5  # how often a restart looks whether the deleted Jobs' Workloads are gone
 
 
 def _condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
@@ -88,12 +99,21 @@ def check_local_queue(run: KubeRun) -> None:
                               f"({(queue.get('spec') or {}).get('clusterQueue') or '?'}) or name another queue")
 
 
-def _workload_of(workloads: list[dict[str, Any]], job_name: str) -> dict[str, Any] | None:
+def _job_owners(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    return [o for o in (workload.get("metadata") or {}).get("ownerReferences") or [] if o.get("kind") == "Job"]
+
+
+def _workload_of(workloads: list[dict[str, Any]], job_name: str, job_uid: str | None) -> dict[str, Any] | None:
+    """The Workload of the Job ``job_name`` whose uid is ``job_uid`` (any Job of that name when it is unknown):
+    not the Workload of a deleted Job of the same name (a restart's predecessor), whose reason is stale."""
     for w in workloads:
-        owners = (w.get("metadata") or {}).get("ownerReferences") or []
-        if any(o.get("kind") == "Job" and o.get("name") == job_name for o in owners):
+        if any(o.get("name") == job_name and (not job_uid or o.get("uid") == job_uid) for o in _job_owners(w)):
             return w
     return None
+
+
+def _uid(rep: ReplicaState) -> str | None:
+    return ((rep.job or {}).get("metadata") or {}).get("uid")
 
 
 def workload_reason(workload: dict[str, Any] | None) -> str:
@@ -113,7 +133,7 @@ def pending_reason(run: KubeRun, rep: ReplicaState) -> str:
     if not run.settings.kueue_queue:
         return ""
     try:
-        return workload_reason(_workload_of(run.api.list_workloads(), rep.name))
+        return workload_reason(_workload_of(run.api.list_workloads(), rep.name, _uid(rep)))
     except KubernetesApiError:
         return ""
 
@@ -135,8 +155,38 @@ def note_pending(run: KubeRun, now: float, said: dict[str, str]) -> None:
         run.log(f"cannot list Kueue Workloads ({e})")
         return
     for rep in held:
-        reason = workload_reason(_workload_of(workloads, rep.name))
+        reason = workload_reason(_workload_of(workloads, rep.name, _uid(rep)))
         if reason and said.get(rep.name) != reason:
             said[rep.name] = reason
             run.log(f"{rep.replica.label}: Job {rep.name} is held by Kueue queue {run.settings.kueue_queue}: "
                     f"{reason}")
+
+
+def wait_for_old_workloads(run: KubeRun, job_names: Collection[str]) -> None:
+    """Before a restart creates the Jobs ``job_names`` again under a Kueue queue: wait, at most
+    ``create_retry_s``, until no Workload owned by a Job of those names is left (their deleted predecessors').
+    Kueue matches a Job to its Workloads by the owner's name, so a new Job created beside an old Workload can be
+    taken for that Workload's and never be admitted (the module's docstring). Measured on Kueue v0.17.0 with
+    the real control plane: gone about 0.5 s after the Jobs' deletion. No queue: returns at once. Cannot list
+    (an older Role): says so and goes on."""
+    if not run.settings.kueue_queue or not job_names:
+        return
+    names = set(job_names)
+
+    def left() -> list[str]:
+        return sorted({o.get("name") or "" for w in run.api.list_workloads() for o in _job_owners(w)} & names)
+
+    try:
+        old = left()
+        deadline = run.clock() + run.settings.create_retry_s
+        while old and run.clock() < deadline:
+            time.sleep(OLD_WORKLOADS_POLL_S)
+            old = left()
+    except KubernetesApiError as e:
+        run.log(f"cannot list Kueue Workloads ({e}): creating the new Jobs without waiting for the old Workloads "
+                f"to go")
+        return
+    if old:
+        run.log(f"the Kueue Workloads of the deleted Jobs {', '.join(old)} still exist "
+                f"{run.settings.create_retry_s:g}s after the Jobs were deleted; creating the new Jobs anyway (Kueue "
+                f"may take an old Workload for a new Job and never admit it)")
