@@ -212,5 +212,6 @@ def test_the_gates_conditions_run_push_or_reject_for_every_blessed_and_fail_on_u
                 for mount in platform.get(executor, {}).get("pvcMount", []):
                     claim = mount["pvcNameParameter"]["componentInputParameter"]
                     assert task["scope"][claim] == "my-claim", name
-            mounted = {n for n in ran if platform.get(spec["components"][f"comp-{n}"]["executorLabel"])}
+            mounted = {n for n in ran
+                       if platform.get(spec["components"][f"comp-{n}"]["executorLabel"], {}).get("pvcMount")}
             assert mounted == set(ran) - {"ensure-volume"}

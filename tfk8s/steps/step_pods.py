@@ -2,7 +2,7 @@
 
 A namespace with a ResourceQuota on ``cpu``/``memory`` (a Kubeflow profile's, typically) admits only pods whose
 containers declare requests (``must specify cpu,memory``, kubeflow/pipelines#7699), and a pod without any is
-BestEffort, the first a node evicts. Every step therefore declares requests and a memory limit
+BestEffort, the first a node evicts. Every step therefore declares requests and limits
 (:data:`STEP_PODS`), which ``pipelines/train.py`` compiles into the KFP IR (``set_cpu_request`` ...) and the Argo
 export carries from it (:mod:`tfk8s.submit.argo`).
 
