@@ -23,7 +23,7 @@ import pytest
 
 pytest.register_assert_rewrite("tests.realnode.argo_fixtures")
 
-from tests.realnode.argo_fixtures import Argo, ArgoNamespace, nodes
+from tests.realnode.argo_fixtures import EXECUTOR, Argo, ArgoNamespace, nodes, set_executor
 from tfk8s.core.layout import DEFAULT_ROOT
 
 pytestmark = [pytest.mark.e2e]
@@ -84,6 +84,40 @@ def test_a_bad_parameter_fails_the_workflow_with_the_steps_one_line_reason(argo:
                               "volume_root must be /mnt/tfk8s on Kubernetes"), message
     assert "\n" not in message
     assert "volume_root must be /mnt/tfk8s on Kubernetes" in _get(argo, ns, name)
+    _wait_settled(argo, ns)
+
+
+def test_restricted_refuses_argos_own_containers_without_the_admins_executor_setting(argo: Argo,
+                                                                                     argo_ns: ArgoNamespace):
+    """What Pod Security ``restricted`` and the namespace's LimitRange refuse of Argo's own ``init`` and ``wait``
+    containers when the controller's ``executor`` setting gives them less than EXECUTOR (docs/kubernetes.md, Pod
+    Security): the first step's pod is refused and the Workflow fails with the API server's message. The
+    steps' own containers are not named: they pass (the export's securityContext)."""
+    ns = argo_ns.name
+    seen = {}
+    cases = {"no resources": {"securityContext": EXECUTOR["securityContext"]},
+             "a user only": {"resources": EXECUTOR["resources"],
+                             "securityContext": {"runAsUser": 1000, "runAsNonRoot": True}}}
+    try:
+        for case, executor in cases.items():
+            with argo.cluster.cp.admin_client() as api:
+                set_executor(api, executor)
+            time.sleep(5)  # the controller watches its configmap
+            wf = argo.wait(ns, argo.submit(ns, WORKFLOW, SMALL), timeout=300)
+            n = nodes(wf)
+            assert wf["status"]["phase"] in ("Failed", "Error") and list(n) == ["ensure-volume"], (case, n)
+            seen[case] = n["ensure-volume"].get("message", "")
+    finally:
+        with argo.cluster.cp.admin_client() as api:
+            set_executor(api, EXECUTOR)
+        time.sleep(5)
+    print(json.dumps(seen, indent=1))
+    assert "maximum cpu usage per Container is 4" in seen["no resources"], seen
+    refused = seen["a user only"]
+    assert 'violates PodSecurity "restricted:latest"' in refused, seen
+    assert 'containers "init", "wait" must set securityContext.allowPrivilegeEscalation=false' in refused, seen
+    assert 'containers "init", "wait" must set securityContext.capabilities.drop=["ALL"]' in refused, seen
+    assert '"main"' not in refused, seen
     _wait_settled(argo, ns)
 
 
