@@ -13,8 +13,8 @@ node's own probes (they mount hostPath folders, which Pod Security ``restricted`
 the project's pods run in on the real node (:func:`new_namespace`, the ``e2e_pods`` of
 :mod:`tests.realnode.e2e_pods`, the Argo and KFP namespaces): Pod Security ``enforce`` (``warn``, ``audit``) at
 ``restricted`` (or ``baseline`` where the namespace holds others' pods that cannot pass it), a ResourceQuota on
-``requests.cpu``, ``requests.memory``, ``limits.cpu``, ``limits.memory`` and a LimitRange with only a ``max``,
-no default: a pod whose container declares no requests or limits is refused, as in a profile
+``requests.cpu``, ``requests.memory``, ``limits.cpu``, ``limits.memory`` and a LimitRange with only a per-pod
+``max``, which sets no defaults: a pod whose container declares no requests or limits is refused, as in a profile
 (kubeflow/pipelines#7699).
 """
 
@@ -158,10 +158,12 @@ QUOTA = "compute"  # the ResourceQuota's name
 QUOTA_HARD = {"requests.cpu": "8", "requests.memory": "32Gi", "limits.cpu": "64", "limits.memory": "128Gi"}
 """The namespace's quota: the four a profile's quota names; far above what a 2-core node runs, so it refuses only
 a pod that declares nothing (the quota's own refusal when full is tests/realcluster's)."""
-LIMIT_RANGE = "container-max"
-CONTAINER_MAX = {"cpu": "4", "memory": "16Gi"}
-"""The LimitRange's only setting, per container: a ``max`` and no ``default``/``defaultRequest``, so nothing is
-filled in for a container that declares nothing."""
+LIMIT_RANGE = "pod-max"
+POD_MAX = {"cpu": "8", "memory": "16Gi"}
+"""The LimitRange's only setting: a ``max`` per **Pod** (the sum of its containers' limits). Not per Container:
+the API server defaults a Container item's ``default`` limit to its ``max`` (and ``defaultRequest`` to that),
+so a Container ``max`` would fill in requests and limits for a container that declares none, and admit it (seen
+on the real API server: a bare container got 4 CPUs requested). A Pod item gets no defaults."""
 
 
 def pod_security_labels(level: str) -> dict[str, str]:
@@ -174,7 +176,7 @@ def pod_security_labels(level: str) -> dict[str, str]:
 def production_namespace(api: Any, name: str, level: str = "restricted") -> None:
     """Create namespace ``name`` shaped like a Kubeflow profile's (see the module docstring): Pod Security
     ``level``, the ResourceQuota :data:`QUOTA` (:data:`QUOTA_HARD`) and the LimitRange :data:`LIMIT_RANGE`
-    (:data:`CONTAINER_MAX`, no defaults); returns once the quota controller has its status (until then the
+    (:data:`POD_MAX`, no defaults); returns once the quota controller has its status (until then the
     quota admission refuses every pod: "status unknown for quota") and the default ServiceAccount exists."""
     from kubernetes import client
 
@@ -182,7 +184,7 @@ def production_namespace(api: Any, name: str, level: str = "restricted") -> None
     core.create_namespace({"metadata": {"name": name, "labels": pod_security_labels(level)}})
     core.create_namespaced_resource_quota(name, {"metadata": {"name": QUOTA}, "spec": {"hard": dict(QUOTA_HARD)}})
     core.create_namespaced_limit_range(name, {"metadata": {"name": LIMIT_RANGE}, "spec": {
-        "limits": [{"type": "Container", "max": dict(CONTAINER_MAX)}]}})
+        "limits": [{"type": "Pod", "max": dict(POD_MAX)}]}})
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -247,5 +249,5 @@ def e2e_production(e2e_cluster) -> Iterator[E2E]:
         handle.close()
 
 
-__all__ = ["CONTAINER_MAX", "E2E", "NODE_NAME", "QUOTA", "QUOTA_HARD", "e2e", "e2e_cluster", "e2e_production",
+__all__ = ["E2E", "NODE_NAME", "POD_MAX", "QUOTA", "QUOTA_HARD", "e2e", "e2e_cluster", "e2e_production",
            "new_namespace", "pod_security_labels", "production_namespace"]

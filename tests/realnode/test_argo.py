@@ -112,7 +112,8 @@ def test_restricted_refuses_argos_own_containers_without_the_admins_executor_set
             set_executor(api, EXECUTOR)
         time.sleep(5)
     print(json.dumps(seen, indent=1))
-    assert "maximum cpu usage per Container is 4" in seen["no resources"], seen
+    assert ("failed quota: compute: must specify limits.cpu for: init,wait; limits.memory for: init,wait; "
+            "requests.cpu for: init,wait; requests.memory for: init,wait") in seen["no resources"], seen
     refused = seen["a user only"]
     assert 'violates PodSecurity "restricted:latest"' in refused, seen
     assert 'containers "init", "wait" must set securityContext.allowPrivilegeEscalation=false' in refused, seen

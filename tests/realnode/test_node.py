@@ -19,7 +19,7 @@ pytest.register_assert_rewrite("tests.realnode.e2e_fixtures")
 
 from tests.realnode import realnode
 from tests.realnode.e2e_fixtures import E2E
-from tests.realnode.realnode import BRIDGE, NODE_IP, NODE_NAME, ROOT, SUBNET
+from tests.realnode.realnode import BRIDGE, NODE_IP, NODE_NAME, PROBE_IMAGE, ROOT, SUBNET
 
 pytest_plugins = ["tests.realnode.e2e_fixtures"]
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -181,9 +181,9 @@ def _refusal(e2e: E2E, manifest: dict) -> str:
 def test_a_production_namespace_refuses_a_pod_without_limits_or_restricted_and_counts_one_with_both(
         e2e_production: E2E):
     """The shape of every namespace the project's pods run in on the real node (e2e_fixtures.production_namespace)
-    is real: the API server's LimitRanger refuses a container without limits (no default fills them in, as in a
-    Kubeflow profile), Pod Security refuses a pod without restricted's securityContext, and a pod with both runs
-    and is counted by the quota."""
+    is real: the LimitRange (a per-pod max, no defaults) refuses a pod without limits, the quota a pod with a
+    container that declares no requests and limits (kubeflow/pipelines#7699's message), Pod Security a pod
+    without restricted's securityContext; a pod with all three runs and is counted by the quota."""
     from tests.realnode.e2e_fixtures import QUOTA
     from tests.realnode.e2e_pods import RESTRICTED_CONTAINER, RESTRICTED_POD
 
@@ -194,7 +194,15 @@ def test_a_production_namespace_refuses_a_pod_without_limits_or_restricted_and_c
     bare = e2e.pod_manifest("bare", ["echo", "hi"], container={"securityContext": dict(RESTRICTED_CONTAINER)},
                             **secure)
     message = _refusal(e2e, bare)
-    assert "maximum cpu usage per Container is 4" in message and "No limit is specified" in message, message
+    assert message == ('pods "bare" is forbidden: [maximum cpu usage per Pod is 8.  No limit is specified, '
+                       'maximum memory usage per Pod is 16Gi.  No limit is specified]'), message
+    half = e2e.pod_manifest("half", ["echo", "hi"], memory="32Mi",
+                            container={"securityContext": dict(RESTRICTED_CONTAINER)}, **secure)
+    half["spec"]["containers"].append({"name": "bare", "image": PROBE_IMAGE, "imagePullPolicy": "Never",
+                                       "args": ["echo"], "securityContext": dict(RESTRICTED_CONTAINER)})
+    message = _refusal(e2e, half)
+    assert message == ('pods "half" is forbidden: failed quota: compute: must specify limits.cpu for: bare; '
+                       'limits.memory for: bare; requests.cpu for: bare; requests.memory for: bare'), message
     lax = e2e.pod_manifest("lax", ["echo", "hi"], memory="32Mi")
     message = _refusal(e2e, lax)
     assert 'violates PodSecurity "restricted:latest"' in message, message
