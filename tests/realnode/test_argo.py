@@ -175,6 +175,12 @@ def test_the_whole_pipeline_runs_through_argo_and_the_gate_pushes_or_rejects(arg
         assert main["image"] == argo.image
         command = main["command"]
         assert command[:2] == ["/var/run/argo/argoexec", "emissary"] and command[command.index("--") + 1] == "python"
+        # admitted in a restricted namespace with a quota: every container, Argo's init and wait too, declared
+        # requests and limits and restricted's securityContext (the export's, the executor setting's)
+        for c in pod["spec"].get("initContainers", []) + pod["spec"]["containers"]:
+            assert set(c["resources"]["limits"]) >= {"cpu", "memory"}, (pod["metadata"]["name"], c["name"])
+            assert c["securityContext"]["allowPrivilegeEscalation"] is False, (pod["metadata"]["name"], c["name"])
+        assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     # the outputs flowed: the export's versioned path is what evaluate and push were given
     exported = {p["name"]: p["value"] for p in n["export-model"]["outputs"]["parameters"]}["exported_model"]
     assert exported == "/mnt/tfk8s/models/mnist-cnn/1"
