@@ -6,10 +6,14 @@ Deployment controller, so the Deployment's pod template is created as a Pod), an
 CLI built from the same module (kube mode: it talks to the API server with the admin kubeconfig).
 
 ``argo`` (session): the controller running, leading, and the project image in the node (imported once from
-``make image-archive``'s archive when the node lacks it). ``argo_ns`` (per test): a namespace ready for the
-compiled pipeline: ``manifests/rbac.yaml`` and ``manifests/argo-rbac.yaml`` applied (``argo_ns_without_argo_rbac``:
-not the latter), a PersistentVolume ``tfk8s-data`` (a folder of the node's) bound to the claim
-``tfk8s-data``, and MNIST copied onto it (the pods cannot download anything).
+``make image-archive``'s archive when the node lacks it); the ``executor`` of its ``workflow-controller-configmap``
+set as a cluster admin sets it for Pod Security ``restricted`` and quotas (:data:`EXECUTOR`: a non-root user, no
+privilege escalation, every capability dropped, seccomp ``RuntimeDefault``, requests and limits), which Argo
+gives its own ``init`` and ``wait`` containers of every workflow pod. ``argo_ns`` (per test): a production-shaped
+namespace (:func:`tests.realnode.e2e_fixtures.production_namespace`: ``restricted``, a quota, a LimitRange without
+defaults) ready for the compiled pipeline: ``manifests/rbac.yaml`` and ``manifests/argo-rbac.yaml`` applied
+(``argo_ns_without_argo_rbac``: not the latter), a PersistentVolume ``tfk8s-data`` (a folder of the node's) bound
+to the claim ``tfk8s-data``, and MNIST copied onto it (the pods cannot download anything).
 
 The pieces about the project image and the volume are the minimum this needs; tests/realnode/e2e_fixtures.py grows its
 own, and these go when they exist.
@@ -33,6 +37,7 @@ import pytest
 import yaml
 
 from tests.realcluster.controlplane import REPO
+from tests.realnode.e2e_fixtures import production_namespace
 from tests.realnode.realnode import E2ECluster, write_image
 
 ARGO_BUILD = REPO / "hack" / "argo" / "build.sh"
@@ -44,6 +49,33 @@ ARGO_BINARIES = ("workflow-controller", "argoexec", "argo")
 PVC = "tfk8s-data"
 IMAGE_ARCHIVE_ENV = "TFK8S_E2E_IMAGE_ARCHIVE"  # as tests/realnode/e2e_fixtures.py's
 FINISHED = ("Succeeded", "Failed", "Error")
+EXECUTOR_USER = 1000  # the argoexec image made here has no USER (the release's runs as 8737); KFP's driver image's
+EXECUTOR = {
+    "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "512Mi"}},
+    "securityContext": {"runAsUser": EXECUTOR_USER, "runAsGroup": EXECUTOR_USER, "runAsNonRoot": True,
+                        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                        "seccompProfile": {"type": "RuntimeDefault"}},
+}
+"""The ``executor`` of the ``workflow-controller-configmap``: Argo's ``init`` and ``wait`` containers' requests,
+limits and securityContext, what Pod Security ``restricted`` and a quota on requests and limits need of them
+(docs/kubernetes.md, Pod Security). tfk8s cannot set these: a cluster admin does."""
+
+
+def set_executor(api: Any, executor: dict[str, Any] | None) -> None:
+    """Set the ``executor`` key of Argo's ``workflow-controller-configmap`` (None: remove it); the controller
+    reads it at start and watches it."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    cm = core.read_namespaced_config_map("workflow-controller-configmap", "argo")
+    data = dict(cm.data or {})
+    if executor is None:
+        data.pop("executor", None)
+    else:
+        data["executor"] = yaml.safe_dump(executor)
+    core.replace_namespaced_config_map("workflow-controller-configmap", "argo",
+                                       {"apiVersion": "v1", "kind": "ConfigMap", "data": data,
+                                        "metadata": {"name": cm.metadata.name, "namespace": "argo"}})
 
 
 def argo_dir() -> Path | None:
@@ -237,6 +269,7 @@ def running_argo(cluster: E2ECluster) -> Iterator[Argo]:
             c.type == "Established" and c.status == "True" for c in ext.read_custom_resource_definition(
                 d["metadata"]["name"]).status.conditions or []) for d in crds), 30)
         _apply(api, [d for d in docs if d["kind"] not in ("CustomResourceDefinition", "Deployment")])
+        set_executor(api, EXECUTOR)
         # the e2e control plane runs no Deployment/ReplicaSet controllers: the Deployment's pod, as a Pod
         (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
         template = deployment["spec"]["template"]
@@ -286,10 +319,12 @@ class ArgoNamespace:
     volume: Path
 
 
-def prepare_namespace(cluster: E2ECluster, ns: str, argo_rbac: bool = True, tfds: bool = True) -> ArgoNamespace:
-    """Create ``ns`` with the RBAC of ``manifests/`` (``argo-rbac.yaml`` only if ``argo_rbac``), a PV + PVC
-    ``tfk8s-data`` (the node folder ``<root>/hostpath/<ns>``, writable by the image's user) and, with ``tfds``,
-    MNIST under ``tfds/`` on it."""
+def prepare_namespace(cluster: E2ECluster, ns: str, argo_rbac: bool = True, tfds: bool = True,
+                      level: str = "restricted") -> ArgoNamespace:
+    """Create ``ns`` production-shaped at Pod Security ``level``
+    (:func:`tests.realnode.e2e_fixtures.production_namespace`) with the RBAC of ``manifests/`` (``argo-rbac.yaml``
+    only if ``argo_rbac``), a PV + PVC ``tfk8s-data`` (the node folder ``<root>/hostpath/<ns>``, writable by the
+    image's user) and, with ``tfds``, MNIST under ``tfds/`` on it."""
     from kubernetes import client
 
     from tfk8s.steps.prepare_dataset import default_tfds_data_dir
@@ -308,8 +343,7 @@ def prepare_namespace(cluster: E2ECluster, ns: str, argo_rbac: bool = True, tfds
                 os.chmod(Path(d) / f, 0o644)
     with cluster.cp.admin_client() as api:
         core = client.CoreV1Api(api)
-        core.create_namespace({"metadata": {"name": ns}})
-        _wait_for(f"ServiceAccount {ns}/default", lambda: core.read_namespaced_service_account("default", ns), 30)
+        production_namespace(api, ns, level)
         manifests = ["rbac.yaml", *(["argo-rbac.yaml"] if argo_rbac else [])]
         _apply(api, [d for m in manifests for d in yaml.safe_load_all((REPO / "manifests" / m).read_text()) if d],
                namespace=ns)
@@ -362,5 +396,5 @@ def argo_ns_without_argo_rbac(argo: Argo) -> Iterator[ArgoNamespace]:
         remove_namespace(argo.cluster, ns)
 
 
-__all__ = ["Argo", "ArgoNamespace", "argo", "argo_ns", "argo_ns_without_argo_rbac", "argo_unavailable", "nodes",
-           "running_argo"]
+__all__ = ["EXECUTOR", "Argo", "ArgoNamespace", "argo", "argo_ns", "argo_ns_without_argo_rbac", "argo_unavailable",
+           "nodes", "running_argo", "set_executor"]

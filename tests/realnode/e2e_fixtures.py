@@ -6,7 +6,16 @@ torn down at the end of the session (also after Ctrl-C or SIGTERM: SIGTERM is tu
 that pytest tears down; a SIGKILLed pytest is cleaned up by the watchdog, or by ``hack/node/cleanup.sh``). The
 teardown fails the session if anything of the node is left on the machine.
 
-``e2e`` (per test): an :class:`E2E` handle on a fresh namespace, deleted afterwards.
+``e2e`` (per test): an :class:`E2E` handle on a fresh namespace, deleted afterwards: a lab namespace for the
+node's own probes (they mount hostPath folders, which Pod Security ``restricted`` refuses).
+
+:func:`production_namespace`: a namespace shaped like a Kubeflow profile's, the one helper behind every namespace
+the project's pods run in on the real node (:func:`new_namespace`, the ``e2e_pods`` of
+:mod:`tests.realnode.e2e_pods`, the Argo and KFP namespaces): Pod Security ``enforce`` (``warn``, ``audit``) at
+``restricted`` (or ``baseline`` where the namespace holds others' pods that cannot pass it), a ResourceQuota on
+``requests.cpu``, ``requests.memory``, ``limits.cpu``, ``limits.memory`` and a LimitRange with only a per-pod
+``max``, which sets no defaults: a pod whose container declares no requests or limits is refused, as in a profile
+(kubeflow/pipelines#7699).
 """
 
 from __future__ import annotations
@@ -144,13 +153,67 @@ class E2E:
         self.api.close()
 
 
-def new_namespace(cluster: E2ECluster, prefix: str = "e2e") -> E2E:
+POD_SECURITY = "pod-security.kubernetes.io"
+QUOTA = "compute"  # the ResourceQuota's name
+QUOTA_HARD = {"requests.cpu": "8", "requests.memory": "32Gi", "limits.cpu": "64", "limits.memory": "128Gi"}
+"""The namespace's quota: the four a profile's quota names; far above what a 2-core node runs, so it refuses only
+a pod that declares nothing (the quota's own refusal when full is tests/realcluster's)."""
+LIMIT_RANGE = "pod-max"
+POD_MAX = {"cpu": "8", "memory": "16Gi"}
+"""The LimitRange's only setting: a ``max`` per **Pod** (the sum of its containers' limits). Not per Container:
+the API server defaults a Container item's ``default`` limit to its ``max`` (and ``defaultRequest`` to that),
+so a Container ``max`` would fill in requests and limits for a container that declares none, and admit it (seen
+on the real API server: a bare container got 4 CPUs requested). A Pod item gets no defaults."""
+
+
+def pod_security_labels(level: str) -> dict[str, str]:
+    """The namespace labels of Pod Security admission at ``level`` (``restricted``, ``baseline``): enforce, warn
+    and audit, each at ``latest``."""
+    return {f"{POD_SECURITY}/{mode}{suffix}": value for mode in ("enforce", "warn", "audit")
+            for suffix, value in (("", level), ("-version", "latest"))}
+
+
+def production_namespace(api: Any, name: str, level: str = "restricted") -> None:
+    """Create namespace ``name`` shaped like a Kubeflow profile's (see the module docstring): Pod Security
+    ``level``, the ResourceQuota :data:`QUOTA` (:data:`QUOTA_HARD`) and the LimitRange :data:`LIMIT_RANGE`
+    (:data:`POD_MAX`, no defaults); returns once the quota controller has its status (until then the
+    quota admission refuses every pod: "status unknown for quota") and the default ServiceAccount exists."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": name, "labels": pod_security_labels(level)}})
+    core.create_namespaced_resource_quota(name, {"metadata": {"name": QUOTA}, "spec": {"hard": dict(QUOTA_HARD)}})
+    core.create_namespaced_limit_range(name, {"metadata": {"name": LIMIT_RANGE}, "spec": {
+        "limits": [{"type": "Pod", "max": dict(POD_MAX)}]}})
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            quota = core.read_namespaced_resource_quota(QUOTA, name)
+            core.read_namespaced_service_account("default", name)
+            if quota.status and quota.status.hard:
+                return
+        except client.ApiException:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"namespace {name}: no quota status or default ServiceAccount after 60 s")
+        time.sleep(0.2)
+
+
+def new_namespace(cluster: E2ECluster, prefix: str = "e2e", production: bool = True) -> E2E:
     """A fresh namespace ``<prefix>-<8 hex>`` on the real cluster, once its default ServiceAccount exists; the
-    :class:`E2E` handle on it (:meth:`E2E.close` deletes it)."""
+    :class:`E2E` handle on it (:meth:`E2E.close` deletes it). ``production``: shaped by
+    :func:`production_namespace` (``restricted``), else a lab namespace with no admission rules of its own."""
     from kubernetes import client
 
     ns = f"{prefix}-{uuid.uuid4().hex[:8]}"
     handle = E2E(cluster, ns)
+    if production:
+        try:
+            production_namespace(handle.api, ns)
+        except Exception:
+            handle.close()
+            raise
+        return handle
     handle.core.create_namespace({"metadata": {"name": ns}})
     deadline = time.monotonic() + 30
     while True:
@@ -166,7 +229,19 @@ def new_namespace(cluster: E2ECluster, prefix: str = "e2e") -> E2E:
 
 @pytest.fixture
 def e2e(e2e_cluster) -> Iterator[E2E]:
-    """A fresh namespace on the real cluster (its default ServiceAccount there), deleted after the test."""
+    """A fresh lab namespace on the real cluster (its default ServiceAccount there; no Pod Security level, no
+    quota: the node's probes mount hostPath folders), deleted after the test."""
+    handle = new_namespace(e2e_cluster, production=False)
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+@pytest.fixture
+def e2e_production(e2e_cluster) -> Iterator[E2E]:
+    """A fresh production-shaped namespace (:func:`production_namespace`, ``restricted``), deleted after the
+    test: where the project's pods run (``e2e_pods``)."""
     handle = new_namespace(e2e_cluster)
     try:
         yield handle
@@ -174,4 +249,5 @@ def e2e(e2e_cluster) -> Iterator[E2E]:
         handle.close()
 
 
-__all__ = ["E2E", "NODE_NAME", "e2e", "e2e_cluster", "new_namespace"]
+__all__ = ["E2E", "NODE_NAME", "POD_MAX", "QUOTA", "QUOTA_HARD", "e2e", "e2e_cluster", "e2e_production",
+           "new_namespace", "pod_security_labels", "production_namespace"]

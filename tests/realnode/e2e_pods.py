@@ -9,7 +9,9 @@ name, :data:`tfk8s.DEFAULT_IMAGE` (~30 s); nothing is ever pulled.
 ``e2e_mnist`` (session): a small real MNIST subset prepared once on the host by the project's own
 ``prepare_dataset`` (:data:`MNIST_EXAMPLES` examples per split, :data:`MNIST_SHARDS` shards).
 
-``e2e_pods`` (per test): a :class:`ProjectPods` handle on a fresh namespace holding ``manifests/rbac.yaml``, a
+``e2e_pods`` (per test): a :class:`ProjectPods` handle on a fresh production-shaped namespace (Pod Security
+``restricted``, a quota, a LimitRange without defaults: :func:`tests.realnode.e2e_fixtures.production_namespace`)
+holding ``manifests/rbac.yaml``, a
 hostPath PersistentVolume bound by the real PV binder to the ReadWriteMany claim :data:`CLAIM` (its folder on
 the node, :data:`VOLUMES` ``/<namespace>``, owned by the image's UID 10001, with the MNIST subset at
 :data:`DATA_DIR`), and helpers: :meth:`ProjectPods.run` (a command in a pod of the image, as a ServiceAccount,
@@ -61,6 +63,12 @@ MNIST_EXAMPLES = 2048  # per split: 32 steps of 64 per epoch
 MNIST_SHARDS = 4
 KUBELET_GC_S = 60  # the kubelet removes dead containers (and sandboxes) every minute (ContainerGCPeriod)
 LABEL_E2E_NAMESPACE = "tfk8s.dev/e2e-namespace"  # on the PV: the claim's selector picks its test's volume
+RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+"""The pod securityContext of a compiled step's pod (KFP's compiler and the Argo export set it: Pod Security
+``restricted``)."""
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+                        "seccompProfile": {"type": "RuntimeDefault"}}
+"""... and its container's (tfk8s.submit.argo.container_security_context with the step's runAsNonRoot)."""
 
 
 # -- the image ---------------------------------------------------------------------------------------------------
@@ -220,24 +228,27 @@ class ProjectPods:
     # -- pods ----------------------------------------------------------------------------------------------------
     def pod_manifest(self, name: str, command: list[str], *, service_account: str = LAUNCHER_SA,
                      env: dict[str, str] | None = None, labels: dict[str, str] | None = None,
-                     cpu: str = "100m", memory: str = "256Mi", memory_limit: str = "1Gi",
+                     cpu: str = "100m", memory: str = "256Mi", memory_limit: str = "1Gi", cpu_limit: str = "1",
                      image: str = "", grace_s: int = 30) -> dict[str, Any]:
         """A pod of the image running ``command`` once (``restartPolicy: Never``) as ``service_account``, the
         volume at :data:`MOUNT`, the downward API's pod name and UID as ``TFK8S_LAUNCHER_POD_NAME``/``UID``
-        (the env the compiled pipeline gives the launch step), requests ``cpu``/``memory``."""
+        (the env the compiled pipeline gives the launch step), requests ``cpu``/``memory`` and limits
+        ``cpu_limit``/``memory_limit``, and the securityContext a compiled step's pod has (:data:`RESTRICTED_POD`,
+        :data:`RESTRICTED_CONTAINER`: Pod Security ``restricted``)."""
         downward = [{"name": var, "valueFrom": {"fieldRef": {"fieldPath": path}}}
                     for var, path in (("TFK8S_LAUNCHER_POD_NAME", "metadata.name"),
                                       ("TFK8S_LAUNCHER_POD_UID", "metadata.uid"))]
         return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}},
                 "spec": {"restartPolicy": "Never", "serviceAccountName": service_account,
-                         "terminationGracePeriodSeconds": grace_s,
+                         "terminationGracePeriodSeconds": grace_s, "securityContext": dict(RESTRICTED_POD),
                          "volumes": [{"name": "tfk8s-volume", "persistentVolumeClaim": {"claimName": CLAIM}}],
                          "containers": [{
                              "name": "main", "image": image or self.image, "command": command,
                              "env": downward + [{"name": k, "value": v} for k, v in (env or {}).items()],
                              "volumeMounts": [{"name": "tfk8s-volume", "mountPath": MOUNT}],
+                             "securityContext": dict(RESTRICTED_CONTAINER),
                              "resources": {"requests": {"cpu": cpu, "memory": memory},
-                                           "limits": {"memory": memory_limit}}}]}}
+                                           "limits": {"cpu": cpu_limit, "memory": memory_limit}}}]}}
 
     def run(self, name: str, command: list[str], **kw: Any) -> dict[str, Any]:
         """Create the pod ``name`` (:meth:`pod_manifest`); its API JSON."""
@@ -396,8 +407,11 @@ def remove_namespace(e2e: E2E, volume: Volume, ledger: RuntimeLedger | None = No
 
 
 @pytest.fixture
-def e2e_pods(e2e: E2E, e2e_image: str, e2e_mnist: Path, e2e_runtime: RuntimeLedger) -> Iterator[ProjectPods]:
-    """The test's :class:`ProjectPods` (see the module docstring for what is checked afterwards)."""
+def e2e_pods(e2e_production: E2E, e2e_image: str, e2e_mnist: Path,
+             e2e_runtime: RuntimeLedger) -> Iterator[ProjectPods]:
+    """The test's :class:`ProjectPods` in a production-shaped namespace (see the module docstring for what is
+    checked afterwards)."""
+    e2e = e2e_production
     overdue = e2e_runtime.overdue()
     assert not overdue, f"containers of earlier tests still in the runtime after the kubelet's GC period: {overdue}"
     apply_rbac(e2e)
@@ -434,6 +448,7 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-__all__ = ["CLAIM", "DATA_DIR", "LAUNCHER_SA", "MOUNT", "ProjectPods", "RuntimeLedger", "Volume", "apply_rbac",
+__all__ = ["CLAIM", "DATA_DIR", "LAUNCHER_SA", "MOUNT", "RESTRICTED_CONTAINER", "RESTRICTED_POD", "ProjectPods",
+           "RuntimeLedger", "Volume", "apply_rbac",
            "e2e_image", "e2e_mnist", "e2e_pods", "e2e_runtime", "image_archive", "import_image", "last_json",
            "make_volume", "remove_namespace", "small_job", "unique", "wait_for"]

@@ -13,7 +13,10 @@ Argo controller (tests/realnode/argo_fixtures.py).
   - pods of one-file images (the static binaries, never pulled): the API server, the persistence agent, the
     ScheduledWorkflow controller (its CRD read from the source tree); the driver and launcher in one image with
     a numeric USER, named by the API server's ``V2_DRIVER_IMAGE``/``V2_LAUNCHER_IMAGE``;
-  - Argo's executor given a numeric non-root user (KFP's pods set ``runAsNonRoot``);
+  - Argo's executor as tests/realnode/argo_fixtures.py's ``EXECUTOR`` sets it (non-root, ``restricted``, requests
+    and limits);
+  - the namespace production-shaped (:func:`tests.realnode.e2e_fixtures.production_namespace`, at
+    :data:`POD_SECURITY_LEVEL`); KFP's own pods here declare ``restricted`` securityContexts and resources;
   - the project's part, as docs/kfp.md tells a user: ``manifests/rbac.yaml`` with its Role bound to
     ``pipeline-runner``, the PVC ``tfk8s-data`` with MNIST on it.
 Everything is removed at the end (the host processes stopped by pid, their folders deleted).
@@ -58,7 +61,11 @@ KFP_VERSION = "2.17.0"
 BUILD = REPO / "hack" / "kfp" / "build.sh"
 MANIFESTS = REPO / "hack" / "kfp" / "manifests.yaml"
 NAMESPACE = "kubeflow"
-RUN_AS_USER = 1000  # the driver/launcher image's USER and Argo's executor's: KFP's pods set runAsNonRoot
+RUN_AS_USER = 1000  # the driver/launcher image's USER (Argo's executor's too, EXECUTOR): KFP's pods set runAsNonRoot
+POD_SECURITY_LEVEL = "restricted"
+"""The Pod Security level of the namespace of KFP and its runs (production-shaped: a quota and a LimitRange
+too): every pod there passes ``restricted``, KFP's drivers and launchers and Argo's executor included
+(docs/kubernetes.md, Pod Security)."""
 IMAGES = {  # image -> the binaries of hack/kfp/build.sh it holds (the first is the entrypoint)
     f"tfk8s.local/kfp-apiserver:{KFP_VERSION}": ("apiserver",),
     f"tfk8s.local/kfp-persistence-agent:{KFP_VERSION}": ("persistence_agent",),
@@ -283,23 +290,6 @@ def start_minio(work: Path, bin_dir: Path, procs: dict[str, HostProcess]) -> tup
     return port, data
 
 
-def _executor_user(api: Any, user: int | None) -> None:
-    """Argo's executor containers (init, wait) as ``user`` (non-root), or as the image says (None)."""
-    from kubernetes import client
-
-    core = client.CoreV1Api(api)
-    cm = core.read_namespaced_config_map("workflow-controller-configmap", "argo")
-    data = dict(cm.data or {})
-    if user is None:
-        data.pop("executor", None)
-    else:
-        data["executor"] = yaml.safe_dump({"securityContext": {"runAsUser": user, "runAsGroup": user,
-                                                               "runAsNonRoot": True}})
-    core.replace_namespaced_config_map("workflow-controller-configmap", "argo",
-                                       {"apiVersion": "v1", "kind": "ConfigMap", "data": data,
-                                        "metadata": {"name": cm.metadata.name, "namespace": "argo"}})
-
-
 class Unavailable(RuntimeError):
     """What the KFP backend needs is not on this machine (the message says what): a test skips, a benchmark
     says so."""
@@ -350,7 +340,7 @@ def running_kfp_backend(argo: Argo, work: Path) -> Iterator[KFPBackend]:
             ensure_image(cluster, ref, oci)
         timings["kfp images"] = round(time.monotonic() - t0, 1)
         t0 = time.monotonic()
-        ns = prepare_namespace(cluster, NAMESPACE, argo_rbac=False)
+        ns = prepare_namespace(cluster, NAMESPACE, argo_rbac=False, level=POD_SECURITY_LEVEL)
         subst = {"NODE_IP": NODE_IP, "DB_PORT": db_port, "MLMD_PORT": mlmd_port, "S3_PORT": s3_port,
                  "S3_ACCESS_KEY": S3_ACCESS_KEY, "S3_SECRET_KEY": S3_SECRET_KEY, "RUN_AS_USER": RUN_AS_USER,
                  "APISERVER_IMAGE": f"tfk8s.local/kfp-apiserver:{KFP_VERSION}",
@@ -362,7 +352,6 @@ def running_kfp_backend(argo: Argo, work: Path) -> Iterator[KFPBackend]:
         crd = yaml.safe_load((src / "manifests/kustomize/base/pipeline/cluster-scoped"
                                     "/scheduled-workflow-crd.yaml").read_text())
         with cluster.cp.admin_client() as api:
-            _executor_user(api, RUN_AS_USER)
             _apply(api, [crd])
             _apply(api, [d for d in docs if d["kind"] != "Pod"])
             # the launch step's rights (manifests/rbac.yaml, applied by prepare_namespace) for the runs' account
@@ -395,7 +384,6 @@ def running_kfp_backend(argo: Argo, work: Path) -> Iterator[KFPBackend]:
         yield backend
     finally:
         with contextlib.suppress(Exception), cluster.cp.admin_client() as api:
-            _executor_user(api, None)
             with contextlib.suppress(Exception):
                 client.ApiextensionsV1Api(api).delete_custom_resource_definition("scheduledworkflows.kubeflow.org")
             rbac = client.RbacAuthorizationV1Api(api)

@@ -32,7 +32,7 @@ import pytest
 pytest.register_assert_rewrite("tests.realnode.argo_fixtures", "tests.realcluster.kserve_crd")
 
 from tests.realcluster.kserve_crd import installed_kserve_crd
-from tests.realnode.argo_fixtures import Argo, ArgoNamespace, nodes
+from tests.realnode.argo_fixtures import EXECUTOR, Argo, ArgoNamespace, nodes, set_executor
 from tests.realnode.realnode import NODE_IP
 from tests.steps.s3_server import NO_MINIO, S3Server, minio_binary, running_minio
 from tfk8s.core.layout import DEFAULT_ROOT
@@ -150,6 +150,41 @@ def test_a_bad_parameter_fails_the_workflow_with_the_steps_one_line_reason(argo:
     _wait_settled(argo, ns)
 
 
+def test_restricted_refuses_argos_own_containers_without_the_admins_executor_setting(argo: Argo,
+                                                                                     argo_ns: ArgoNamespace):
+    """What Pod Security ``restricted`` and the namespace's LimitRange refuse of Argo's own ``init`` and ``wait``
+    containers when the controller's ``executor`` setting gives them less than EXECUTOR (docs/kubernetes.md, Pod
+    Security): the first step's pod is refused and the Workflow fails with the API server's message. The
+    steps' own containers are not named: they pass (the export's securityContext)."""
+    ns = argo_ns.name
+    seen = {}
+    cases = {"no resources": {"securityContext": EXECUTOR["securityContext"]},
+             "a user only": {"resources": EXECUTOR["resources"],
+                             "securityContext": {"runAsUser": 1000, "runAsNonRoot": True}}}
+    try:
+        for case, executor in cases.items():
+            with argo.cluster.cp.admin_client() as api:
+                set_executor(api, executor)
+            time.sleep(5)  # the controller watches its configmap
+            wf = argo.wait(ns, argo.submit(ns, WORKFLOW, SMALL), timeout=300)
+            n = nodes(wf)
+            assert wf["status"]["phase"] in ("Failed", "Error") and list(n) == ["ensure-volume"], (case, n)
+            seen[case] = n["ensure-volume"].get("message", "")
+    finally:
+        with argo.cluster.cp.admin_client() as api:
+            set_executor(api, EXECUTOR)
+        time.sleep(5)
+    print(json.dumps(seen, indent=1))
+    assert ("failed quota: compute: must specify limits.cpu for: init,wait; limits.memory for: init,wait; "
+            "requests.cpu for: init,wait; requests.memory for: init,wait") in seen["no resources"], seen
+    refused = seen["a user only"]
+    assert 'violates PodSecurity "restricted:latest"' in refused, seen
+    assert 'containers "init", "wait" must set securityContext.allowPrivilegeEscalation=false' in refused, seen
+    assert 'containers "init", "wait" must set securityContext.capabilities.drop=["ALL"]' in refused, seen
+    assert '"main"' not in refused, seen
+    _wait_settled(argo, ns)
+
+
 def test_without_argo_rbac_the_first_step_with_outputs_fails(argo: Argo, argo_ns_without_argo_rbac: ArgoNamespace):
     """manifests/argo-rbac.yaml is what lets the steps report their outputs (Argo 3.4+: the executor writes a
     WorkflowTaskResult); without it the real controller fails the first step that has one."""
@@ -214,6 +249,13 @@ def test_the_whole_pipeline_runs_through_argo_and_the_gate_pushes_or_rejects(arg
             command = main["command"]
             assert command[:2] == ["/var/run/argo/argoexec", "emissary"]
             assert command[command.index("--") + 1] == "python"
+            # admitted in a restricted namespace with a quota: every container, Argo's init and wait too, declared
+            # requests and limits and restricted's securityContext (the export's, the executor setting's)
+            for c in pod["spec"].get("initContainers", []) + pod["spec"]["containers"]:
+                assert set(c["resources"]["limits"]) >= {"cpu", "memory"}, (pod["metadata"]["name"], c["name"])
+                assert c["securityContext"]["allowPrivilegeEscalation"] is False, (pod["metadata"]["name"],
+                                                                                    c["name"])
+            assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         # the outputs flowed: the export's versioned path is what evaluate and push were given
         exported = {p["name"]: p["value"] for p in n["export-model"]["outputs"]["parameters"]}["exported_model"]
         assert exported == "/mnt/tfk8s/models/mnist-cnn/1"

@@ -20,7 +20,7 @@ import pytest
 
 pytest.register_assert_rewrite("tests.realnode.kfp_fixtures", "tests.realnode.argo_fixtures")
 
-from tests.realnode.kfp_fixtures import NAMESPACE, KFPBackend
+from tests.realnode.kfp_fixtures import NAMESPACE, POD_SECURITY_LEVEL, KFPBackend
 
 pytestmark = [pytest.mark.kfp]
 pytest_plugins = ["tests.realnode.e2e_fixtures", "tests.realnode.argo_fixtures", "tests.realnode.kfp_fixtures"]
@@ -110,6 +110,32 @@ def step_pods(kfp: KFPBackend, run_id: str) -> dict[str, dict[str, Any]]:
     return steps
 
 
+def kfp_namespace_level(kfp: KFPBackend) -> str:
+    """The Pod Security level the namespace of KFP and its runs enforces."""
+    from kubernetes import client
+
+    with kfp.argo.cluster.cp.admin_client() as api:
+        labels = client.CoreV1Api(api).read_namespace(NAMESPACE).metadata.labels
+    return labels.get("pod-security.kubernetes.io/enforce", "")
+
+
+def container_shapes(pods: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, dict[str, Any]]]]:
+    """Per pod: its kind (``driver``: KFP's driver image; ``step``: ours), name, and per container (init
+    containers first) the limits it declared and its securityContext's restricted fields."""
+    out = []
+    for p in pods:
+        main = [c for c in p["spec"]["containers"] if c["name"] == "main"]
+        kind = "driver" if main and "kfp-driver-launcher" in main[0]["image"] else "step"
+        containers = {}
+        for c in p["spec"].get("initContainers", []) + p["spec"]["containers"]:
+            sc = c.get("securityContext") or {}
+            containers[c["name"]] = {"limits": sorted((c.get("resources") or {}).get("limits") or {}),
+                                     **{k: sc.get(k) for k in ("allowPrivilegeEscalation", "capabilities",
+                                                               "runAsNonRoot", "runAsUser")}}
+        out.append((kind, p["metadata"]["name"], containers))
+    return out
+
+
 def mlmd_artifacts(kfp: KFPBackend) -> list[dict[str, Any]]:
     """Every artifact in ML Metadata, read back over gRPC with MLMD's own client: type, uri, custom properties."""
     py = subprocess.run(["bash", str(REPO / "hack/kfp/mlmd_venv.sh")], check=True, capture_output=True,
@@ -144,6 +170,17 @@ def test_the_users_run_succeeds_on_kfp_with_every_step_in_our_image_and_outputs_
         assert s["image"] == kfp.image, (task, s)
         # ensure-volume checks the claim before anything mounts it; every other step mounts it
         assert s["claims"] == ([] if task == "ensure-volume" else ["tfk8s-data"]), (task, s)
+    # admitted in a production-shaped namespace (Pod Security restricted, a quota, a LimitRange without defaults):
+    # every container of every pod of the run, KFP's drivers and its launcher init and Argo's init and wait
+    # included, declared limits and restricted's securityContext
+    assert kfp_namespace_level(kfp) == POD_SECURITY_LEVEL == "restricted"
+    shapes = container_shapes(run_pods(kfp, run_id))
+    print("containers of the run's pods:", json.dumps(shapes))
+    assert {"driver", "step"} <= {kind for kind, _, _ in shapes}, shapes
+    for kind, pod, containers in shapes:
+        for name, shape in containers.items():
+            assert shape["limits"] == ["cpu", "memory"] and shape["allowPrivilegeEscalation"] is False, (pod, name)
+            assert shape["capabilities"] == {"drop": ["ALL"]}, (kind, pod, name, shape)
     # exported, and pushed to the serving folder, on the volume; the run's folder is named by KFP's run id
     assert (kfp.volume / "models" / "mnist-cnn" / "1" / "saved_model.pb").is_file()
     assert (kfp.volume / "serving" / "mnist-cnn" / "1" / "saved_model.pb").is_file()
@@ -180,6 +217,44 @@ def test_the_users_run_succeeds_on_kfp_with_every_step_in_our_image_and_outputs_
     print("API task states:", tasks)
     for step in set(STEPS) - {"reject-model"}:
         assert tasks.get(step) == "SUCCEEDED", (step, tasks)
+
+
+def test_restricted_refuses_a_kfp_step_container_that_does_not_say_run_as_non_root(kfp_backend: KFPBackend,
+                                                                                     tmp_path: Path):
+    """What Pod Security ``restricted`` refuses of a KFP run's pods: not KFP's own (its drivers pass, the user's
+    run above shows), but a step whose container does not declare ``runAsNonRoot`` (a pipeline without
+    kfp-kubernetes' ``set_security_context``, which every tfk8s step has): KFP's compiler sets the executor pod's
+    seccomp and its containers' privilege escalation and capabilities, not the step container's runAsNonRoot
+    (docs/kubernetes.md, Pod Security)."""
+    import kfp.client
+    from kfp import compiler, dsl
+
+    image = kfp_backend.image
+
+    @dsl.container_component
+    def hello():
+        return dsl.ContainerSpec(image=image, command=["python", "-c", "print('hello')"])
+
+    @dsl.pipeline(name="tfk8s-e2e-no-run-as-non-root")
+    def no_run_as_non_root():
+        hello().set_cpu_request("100m").set_memory_request("64Mi").set_cpu_limit("1").set_memory_limit("256Mi")
+
+    package = tmp_path / "p.yaml"
+    compiler.Compiler().compile(no_run_as_non_root, str(package))
+    client = kfp.client.Client(host=kfp_backend.url)
+    run_id = client.create_run_from_pipeline_package(str(package), experiment_name="tfk8s-e2e").run_id
+    run = wait_run(kfp_backend, run_id, timeout=300)
+    from kubernetes import client as k8s
+
+    with kfp_backend.argo.cluster.cp.admin_client() as api:
+        (wf,) = k8s.CustomObjectsApi(api).list_namespaced_custom_object(
+            "argoproj.io", "v1alpha1", NAMESPACE, "workflows", label_selector=f"pipeline/runid={run_id}")["items"]
+    messages = [n.get("message", "") for n in wf["status"].get("nodes", {}).values() if "forbidden" in
+                n.get("message", "")]
+    print("refused:", json.dumps(messages, indent=1))
+    assert run["state"] == "FAILED", json.dumps(run)[:3000]
+    assert messages and all('violates PodSecurity "restricted:latest": runAsNonRoot != true (pod or container '
+                            '"main" must set securityContext.runAsNonRoot=true)' in m for m in messages), messages
 
 
 def test_a_not_blessed_model_with_fail_on_unblessed_fails_the_run_naming_the_gate(kfp_backend: KFPBackend):

@@ -19,7 +19,7 @@ pytest.register_assert_rewrite("tests.realnode.e2e_fixtures")
 
 from tests.realnode import realnode
 from tests.realnode.e2e_fixtures import E2E
-from tests.realnode.realnode import BRIDGE, NODE_IP, NODE_NAME, ROOT, SUBNET
+from tests.realnode.realnode import BRIDGE, NODE_IP, NODE_NAME, PROBE_IMAGE, ROOT, SUBNET
 
 pytest_plugins = ["tests.realnode.e2e_fixtures"]
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -161,3 +161,60 @@ def test_after_the_pods_are_gone_no_container_mount_netns_or_veth_is_left(e2e: E
             break
         time.sleep(1)
     assert not any(left.values()), f"left after 150 s: {left}"
+
+
+def _refusal(e2e: E2E, manifest: dict) -> str:
+    """The API server's message refusing ``manifest`` (created with dryRun=All: admission runs, nothing is stored);
+    AssertionError if it was admitted."""
+    import json
+
+    from kubernetes import client
+
+    try:
+        e2e.core.create_namespaced_pod(e2e.namespace, manifest, dry_run="All")
+    except client.ApiException as e:
+        assert e.status == 403, (e.status, e.body)
+        return json.loads(e.body)["message"]
+    raise AssertionError(f"admitted in {e2e.namespace}: {manifest}")
+
+
+def test_a_production_namespace_refuses_a_pod_without_limits_or_restricted_and_counts_one_with_both(
+        e2e_production: E2E):
+    """The shape of every namespace the project's pods run in on the real node (e2e_fixtures.production_namespace)
+    is real: the LimitRange (a per-pod max, no defaults) refuses a pod without limits, the quota a pod with a
+    container that declares no requests and limits (kubeflow/pipelines#7699's message), Pod Security a pod
+    without restricted's securityContext; a pod with all three runs and is counted by the quota."""
+    from tests.realnode.e2e_fixtures import QUOTA
+    from tests.realnode.e2e_pods import RESTRICTED_CONTAINER, RESTRICTED_POD
+
+    e2e = e2e_production
+    labels = e2e.core.read_namespace(e2e.namespace).metadata.labels
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted", labels
+    secure = {"securityContext": {**RESTRICTED_POD, "runAsUser": 65534, "runAsGroup": 65534}}
+    bare = e2e.pod_manifest("bare", ["echo", "hi"], container={"securityContext": dict(RESTRICTED_CONTAINER)},
+                            **secure)
+    message = _refusal(e2e, bare)
+    assert message == ('pods "bare" is forbidden: [maximum cpu usage per Pod is 8.  No limit is specified, '
+                       'maximum memory usage per Pod is 16Gi.  No limit is specified]'), message
+    half = e2e.pod_manifest("half", ["echo", "hi"], memory="32Mi",
+                            container={"securityContext": dict(RESTRICTED_CONTAINER)}, **secure)
+    half["spec"]["containers"].append({"name": "bare", "image": PROBE_IMAGE, "imagePullPolicy": "Never",
+                                       "args": ["echo"], "securityContext": dict(RESTRICTED_CONTAINER)})
+    message = _refusal(e2e, half)
+    assert message == ('pods "half" is forbidden: failed quota: compute: must specify limits.cpu for: bare; '
+                       'limits.memory for: bare; requests.cpu for: bare; requests.memory for: bare'), message
+    lax = e2e.pod_manifest("lax", ["echo", "hi"], memory="32Mi")
+    message = _refusal(e2e, lax)
+    assert 'violates PodSecurity "restricted:latest"' in message, message
+    for field in ("allowPrivilegeEscalation != false", "unrestricted capabilities", "runAsNonRoot != true",
+                  "seccompProfile"):
+        assert field in message, (field, message)
+    e2e.run("both", ["wait-term", "/dev/null"], memory="32Mi",
+            container={"securityContext": dict(RESTRICTED_CONTAINER)}, **secure)
+    pod = e2e.wait_phase("both", "Running")
+    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"cpu": "100m", "memory": "32Mi"},
+                                                         "requests": {"cpu": "100m", "memory": "32Mi"}}
+    used = e2e.core.read_namespaced_resource_quota(QUOTA, e2e.namespace).status.used
+    assert {k: used[k] for k in ("requests.cpu", "requests.memory", "limits.cpu", "limits.memory")} == {
+        "requests.cpu": "100m", "requests.memory": "32Mi", "limits.cpu": "100m", "limits.memory": "32Mi"}, used
+    e2e.core.delete_namespaced_pod("both", e2e.namespace, grace_period_seconds=1)

@@ -32,6 +32,10 @@ def test_mwms_chief_and_two_workers_train_in_pods_then_export_evaluate_and_push_
     p = e2e_pods
     run = unique("mwms")
     job, train = p.job_of(run), RunLayout(MOUNT, run).train_dir
+    # the namespace is production-shaped: every pod below (launcher, replicas, follower, steps) passes restricted
+    # and declares requests and limits, or the API server refuses it
+    labels = p.core.read_namespace(p.namespace).metadata.labels
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted", labels
     launcher = p.launch(run, "--chief", "1", "--workers", "2", *small_job(batch=63))
     # `tfk8s logs -f` while it runs, in a pod of its own with the volume and the launcher's rights (in-cluster)
     wait_for(lambda: p.volume.host(train / "job.json").is_file(), "the job record on the volume", 120)

@@ -1,5 +1,6 @@
-"""The steps' own pods (tfk8s/steps/step_pods.py): requests and limits on every step, in both compiled forms, and
-their annotations and labels; the --steps overrides and their refusals."""
+"""The steps' own pods (tfk8s/steps/step_pods.py): requests and limits on every step, in both compiled forms, their
+annotations and labels, the securityContext of Pod Security ``restricted``; the --steps overrides and their
+refusals."""
 
 from pathlib import Path
 
@@ -33,10 +34,34 @@ def _argo_templates(name: str) -> dict[str, dict]:
     return out
 
 
-def test_every_step_declares_requests_and_a_memory_limit_in_the_kfp_ir():
+def test_every_step_declares_requests_and_limits_in_the_kfp_ir():
     assert _ir_resources() == {step: {"resourceCpuRequest": p.cpu, "resourceMemoryRequest": p.memory,
-                                      "resourceMemoryLimit": p.memory_limit} for step, p in STEP_PODS.items()}
-    assert STEP_PODS["prepare_dataset"] == StepPod(cpu="250m", memory="1Gi", memory_limit="4Gi")
+                                      "resourceCpuLimit": p.cpu_limit, "resourceMemoryLimit": p.memory_limit}
+                               for step, p in STEP_PODS.items()}
+    assert STEP_PODS["prepare_dataset"] == StepPod(cpu="250m", memory="1Gi", cpu_limit="2", memory_limit="4Gi")
+
+
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+                        "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def test_every_step_runs_as_non_root_in_the_kfp_ir():
+    # KFP's compiler adds allowPrivilegeEscalation, capabilities and seccomp to every container on its own
+    # (backend/src/v2/compiler/argocompiler/security_context.go); runAsNonRoot of the user's container only from here
+    platform = list(yaml.safe_load_all((REPO / "compiled" / "train.yaml").read_text()))[1]
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert {s: executors[f"exec-{s.replace('_', '-')}"].get("securityContext") for s in STEP_PODS} == {
+        s: {"runAsNonRoot": True} for s in STEP_PODS}
+
+
+@pytest.mark.parametrize("name", ["train.argo.yaml", "train.cron.yaml"])
+def test_both_argo_exports_carry_the_restricted_security_context(name):
+    templates = _argo_templates(name)
+    assert {s: t["container"]["securityContext"] for s, t in templates.items()} == {
+        s: RESTRICTED_CONTAINER for s in STEP_PODS}
+    wf = yaml.safe_load((REPO / "compiled" / name).read_text())
+    spec = wf["spec"].get("workflowSpec", wf["spec"])
+    assert spec["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 @pytest.mark.parametrize("name", ["train.argo.yaml", "train.cron.yaml"])
@@ -45,7 +70,8 @@ def test_both_argo_exports_carry_the_same_resources_and_the_launch_steps_annotat
     assert set(templates) == set(STEP_PODS)
     for step, pod in STEP_PODS.items():
         assert templates[step]["container"]["resources"] == {
-            "requests": {"cpu": pod.cpu, "memory": pod.memory}, "limits": {"memory": pod.memory_limit}}, step
+            "requests": {"cpu": pod.cpu, "memory": pod.memory},
+            "limits": {"cpu": pod.cpu_limit, "memory": pod.memory_limit}}, step
     assert templates["launch_training"]["metadata"]["annotations"] == {
         "cluster-autoscaler.kubernetes.io/safe-to-evict": "false", "karpenter.sh/do-not-disrupt": "true"}
     assert "metadata" not in templates["prepare_dataset"] or not templates["prepare_dataset"]["metadata"].get(
@@ -56,8 +82,9 @@ def test_the_steps_fit_a_two_cpu_node_beside_the_launch_step_and_two_replicas():
     launch_and_replicas = parse_quantity(STEP_PODS["launch_training"].cpu) + 2 * parse_quantity("500m")
     assert launch_and_replicas <= parse_quantity("1200m")
     for pod in STEP_PODS.values():
-        assert parse_quantity(pod.cpu) <= parse_quantity("250m") and pod.cpu_limit == ""
+        assert parse_quantity(pod.cpu) <= parse_quantity("250m")
         assert parse_quantity(pod.memory_limit) >= parse_quantity("1Gi")
+        assert parse_quantity(pod.cpu_limit) >= parse_quantity("1")  # a quota on limits.cpu needs one; it throttles
 
 
 def test_overrides_apply_all_steps_first_then_the_steps_own_and_merge_metadata():

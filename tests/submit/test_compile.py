@@ -87,10 +87,12 @@ def test_every_step_mounts_the_volume_and_the_launcher_knows_its_pod():
     platform = list(yaml.safe_load_all(DEFAULT_OUTPUT.read_text()))[1]
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     # every step but ensure-volume, which checks (or creates) the claim before anything mounts it
-    assert set(executors) == {f"exec-{n}" for n in ("prepare-dataset", "launch-training", "export-model",
-                                                     "evaluate-model", "push-model", "reject-model")}
-    for name, cfg in executors.items():
-        assert cfg["pvcMount"][0]["mountPath"] == "/mnt/tfk8s", name
+    mounting = {f"exec-{n}" for n in ("prepare-dataset", "launch-training", "export-model", "evaluate-model",
+                                      "push-model", "reject-model")}
+    assert set(executors) == mounting | {"exec-ensure-volume"}  # its runAsNonRoot (tests/steps/test_step_pods.py)
+    assert "pvcMount" not in executors["exec-ensure-volume"]
+    for name in mounting:
+        assert executors[name]["pvcMount"][0]["mountPath"] == "/mnt/tfk8s", name
     field_env = {e["name"]: e["fieldPath"] for e in executors["exec-launch-training"]["fieldPathAsEnv"]}
     assert field_env == {"TFK8S_LAUNCHER_POD_NAME": "metadata.name", "TFK8S_LAUNCHER_POD_UID": "metadata.uid"}
 
@@ -210,5 +212,6 @@ def test_the_gates_conditions_run_push_or_reject_for_every_blessed_and_fail_on_u
                 for mount in platform.get(executor, {}).get("pvcMount", []):
                     claim = mount["pvcNameParameter"]["componentInputParameter"]
                     assert task["scope"][claim] == "my-claim", name
-            mounted = {n for n in ran if platform.get(spec["components"][f"comp-{n}"]["executorLabel"])}
+            mounted = {n for n in ran
+                       if platform.get(spec["components"][f"comp-{n}"]["executorLabel"], {}).get("pvcMount")}
             assert mounted == set(ran) - {"ensure-volume"}

@@ -2,7 +2,7 @@
 
 A namespace with a ResourceQuota on ``cpu``/``memory`` (a Kubeflow profile's, typically) admits only pods whose
 containers declare requests (``must specify cpu,memory``, kubeflow/pipelines#7699), and a pod without any is
-BestEffort, the first a node evicts. Every step therefore declares requests and a memory limit
+BestEffort, the first a node evicts. Every step therefore declares requests and limits
 (:data:`STEP_PODS`), which ``pipelines/train.py`` compiles into the KFP IR (``set_cpu_request`` ...) and the Argo
 export carries from it (:mod:`tfk8s.submit.argo`).
 
@@ -12,9 +12,14 @@ driver, and the Argo export has no driver. So they are changed where the pipelin
 ``python pipelines/train.py --compile|--run|--schedule --steps JSON`` (:func:`step_pods`), e.g.
 ``{"prepare_dataset": {"memory_limit": "8Gi"}, "*": {"labels": {"team.example.com/cost-center": "ml"}}}``.
 
-No CPU limit by default: a CPU limit only throttles (CFS quota) a step that is alone on its node's idle CPUs
-(TensorFlow's import, TFDS' preparation) and gives the scheduler nothing the request does not; a quota on
-``limits.cpu`` needs one: set ``cpu_limit`` then.
+A CPU limit too, by default at least one whole CPU (two for the TensorFlow steps): a namespace with a quota on
+``limits.cpu``, or a LimitRange with a ``max`` and no default (a Kubeflow profile's kind), refuses a pod without
+one (``must specify limits.cpu``). Generous on purpose: a CPU limit only throttles (CFS quota), and a step is
+often alone on its node's idle CPUs (TensorFlow's import, TFDS' preparation).
+
+Each step's container also runs as non-root (:data:`RUN_AS_NON_ROOT`, ``kfp_kubernetes.set_security_context``),
+which with the KFP compiler's own defaults (no privilege escalation, every capability dropped, seccomp
+``RuntimeDefault``) and the Argo export's (:mod:`tfk8s.submit.argo`) passes Pod Security ``restricted``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ from tfk8s.launcher.kubernetes.settings import (
 )
 
 ALL_STEPS = "*"
+RUN_AS_NON_ROOT = True
+"""Every step's container declares ``runAsNonRoot`` (Pod Security ``restricted`` requires it set): the project
+image runs as its numeric user 10001; an image of yours must name a numeric non-root ``USER`` too."""
 STEP_KEYS = ("cpu", "memory", "cpu_limit", "memory_limit", "annotations", "labels")
 
 
@@ -76,18 +84,19 @@ class StepPod:
 _NOT_EVICTED = dict(DEFAULT_ANNOTATIONS)  # the launch step: evicting it fails the run and deletes the replicas
 
 STEP_PODS: Mapping[str, StepPod] = {
-    # step (component function)  requests               memory limit
-    "ensure_volume": StepPod(cpu="100m", memory="256Mi", memory_limit="1Gi"),
-    "prepare_dataset": StepPod(cpu="250m", memory="1Gi", memory_limit="4Gi"),  # TFDS' download and shards
-    "launch_training": StepPod(cpu="100m", memory="512Mi", memory_limit="2Gi", annotations=_NOT_EVICTED),
-    "export_model": StepPod(cpu="250m", memory="1Gi", memory_limit="4Gi"),  # TensorFlow loads the model
-    "evaluate_model": StepPod(cpu="250m", memory="1Gi", memory_limit="4Gi"),
-    "push_model": StepPod(cpu="100m", memory="256Mi", memory_limit="2Gi"),
-    "reject_model": StepPod(cpu="100m", memory="256Mi", memory_limit="1Gi"),
+    # step (component function)  requests               limits
+    "ensure_volume": StepPod(cpu="100m", memory="256Mi", cpu_limit="1", memory_limit="1Gi"),
+    "prepare_dataset": StepPod(cpu="250m", memory="1Gi", cpu_limit="2", memory_limit="4Gi"),  # TFDS' work
+    "launch_training": StepPod(cpu="100m", memory="512Mi", cpu_limit="1", memory_limit="2Gi",
+                               annotations=_NOT_EVICTED),
+    "export_model": StepPod(cpu="250m", memory="1Gi", cpu_limit="2", memory_limit="4Gi"),  # TF loads the model
+    "evaluate_model": StepPod(cpu="250m", memory="1Gi", cpu_limit="2", memory_limit="4Gi"),
+    "push_model": StepPod(cpu="100m", memory="256Mi", cpu_limit="1", memory_limit="2Gi"),
+    "reject_model": StepPod(cpu="100m", memory="256Mi", cpu_limit="1", memory_limit="1Gi"),
 }
 """Every step's pod by default: requests that fit a 2-CPU node beside the replicas (the steps run one at a time;
-the launch step's 100m runs beside its replicas), memory limits generous enough for TensorFlow's import and
-TFDS' work. The launch step is not to be evicted by an autoscaler (:data:`DEFAULT_ANNOTATIONS`): it owns the
+the launch step's 100m runs beside its replicas), limits generous enough for TensorFlow's import and TFDS' work
+(a quota on ``limits.cpu``/``limits.memory`` needs both). The launch step is not to be evicted by an autoscaler (:data:`DEFAULT_ANNOTATIONS`): it owns the
 replicas, which go with it."""
 
 
@@ -134,11 +143,15 @@ def step_pods(overrides: Any = None) -> dict[str, StepPod]:
 
 
 def apply(task: Any, step: str, pods: Mapping[str, StepPod], kfp_kubernetes: Any) -> Any:
-    """Set ``pods[step]`` on a KFP ``task`` (requests, limits, pod annotations and labels); returns ``task``."""
+    """Set ``pods[step]`` on a KFP ``task`` (requests, limits, pod annotations and labels) and its container's
+    ``runAsNonRoot``; returns ``task``."""
     pod = pods[step]
     task.set_cpu_request(pod.cpu).set_memory_request(pod.memory).set_memory_limit(pod.memory_limit)
     if pod.cpu_limit:
         task.set_cpu_limit(pod.cpu_limit)
+    # the container's runAsNonRoot; KFP's compiler adds the rest of `restricted` (no privilege escalation, ALL
+    # capabilities dropped, seccomp RuntimeDefault), the Argo export the same (tfk8s.submit.argo)
+    kfp_kubernetes.set_security_context(task, run_as_non_root=RUN_AS_NON_ROOT)
     for key, value in pod.annotations.items():
         kfp_kubernetes.add_pod_annotation(task, key, value)
     for key, value in pod.labels.items():
@@ -148,8 +161,9 @@ def apply(task: Any, step: str, pods: Mapping[str, StepPod], kfp_kubernetes: Any
 
 def markdown_table() -> str:
     """The defaults as docs/kubernetes.md shows them (a test keeps them equal)."""
-    rows = ["| step | cpu | memory | memory_limit | annotations |", "|---|---|---|---|---|"]
+    rows = ["| step | cpu | memory | cpu_limit | memory_limit | annotations |", "|---|---|---|---|---|---|"]
     for step, pod in STEP_PODS.items():
         notes = ", ".join(f"`{k}: {v}`" for k, v in pod.annotations.items()) or "-"
-        rows.append(f"| `{step}` | `{pod.cpu}` | `{pod.memory}` | `{pod.memory_limit}` | {notes} |")
+        rows.append(f"| `{step}` | `{pod.cpu}` | `{pod.memory}` | `{pod.cpu_limit or '-'}` | `{pod.memory_limit}` "
+                    f"| {notes} |")
     return "\n".join(rows) + "\n"

@@ -30,8 +30,11 @@ How a task becomes an Argo DAG task and container template:
 - ``dsl.If`` / ``dsl.Elif`` / ``dsl.Else`` sub-DAGs are flattened: each task inside gets the enclosing
   conditions as an Argo ``when`` (ANDed) and the enclosing sub-DAGs' dependencies;
 - kfp-kubernetes config carries over: PVC mounts (claim name from the pipeline parameter), field-path env
-  (the launcher's ``TFK8S_LAUNCHER_POD_NAME``/``UID``), image pull policy, node selector, pod metadata;
-  container env and cpu/memory/accelerator requests and limits from the IR.
+  (the launcher's ``TFK8S_LAUNCHER_POD_NAME``/``UID``), image pull policy, node selector, pod metadata, the
+  container's ``runAsUser``/``runAsGroup``/``runAsNonRoot``; container env and cpu/memory/accelerator requests
+  and limits from the IR;
+- what KFP's compiler adds to every pod it makes: the pod's ``runAsNonRoot`` and seccomp ``RuntimeDefault``,
+  each container's ``allowPrivilegeEscalation: false`` and dropped capabilities (Pod Security ``restricted``).
 
 Not translated (the build fails naming the task and the feature rather than dropping it): loops
 (``dsl.ParallelFor``), exit handlers, importers, sub-DAG outputs, and other kfp-kubernetes settings. KFP's
@@ -86,7 +89,25 @@ CRON_HEADER = (
     "# Create: argo cron create compiled/train.cron.yaml -p key=value (RBAC as for train.argo.yaml)\n"
 )
 
-_PLATFORM_KEYS = {"pvcMount", "fieldPathAsEnv", "imagePullPolicy", "nodeSelector", "podMetadata", "secretAsEnv"}
+_PLATFORM_KEYS = {"pvcMount", "fieldPathAsEnv", "imagePullPolicy", "nodeSelector", "podMetadata", "secretAsEnv",
+                  "securityContext"}
+_SECURITY_KEYS = {"runAsUser": "run_as_user", "runAsGroup": "run_as_group", "runAsNonRoot": "run_as_non_root"}
+
+
+def pod_security_context() -> m.PodSecurityContext:
+    """The Workflow's pod ``securityContext``, as KFP's compiler sets its own (Pod Security ``restricted``'s pod
+    fields): ``runAsNonRoot`` and seccomp ``RuntimeDefault``. It applies to Argo's own ``init``/``wait``
+    containers too (a cluster's ``executor`` setting names their user: docs/kubernetes.md, Pod Security)."""
+    return m.PodSecurityContext(run_as_non_root=True, seccomp_profile=m.SeccompProfile(type="RuntimeDefault"))
+
+
+def container_security_context(platform: dict[str, Any]) -> m.SecurityContext:
+    """A step container's ``securityContext``: what KFP's compiler adds to every container (no privilege
+    escalation, every capability dropped, seccomp ``RuntimeDefault``: Pod Security ``restricted``) and the task's
+    kfp-kubernetes ``set_security_context`` (``runAsUser``, ``runAsGroup``, ``runAsNonRoot``)."""
+    own = {_SECURITY_KEYS[k]: v for k, v in platform.get("securityContext", {}).items() if k in _SECURITY_KEYS}
+    return m.SecurityContext(allow_privilege_escalation=False, capabilities=m.Capabilities(drop=["ALL"]),
+                             seccomp_profile=m.SeccompProfile(type="RuntimeDefault"), **own)
 _RESOURCE_KEYS = {
     "resourceCpuRequest": ("requests", "cpu"),
     "resourceCpuLimit": ("limits", "cpu"),
@@ -205,6 +226,7 @@ def _build(source: Any, components: Any, kind: type[Workflow], **cron: Any) -> W
         **cron,
         entrypoint=ir.name,
         annotations={"workflows.argoproj.io/description": description} if description else None,
+        security_context=pod_security_context(),
         arguments=[
             Parameter(
                 name=n,
@@ -328,6 +350,7 @@ def _template(ir: PipelineIR, step: Step, claims: dict, params: dict) -> Contain
         outputs=outputs or None,
         env=env or None,
         resources=m.ResourceRequirements(**resources) if resources else None,
+        security_context=container_security_context(platform),
         volume_mounts=[
             m.VolumeMount(name=claims[_claim(step, mt)], mount_path=mt["mountPath"])
             for mt in platform.get("pvcMount", [])
