@@ -41,7 +41,8 @@ test-cluster: $(STAMP)
 
 # Real containers on a real one-node cluster on this machine (root): the control plane above plus a kubelet,
 # containerd + runc + CNI, kube-proxy and CoreDNS (hack/node/build.sh: built once from the Go module proxy and
-# Debian's packages, cached under ~/.cache/tfk8s/node/), Argo Workflows v3.7.3's controller, executor and CLI
+# Debian's packages, cached under ~/.cache/tfk8s/node/), Kueue v0.17.0's manager (hack/kueue/build.sh, as for
+# test-cluster: the production-shaped namespaces' queue), Argo Workflows v3.7.3's controller, executor and CLI
 # (hack/argo/build.sh, cached under ~/.cache/tfk8s/argo/), MinIO (hack/kfp/build.sh --minio: the bucket the
 # pipeline reads its data from and uploads its model to), KServe's CRD (hack/kserve/crd.sh) and the project image
 # (image-archive, below: cached, seconds when only .py files changed), which the tests import into the node's
@@ -51,8 +52,9 @@ test-cluster: $(STAMP)
 # found it; `hack/node/cleanup.sh --check` after it proves it (cleanup.sh without --check undoes what a killed
 # run left). test-argo: the same, the Argo scenarios only.
 E2E_NODE = TFK8S_TEST_E2E=1 TFK8S_E2E_IMAGE_ARCHIVE=$(IMAGE_ARCHIVE) $(PY) -m pytest -q -ra --durations=0 -m e2e
-E2E_BUILD = bash hack/controlplane/build.sh && bash hack/node/build.sh && bash hack/argo/build.sh \
-	&& bash hack/kfp/build.sh --minio && bash hack/kserve/crd.sh && $(MAKE) --no-print-directory image-archive
+E2E_BUILD = bash hack/controlplane/build.sh && bash hack/kueue/build.sh && bash hack/node/build.sh \
+	&& bash hack/argo/build.sh && bash hack/kfp/build.sh --minio && bash hack/kserve/crd.sh \
+	&& $(MAKE) --no-print-directory image-archive
 test-e2e: $(STAMP)
 	$(E2E_BUILD)
 	$(E2E_NODE); rc=$$?; bash hack/node/cleanup.sh --check || rc=1; exit $$rc

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Kueue (sigs.k8s.io/kueue, the job queueing controller) at a pinned version from the Go module proxy, once
-# (make test-cluster; tests/kueue_server.py):
+# (make test-cluster, make test-e2e, make test-kfp; tests/realcluster/kueue_server.py):
 #   kueue        the manager binary (./cmd/kueue), run by the tests as a host process against the test control plane
 #   crd/*.yaml   the module's CustomResourceDefinitions (config/components/crd/bases)
 #   crd-conversion/*.yaml  the module's conversion-webhook patches (which CRDs convert v1beta1 <-> v1beta2)

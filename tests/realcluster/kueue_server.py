@@ -135,6 +135,10 @@ class KueueServer:
     crds: list[str] = field(default_factory=list)
     webhooks: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)
     timings: dict[str, float] = field(default_factory=dict)
+    job_namespace_selector: dict[str, Any] | None = None
+    """The ``namespaceSelector`` of the batch Jobs' webhooks (None: every namespace, as the module's manifests).
+    ``make test-e2e`` scopes them to its queue-holding namespaces: the other tests' Jobs then never wait on this
+    process (the webhooks' ``failurePolicy`` is ``Fail``)."""
 
     # -- clients --------------------------------------------------------------------------------------------------
     @property
@@ -302,6 +306,8 @@ class KueueServer:
                 groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
                 if groups and groups <= KEPT_WEBHOOK_GROUPS:
                     hook["clientConfig"] = self._client_config(hook["clientConfig"]["service"]["path"])
+                    if groups == {"batch"} and self.job_namespace_selector is not None:
+                        hook["namespaceSelector"] = copy.deepcopy(self.job_namespace_selector)
                     kept.append(hook)
             doc["webhooks"] = kept
             create = (adm.create_mutating_webhook_configuration if kind.startswith("Mutating")
@@ -471,16 +477,19 @@ def _wait(predicate: Any, what: str, timeout: float, detail: Any = None) -> Any:
 
 
 @contextlib.contextmanager
-def running_kueue(kubeconfig: Path, work: Path, bin_dir: Path | None = None) -> Iterator[KueueServer]:
+def running_kueue(kubeconfig: Path, work: Path, bin_dir: Path | None = None,
+                  job_namespace_selector: dict[str, Any] | None = None) -> Iterator[KueueServer]:
     """Kueue on the cluster of ``kubeconfig`` (the module's docstring says what is done and undone); its log and
-    files in ``work``. Raises RuntimeError when the binary is not built (:data:`SKIP_REASON`)."""
+    files in ``work``; ``job_namespace_selector``: see :attr:`KueueServer.job_namespace_selector`. Raises
+    RuntimeError when the binary is not built (:data:`SKIP_REASON`)."""
     from kubernetes import config
 
     bin_dir = bin_dir or kueue_dir()
     if bin_dir is None:
         raise RuntimeError(SKIP_REASON)
     work.mkdir(parents=True, exist_ok=True)
-    server = KueueServer(bin_dir, work, config.new_client_from_config(config_file=str(kubeconfig)))
+    server = KueueServer(bin_dir, work, config.new_client_from_config(config_file=str(kubeconfig)),
+                         job_namespace_selector=job_namespace_selector)
     try:
         t0 = time.monotonic()
         server.install_crds()

@@ -16,6 +16,16 @@ the project's pods run in on the real node (:func:`new_namespace`, the ``e2e_pod
 ``requests.cpu``, ``requests.memory``, ``limits.cpu``, ``limits.memory`` and a LimitRange with only a per-pod
 ``max``, which sets no defaults: a pod whose container declares no requests or limits is refused, as in a profile
 (kubeflow/pipelines#7699).
+
+``e2e_kueue`` (session, started by the first test that asks for it): the real Kueue v0.17.0 of
+:mod:`tests.realcluster.kueue_server` (``hack/kueue/build.sh``; without the binary the test skips in one line) on
+the real node's control plane, its process written into the node's journal (so a killed run's sweep stops it by
+pid too); its batch Jobs' webhooks scoped to the namespaces labelled :data:`KUEUE_NAMESPACE_LABEL`, which
+:meth:`E2EKueue.queue` sets when it gives a namespace the LocalQueue :data:`KUEUE_QUEUE` (and a ClusterQueue
+``cq-<namespace>`` of :data:`KUEUE_QUOTA`): the other tests' Jobs never wait on it. Afterwards Kueue's webhook
+configurations, objects and CRDs are deleted and its process stopped by pid (``running_kueue``), and the fixture
+checks none of them is left. :func:`kueue_admissions` reads back, from the events Kueue recorded (they outlive the
+Jobs and Workloads the launcher's cleanup deletes), that a job's replica Jobs were held and admitted by it.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from typing import Any
 
 import pytest
 
+from tests.realcluster import kueue_server
 from tests.realnode import realnode
 from tests.realnode.realnode import NODE_NAME, PROBE_IMAGE, E2ECluster, running_real_cluster
 
@@ -249,5 +260,125 @@ def e2e_production(e2e_cluster) -> Iterator[E2E]:
         handle.close()
 
 
-__all__ = ["E2E", "NODE_NAME", "POD_MAX", "QUOTA", "QUOTA_HARD", "e2e", "e2e_cluster", "e2e_production",
-           "new_namespace", "pod_security_labels", "production_namespace"]
+# -- the real Kueue ------------------------------------------------------------------------------------------------
+KUEUE_QUEUE = "tfk8s-e2e"
+"""The LocalQueue :meth:`E2EKueue.queue` makes (the tests' ``kubernetes.kueue_queue``). Not ``default``: Kueue
+(LocalQueueDefaulting) would put every Job of the namespace without a queue into a LocalQueue named so."""
+KUEUE_QUOTA = {"cpu": "4", "memory": "16Gi"}
+"""The ClusterQueue's nominal quota: above what any e2e job requests at once (3 replicas of 250m/1Gi; the pipeline's
+1 worker of 500m/2Gi), so Kueue admits at once; Kueue counts requests, not the 2-core node's capacity."""
+KUEUE_NAMESPACE_LABEL = "tfk8s.dev/e2e-kueue"
+"""The label of the namespaces whose Jobs go through Kueue's batch webhooks (set by :meth:`E2EKueue.queue`)."""
+
+
+class E2EKueue:
+    """The session's real Kueue (:class:`tests.realcluster.kueue_server.KueueServer` as ``server``) on the real
+    node's control plane."""
+
+    def __init__(self, server: kueue_server.KueueServer):
+        self.server = server
+        self.cluster_queues: dict[str, str] = {}  # namespace -> its ClusterQueue
+
+    def queue(self, namespace: str) -> str:
+        """Give ``namespace`` the LocalQueue :data:`KUEUE_QUEUE` (Active) on a ClusterQueue of its own,
+        ``cq-<namespace>`` (:data:`KUEUE_QUOTA`), and the label :data:`KUEUE_NAMESPACE_LABEL` that puts its Jobs
+        behind Kueue's webhooks; the ClusterQueue's name. Once per namespace (a second call returns the first's)."""
+        from kubernetes import client
+
+        if namespace in self.cluster_queues:
+            return self.cluster_queues[namespace]
+        client.CoreV1Api(self.server.admin).patch_namespace(
+            namespace, {"metadata": {"labels": {KUEUE_NAMESPACE_LABEL: "true"}}})
+        cq = self.server.queue(namespace, KUEUE_QUEUE, **KUEUE_QUOTA)
+        self.cluster_queues[namespace] = cq
+        return cq
+
+    def workloads(self, namespace: str) -> list[dict[str, Any]]:
+        """The Workloads of ``namespace`` (``v1beta2``)."""
+        return self.server.workloads(namespace)
+
+    @staticmethod
+    def admitted(workload: dict[str, Any]) -> bool:
+        """Whether Kueue admitted ``workload`` (its ``QuotaReserved`` and ``Admitted`` conditions True)."""
+        conditions = {c["type"]: c["status"] for c in (workload.get("status") or {}).get("conditions") or []}
+        return conditions.get("QuotaReserved") == "True" and conditions.get("Admitted") == "True"
+
+
+def kueue_admissions(api: Any, namespace: str, job: str) -> dict[str, dict[str, Any]]:
+    """What Kueue's events say of the replica Jobs of the training job ``job`` (``tfk8s-<run id>``) in
+    ``namespace``, by replica Job name: ``{"workload": its Workload's name, "job": [(reason, message)...] of the
+    Job, "workload_events": [(reason, message)...] of the Workload}``, from Kueue's own events: on the Job
+    ``CreatedWorkload`` ("Created Workload: NS/NAME") and ``Started`` ("Admitted by clusterQueue CQ", recorded when
+    Kueue unsuspends the Job it held), on the Workload ``QuotaReserved`` and ``Admitted``. Events outlive the Jobs
+    and Workloads (the launcher's cleanup deletes the Jobs; the garbage collector their Workloads), so this is
+    read after the run."""
+    from kubernetes import client
+
+    events = client.CoreV1Api(api).list_namespaced_event(namespace).items
+    replicas = sorted({e.involved_object.name for e in events if e.involved_object.kind == "Job"
+                       and (e.involved_object.name or "").startswith(f"{job}-")})
+    out: dict[str, dict[str, Any]] = {}
+    for name in replicas:
+        mine = sorted((e for e in events if e.involved_object.kind == "Job" and e.involved_object.name == name),
+                      key=_event_time)
+        said = [(e.reason, e.message or "") for e in mine]
+        created = [m.split("/", 1)[1] for r, m in said if r == "CreatedWorkload" and "/" in m]
+        workload = created[-1] if created else ""
+        theirs = sorted((e for e in events if e.involved_object.kind == "Workload"
+                         and e.involved_object.name == workload), key=_event_time)
+        out[name] = {"workload": workload, "job": said,
+                     "workload_events": [(e.reason, e.message or "") for e in theirs]}
+    return out
+
+
+def _event_time(e: Any) -> str:
+    t = e.last_timestamp or e.event_time or e.first_timestamp
+    return t.isoformat() if t else ""
+
+
+def assert_admitted_by_kueue(admissions: dict[str, dict[str, Any]], replica_jobs: list[str], cq: str) -> None:
+    """Each of ``replica_jobs`` (and no other) was held by Kueue (a Workload created for it) and started when the
+    ClusterQueue ``cq`` admitted that Workload (:func:`kueue_admissions`)."""
+    assert sorted(admissions) == sorted(replica_jobs), admissions
+    for name, a in admissions.items():
+        reasons = dict(a["job"])
+        assert a["workload"] and reasons.get("CreatedWorkload", "").endswith(f"/{a['workload']}"), (name, a)
+        assert reasons.get("Started") == f"Admitted by clusterQueue {cq}", (name, a)
+        theirs = dict(a["workload_events"])
+        assert theirs.get("QuotaReserved", "").startswith(f"Quota reserved in ClusterQueue {cq},"), (name, a)
+        assert theirs.get("Admitted", "").startswith(f"Admitted by ClusterQueue {cq},"), (name, a)
+
+
+@pytest.fixture(scope="session")
+def e2e_kueue(e2e_cluster: E2ECluster, tmp_path_factory) -> Iterator[E2EKueue]:
+    """The real Kueue on the real node's control plane (see the module docstring); skips in one line without its
+    binary (``hack/kueue/build.sh``)."""
+    from kubernetes import client
+
+    reason = kueue_server.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    cp = e2e_cluster.cp
+    selector = {"matchLabels": {KUEUE_NAMESPACE_LABEL: "true"}}
+    with kueue_server.running_kueue(cp.kubeconfig(), tmp_path_factory.mktemp("kueue"),
+                                    job_namespace_selector=selector) as server:
+        if e2e_cluster.journal is not None:  # a SIGKILLed run's sweep (the watchdog, cleanup.sh) stops it by pid
+            e2e_cluster.journal.add("processes", {"name": "kueue", "pid": server.pid,
+                                                  "start": realnode.proc_start_time(server.pid)})
+        print(f"\nkueue up in {server.timings['up']:.1f}s (manager ready in {server.timings['ready']:.1f}s), "
+              f"pid {server.pid}; log {server.work / 'kueue.log'}")
+        yield E2EKueue(server)
+    # the cluster as found: no process, no webhook configuration, no CRD of Kueue's group
+    with cp.admin_client() as api:
+        adm, ext = client.AdmissionregistrationV1Api(api), client.ApiextensionsV1Api(api)
+        hooks = [w.metadata.name for w in adm.list_mutating_webhook_configuration().items
+                 + adm.list_validating_webhook_configuration().items]
+        crds = [c.metadata.name for c in ext.list_custom_resource_definition().items]
+    assert server.popen is not None and server.popen.poll() is not None
+    assert not [h for h in hooks if h.startswith(kueue_server.WEBHOOK_PREFIX)], hooks
+    assert not [c for c in crds if c.endswith(f".{kueue_server.GROUP}")], crds
+
+
+__all__ = ["E2E", "KUEUE_NAMESPACE_LABEL", "KUEUE_QUEUE", "KUEUE_QUOTA", "NODE_NAME", "POD_MAX", "QUOTA",
+           "QUOTA_HARD", "E2EKueue", "assert_admitted_by_kueue", "e2e", "e2e_cluster", "e2e_kueue",
+           "e2e_production", "kueue_admissions", "new_namespace", "pod_security_labels", "production_namespace"]

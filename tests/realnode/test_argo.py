@@ -33,8 +33,10 @@ pytest.register_assert_rewrite("tests.realnode.argo_fixtures", "tests.realcluste
 
 from tests.realcluster.kserve_crd import installed_kserve_crd
 from tests.realnode.argo_fixtures import EXECUTOR, Argo, ArgoNamespace, nodes, set_executor
+from tests.realnode.e2e_fixtures import KUEUE_QUEUE, E2EKueue, assert_admitted_by_kueue, kueue_admissions
 from tests.realnode.realnode import NODE_IP
 from tests.steps.s3_server import NO_MINIO, S3Server, minio_binary, running_minio
+from tfk8s.core.job import job_name
 from tfk8s.core.layout import DEFAULT_ROOT
 
 pytestmark = [pytest.mark.e2e]
@@ -219,18 +221,23 @@ def test_a_replica_exiting_1_fails_the_workflow_naming_it_and_stops_everything(a
     _wait_settled(argo, ns)
 
 
+@pytest.mark.timeout(900)  # two whole runs (~3.5 min), and Kueue's start (~0.5-1 min) when it is the first
 def test_the_whole_pipeline_runs_through_argo_and_the_gate_pushes_or_rejects(argo: Argo, argo_ns: ArgoNamespace,
-                                                                           e2e_mnist: Path):
+                                                                           e2e_mnist: Path, e2e_kueue: E2EKueue):
     """Both runs read their data from a bucket on a real MinIO (``data_uri``, ``s3_endpoint``, the credentials
     from the Secret ``s3_secret`` names); the blessed one uploads its model to the bucket (``model_uri``) and
     applies an InferenceService the API server validates against KServe's own CRD (``kserve=apply``); the second
-    reuses the first one's preparation of the unchanged prefix."""
+    reuses the first one's preparation of the unchanged prefix. Both queue their training in the namespace's
+    LocalQueue of the real Kueue v0.17.0 (``-p kubernetes={..., "kueue_queue": ...}``): the replica's Job is held
+    by Kueue and started when its ClusterQueue admits it."""
     from tests.realnode.e2e_pods import MNIST_EXAMPLES  # (imported here: a plugin of this module, rewritten)
 
     ns, vol = argo_ns.name, argo_ns.volume
+    cq = e2e_kueue.queue(ns)
     with bucket_for_the_pipeline(argo, ns, e2e_mnist) as bucket:
         params = {**SMALL, "data_uri": bucket.data_uri, "s3_endpoint": bucket.server.endpoint,
-                  "model_uri": bucket.model_uri, "kserve": "apply"}
+                  "model_uri": bucket.model_uri, "kserve": "apply",
+                  "kubernetes": {**SMALL["kubernetes"], "kueue_queue": KUEUE_QUEUE}}
         t0 = time.monotonic()
         name = argo.submit(ns, WORKFLOW, {**params, "min_accuracy": 0.0})
         wf = argo.wait(ns, name, timeout=900)
@@ -275,6 +282,11 @@ def test_the_whole_pipeline_runs_through_argo_and_the_gate_pushes_or_rejects(arg
         job = json.loads((run / "train" / "job.json").read_text())
         assert job["state"] == "Succeeded" and job["backend"] == "kubernetes"
         assert (run / "train" / "replica-logs" / "worker-0.log").stat().st_size > 0
+        # the queue came through the Workflow's `kubernetes` parameter into the launch step: Kueue held the
+        # replica's Job and started it on its ClusterQueue's admission (Kueue's events; the Job is gone)
+        given = {p["name"]: p["value"] for p in wf["spec"]["arguments"]["parameters"]}
+        assert json.loads(given["kubernetes"])["kueue_queue"] == KUEUE_QUEUE, given["kubernetes"]
+        _assert_admitted_by_kueue(argo, ns, wf["metadata"]["uid"], cq)
         assert (vol / "models" / "mnist-cnn" / "1" / "saved_model.pb").is_file()
         served = vol / "serving" / "mnist-cnn" / "1"
         assert (served / "saved_model.pb").is_file()
@@ -306,8 +318,16 @@ def test_the_whole_pipeline_runs_through_argo_and_the_gate_pushes_or_rejects(arg
         # the second run reused the first one's preparation of the unchanged prefix (one listing, nothing read)
         again = json.loads((vol / "runs" / wf["metadata"]["uid"] / "data.json").read_text())
         assert (again["path"], again["reused"]) == (record["path"], True)
+        _assert_admitted_by_kueue(argo, ns, wf["metadata"]["uid"], cq)
         _wait_settled(argo, ns)
     print(f"\nargo pipeline from a bucket: blessed run {blessed_s:.0f}s, rejected run {rejected_s:.0f}s")
+
+
+def _assert_admitted_by_kueue(argo: Argo, ns: str, run_id: str, cq: str) -> None:
+    """The run's one replica Job (``worker-0``) was held by Kueue and started on ``cq``'s admission."""
+    with argo.cluster.cp.admin_client() as api:
+        admissions = kueue_admissions(api, ns, job_name(run_id))
+    assert_admitted_by_kueue(admissions, [f"{job_name(run_id)}-worker-0"], cq)
 
 
 def test_a_drained_launch_step_is_retried_and_the_training_resumes(argo: Argo, argo_ns: ArgoNamespace):

@@ -20,7 +20,9 @@ import pytest
 
 pytest.register_assert_rewrite("tests.realnode.kfp_fixtures", "tests.realnode.argo_fixtures")
 
+from tests.realnode.e2e_fixtures import KUEUE_QUEUE, E2EKueue, assert_admitted_by_kueue, kueue_admissions
 from tests.realnode.kfp_fixtures import NAMESPACE, POD_SECURITY_LEVEL, KFPBackend
+from tfk8s.core.job import job_name
 
 pytestmark = [pytest.mark.kfp]
 pytest_plugins = ["tests.realnode.e2e_fixtures", "tests.realnode.argo_fixtures", "tests.realnode.kfp_fixtures"]
@@ -156,10 +158,16 @@ def mlmd_artifacts(kfp: KFPBackend) -> list[dict[str, Any]]:
     return json.loads(done.stdout)
 
 
-def test_the_users_run_succeeds_on_kfp_with_every_step_in_our_image_and_outputs_recorded(kfp_backend: KFPBackend):
+@pytest.mark.timeout(900)  # the first kfp test: the backend's start (~2 min) and Kueue's (~0.5-1) count
+def test_the_users_run_succeeds_on_kfp_with_every_step_in_our_image_and_outputs_recorded(kfp_backend: KFPBackend,
+                                                                                          e2e_kueue: E2EKueue):
+    """The run queues its training in the namespace's LocalQueue of the real Kueue v0.17.0 (``--param
+    kubernetes={..., "kueue_queue": ...}``): the replica's Job is held by Kueue and started on its admission."""
     kfp = kfp_backend
+    cq = e2e_kueue.queue(NAMESPACE)
     t0 = time.monotonic()
-    run_id = start_run(kfp, {**SMALL, "min_accuracy": 0.0})
+    run_id = start_run(kfp, {**SMALL, "min_accuracy": 0.0,
+                             "kubernetes": {**SMALL["kubernetes"], "kueue_queue": KUEUE_QUEUE}})
     run = wait_run(kfp, run_id)
     seconds = time.monotonic() - t0
     assert run["state"] == "SUCCEEDED", json.dumps(run)[:4000] + "\n" + kfp.diagnostics()
@@ -186,6 +194,11 @@ def test_the_users_run_succeeds_on_kfp_with_every_step_in_our_image_and_outputs_
     assert (kfp.volume / "serving" / "mnist-cnn" / "1" / "saved_model.pb").is_file()
     job = json.loads((kfp.volume / "runs" / run_id / "train" / "job.json").read_text())
     assert job["state"] == "Succeeded" and job["backend"] == "kubernetes"
+    # Kueue held the replica's Job and started it on its ClusterQueue's admission (its events; the Job is gone)
+    with kfp.argo.cluster.cp.admin_client() as api:
+        admissions = kueue_admissions(api, NAMESPACE, job_name(run_id))
+    print("Kueue's events of the run's replica Jobs:", json.dumps(admissions))
+    assert_admitted_by_kueue(admissions, [f"{job_name(run_id)}-worker-0"], cq)
     arts = mlmd_artifacts(kfp)
     by_type: dict[str, list[dict[str, Any]]] = {}
     for a in arts:

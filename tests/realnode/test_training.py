@@ -14,7 +14,9 @@ import pytest
 
 pytest.register_assert_rewrite("tests.realnode.e2e_fixtures", "tests.realnode.e2e_pods")
 
+from tests.realnode.e2e_fixtures import KUEUE_QUEUE, E2EKueue, assert_admitted_by_kueue, kueue_admissions
 from tests.realnode.e2e_pods import DATA_DIR, MOUNT, ProjectPods, last_json, small_job, unique, wait_for
+from tfk8s.core.job import job_selector
 from tfk8s.core.layout import RunLayout
 
 pytest_plugins = ["tests.realnode.e2e_fixtures", "tests.realnode.e2e_pods"]
@@ -122,21 +124,56 @@ def test_pss_chief_worker_ps_and_evaluator_train_in_pods(e2e_pods: ProjectPods):
     assert p.job_objects(job) == {}
 
 
-def test_an_example_program_runs_in_pods_through_the_command_parameter(e2e_pods: ProjectPods):
+def test_an_example_program_runs_in_pods_through_the_command_parameter_admitted_by_a_real_kueue(
+        e2e_pods: ProjectPods, e2e_kueue: E2EKueue):
     """examples/keras_mwms/train.py, TensorFlow's multi-worker Keras tutorial, put on the volume (the examples
-    are not in the project image: a user's program would be in their image or on the volume)."""
+    are not in the project image: a user's program would be in their image or on the volume), with
+    ``kubernetes.kueue_queue`` naming the namespace's LocalQueue of the real Kueue v0.17.0: Kueue's webhook
+    suspends each replica's Job at creation, its scheduler admits their Workloads from the ClusterQueue's quota
+    and unsuspends them (the launcher reading the LocalQueue and the Workloads through its own Role), and the job
+    runs as without a queue."""
     from tests.realnode.e2e_pods import REPO
 
     p = e2e_pods
+    cq = e2e_kueue.queue(p.namespace)
     program = p.volume.folder / "programs" / "keras_mwms.py"
     program.parent.mkdir()
     program.write_bytes((REPO / "examples" / "keras_mwms" / "train.py").read_bytes())
     run = unique("example")
+    job = p.job_of(run)
+    replica_jobs = [f"{job}-worker-0", f"{job}-worker-1"]
     launcher = p.launch(run, "--workers", "2", "--command",
-                        f"python {MOUNT}/programs/keras_mwms.py --epochs 1 --per_worker_batch 32", *small_job())
+                        f"python {MOUNT}/programs/keras_mwms.py --epochs 1 --per_worker_batch 32",
+                        "--kueue-queue", KUEUE_QUEUE, *small_job())
+    # while it runs: one Workload per replica's Job, owned by it, admitted by the namespace's ClusterQueue; the
+    # Jobs unsuspended by Kueue, whose podset label is on their pods (Kueue puts it on the template it starts)
+    def admitted() -> list[dict]:
+        wls = [w for w in e2e_kueue.workloads(p.namespace)
+               if any(o["kind"] == "Job" and o["name"] in replica_jobs for o in w["metadata"]["ownerReferences"])]
+        return wls if len(wls) == 2 and all(E2EKueue.admitted(w) for w in wls) else []
+
+    workloads = wait_for(admitted, "both replicas' Workloads admitted by Kueue", 180,
+                         explain=lambda: f"{e2e_kueue.workloads(p.namespace)}\n{p.tail(launcher)}\n--- kueue:\n"
+                                         f"{e2e_kueue.server.log(20)}")
+    pods = wait_for(lambda: len(found := p.pods_of(job)) == 2 and found, "both replicas' pods", 120)
+    jobs = {j.metadata.name: j
+            for j in p.batch.list_namespaced_job(p.namespace, label_selector=job_selector(job)).items}
     pod = p.wait_done(launcher, 300)
     log = p.e2e.log(launcher)
     assert pod["status"]["phase"] == "Succeeded", log[-5000:]
+    assert sorted(jobs) == replica_jobs
+    for name, j in jobs.items():
+        assert j.metadata.labels["kueue.x-k8s.io/queue-name"] == KUEUE_QUEUE, j.metadata.labels
+        assert not j.spec.suspend, name
+    for w in workloads:
+        (owner,) = [o for o in w["metadata"]["ownerReferences"] if o["kind"] == "Job"]
+        assert owner["uid"] == jobs[owner["name"]].metadata.uid
+        assert w["spec"]["queueName"] == KUEUE_QUEUE
+        assert w["status"]["admission"]["clusterQueue"] == cq
+        assert w["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] == "250m", w["status"]
+    assert {pd["metadata"]["labels"].get("kueue.x-k8s.io/podset") for pd in pods} == {"main"}, pods
+    # ... and after it, from Kueue's events: each Job held (a Workload created for it), then started on admission
+    assert_admitted_by_kueue(kueue_admissions(p.api, p.namespace, job), replica_jobs, cq)
     result = last_json(log)
     assert result["summary"]["job"]["command"] == ["python", f"{MOUNT}/programs/keras_mwms.py", "--epochs", "1",
                                                    "--per_worker_batch", "32"]
