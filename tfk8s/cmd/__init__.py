@@ -51,7 +51,8 @@ VERBS = {"get": get, "describe": describe, "logs": logs, "wait": wait, "delete":
 def build_parser() -> argparse.ArgumentParser:
     """The ``tfk8s`` argument parser (``tfk8s --help``): the common flags, then each verb's."""
     p = argparse.ArgumentParser(prog="tfk8s", description=__doc__.split("\n\n")[0].replace("``", ""),
-                                epilog="Exit codes: 0 ok, 1 failed, 3 wait timed out, 4 no such job.")
+                                epilog="Exit codes: 0 ok, 1 failed, 3 wait timed out, 4 no such job, "
+                                       "5 wait: stopped or deleted.")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--volume", default="volume",
                         help="folder standing for the shared volume (default: ./volume, as pipelines/train.py "

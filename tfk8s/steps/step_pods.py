@@ -13,8 +13,8 @@ driver, and the Argo export has no driver. So they are changed where the pipelin
 ``{"prepare_dataset": {"memory_limit": "8Gi"}, "*": {"labels": {"team.example.com/cost-center": "ml"}}}``.
 
 A CPU limit too, by default at least one whole CPU (two for the TensorFlow steps): a namespace with a quota on
-``limits.cpu``, or a LimitRange with a ``max`` and no default (a Kubeflow profile's kind), refuses a pod without
-one (``must specify limits.cpu``). Generous on purpose: a CPU limit only throttles (CFS quota), and a step is
+``limits.cpu`` (``must specify limits.cpu``, a Kubeflow profile's kind) or a LimitRange whose ``max`` is on the Pod
+item refuses a pod without one. Generous on purpose: a CPU limit only throttles (CFS quota), and a step is
 often alone on its node's idle CPUs (TensorFlow's import, TFDS' preparation).
 
 Each step's container also runs as non-root (:data:`RUN_AS_NON_ROOT`, ``kfp_kubernetes.set_security_context``),

@@ -270,7 +270,8 @@ class KubernetesParams:
         '"false" and karpenter.sh/do-not-disrupt: "true" (a value of null drops one), e.g. '
         '{"karpenter.sh/do-not-disrupt": null}'))
     labels: Any = _param({}, 'labels of every replica Job and pod, e.g. {"team.example.com/cost-center": "ml"} '
-                             "(not tfk8s' own: tfk8s.dev/*, app.kubernetes.io/*)")
+                             "(not tfk8s' own: tfk8s.dev/*, app.kubernetes.io/{name,instance,component,managed-by}, "
+                             "kueue.x-k8s.io/queue-name)")
     priority_class_name: str = _param("", "PriorityClass of the replica pods (empty: the cluster's default)")
     replica_overrides: Any = _param({}, (
         "per replica type (chief, worker, ps, evaluator): image, command, cpu, memory, cpu_limit, memory_limit, "
